@@ -1,0 +1,38 @@
+"""The ``argus`` command line.
+
+Sub-commands are imported lazily: ``argus --help`` or ``argus submit`` must not pay for
+importing Ray or Litestar. Each concern registers its command in ``COMMANDS`` as
+``"name": "module:attribute"``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+__all__ = ["main", "COMMANDS"]
+
+COMMANDS: dict[str, str] = {
+    "db": "argus.cli.db:db",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose sub-commands are imported only when used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return super().get_command(ctx, cmd_name)
+        module_name, attr = target.split(":")
+        return getattr(importlib.import_module(module_name), attr)
+
+
+@click.group(cls=LazyGroup)
+@click.version_option(package_name="argus")
+def main() -> None:
+    """Argus: queue, admit and follow verl training tasks on a Ray cluster."""

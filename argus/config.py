@@ -1,0 +1,168 @@
+"""Argus configuration: one YAML file (seed 002 §3.3 keys) plus environment overrides.
+
+The file keeps the seed's layout: Ray settings at the top level (``address``,
+``shared_root``, ``entrypoint_*``, ``runtime_env``, ``user_code_path``) and the service's
+own settings under ``v2:`` (``api``, ``auth``, ``sqlite``, ``scheduler``). Every leaf can
+be overridden by an environment variable ``ARGUS_<PATH>`` with ``__`` between levels, e.g.
+``ARGUS_V2__SCHEDULER__TICK_S=1`` or ``ARGUS_SHARED_ROOT=/private``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+import msgspec
+import yaml
+
+__all__ = [
+    "ApiConfig",
+    "ArgusConfig",
+    "AuthConfig",
+    "ConfigError",
+    "SchedulerConfig",
+    "ServiceConfig",
+    "SqliteConfig",
+    "TaskSpecConfig",
+    "load_config",
+]
+
+ENV_PREFIX = "ARGUS_"
+
+
+class ConfigError(ValueError):
+    """The configuration file or an override is invalid; the message says which key."""
+
+
+class ApiConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    host: str = "127.0.0.1"
+    port: int = 8080
+    max_body_bytes: int = 1_048_576
+    max_upload_bytes: int = 2 * 1024**3
+
+
+class AuthConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    # Name of the environment variable that holds the bootstrap admin token.
+    token_env: str = "ARGUS_ADMIN_TOKEN"
+    admin_user: str = "admin"
+    session_ttl_s: int = 12 * 3600
+
+
+class SqliteConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    # Local disk only: WAL does not work on network filesystems (DESIGN.md §3).
+    db_path: str = "argus.sqlite3"
+    # FULL: a committed append survives power loss. NORMAL: survives a process crash only.
+    synchronous: str = "FULL"
+
+
+class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    tick_s: float = 5.0
+    retry_interval_s: float = 60.0
+    retry_backoff: float = 2.0
+    retry_max_interval_s: float = 600.0
+    max_running_tasks: int = 8
+    policy: str = "fifo"
+    lease_ttl_s: float = 15.0
+    poll_interval_s: float = 1.0
+
+
+class TaskSpecConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    allowed_modules: list[str] = msgspec.field(
+        default_factory=lambda: ["verl.trainer.", "argus.examples."]
+    )
+    max_document_bytes: int = 65_536
+    max_command_bytes: int = 16_384
+
+
+class ServiceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The ``v2:`` section: settings of the Argus service itself."""
+
+    api: ApiConfig = msgspec.field(default_factory=ApiConfig)
+    auth: AuthConfig = msgspec.field(default_factory=AuthConfig)
+    sqlite: SqliteConfig = msgspec.field(default_factory=SqliteConfig)
+    scheduler: SchedulerConfig = msgspec.field(default_factory=SchedulerConfig)
+    taskspec: TaskSpecConfig = msgspec.field(default_factory=TaskSpecConfig)
+
+
+class ArgusConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The whole configuration. Top-level keys are the seed's RayConfig keys."""
+
+    # Ray job server address (http://head:8265) or "auto" to read the discovery file.
+    address: str = "auto"
+    cluster_name: str = "argus-ray"
+    shared_root: str = "/private"
+    entrypoint_num_cpus: float = 1.0
+    entrypoint_resources: dict[str, float] = msgspec.field(
+        default_factory=lambda: {"worker_node": 1.0}
+    )
+    runtime_env: dict[str, Any] = msgspec.field(default_factory=dict)
+    # Where the verl code lives on workers; added to the driver's PYTHONPATH.
+    user_code_path: str = ""
+    v2: ServiceConfig = msgspec.field(default_factory=ServiceConfig)
+
+    @property
+    def shared_path(self) -> Path:
+        return Path(self.shared_root)
+
+    def discovery_file(self) -> Path:
+        return self.shared_path / "ray" / "discovery" / self.cluster_name / "head.json"
+
+
+def _apply_env(doc: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """Overlay ``ARGUS_A__B__C=value`` onto ``doc['a']['b']['c']``; values are parsed as YAML
+    scalars so that numbers and booleans keep their type."""
+    for key, raw in environ.items():
+        if not key.startswith(ENV_PREFIX) or key == "ARGUS_CONFIG":
+            continue
+        path = [part.lower() for part in key[len(ENV_PREFIX):].split("__") if part]
+        if not path or not _is_config_path(path):
+            continue
+        node = doc
+        for part in path[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = node[part] = {}
+            node = child
+        try:
+            node[path[-1]] = yaml.safe_load(raw) if raw != "" else ""
+        except yaml.YAMLError:
+            node[path[-1]] = raw
+    return doc
+
+
+def _is_config_path(path: list[str]) -> bool:
+    """Only variables naming a real config field are overrides (ARGUS_ROLE is not)."""
+    struct: Any = ArgusConfig
+    for part in path:
+        fields = {f.name: f for f in msgspec.structs.fields(struct)}
+        if part not in fields:
+            return False
+        ftype = fields[part].type
+        struct = ftype if isinstance(ftype, type) and issubclass(ftype, msgspec.Struct) else None
+        if struct is None:
+            return part == path[-1]
+    return True
+
+
+def load_config(
+    path: str | Path | None = None, environ: Mapping[str, str] | None = None
+) -> ArgusConfig:
+    """Read the YAML file (``path``, else ``$ARGUS_CONFIG``, else defaults), then overlay
+    environment overrides. Raises ConfigError naming the offending key."""
+    environ = os.environ if environ is None else environ
+    path = path or environ.get("ARGUS_CONFIG")
+    doc: dict[str, Any] = {}
+    if path:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path} must hold a mapping at the top level")
+        doc = loaded or {}
+    doc = _apply_env(doc, environ)
+    try:
+        return msgspec.convert(doc, ArgusConfig, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"invalid configuration: {exc}") from exc

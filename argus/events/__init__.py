@@ -1,0 +1,20 @@
+"""Events: the catalog of facts (``catalog``) and their storage encoding (``codec``)."""
+
+from argus.events.catalog import *  # noqa: F403
+from argus.events.catalog import __all__ as _catalog_all
+from argus.events.codec import (
+    EventDecodeError,
+    UnknownEventType,
+    decode_event,
+    encode_event,
+    register_upcaster,
+)
+
+__all__ = [
+    *_catalog_all,
+    "EventDecodeError",
+    "UnknownEventType",
+    "decode_event",
+    "encode_event",
+    "register_upcaster",
+]

@@ -1,0 +1,354 @@
+"""The event catalog: every fact Argus records, as msgspec Structs in one tagged union.
+
+Rules (DESIGN.md §3):
+- Payloads hold facts, not derived state: what was asked, decided or observed, and why.
+- Each type has a ``SCHEMA`` version. A change that old readers cannot ignore bumps it and
+  registers an upcaster in ``argus.events.codec``; stored events are never rewritten.
+- The class name is the ``type`` column and the union tag.
+
+Streams: ``task-<task_id>``, ``user-<user_id>``, ``cluster``, ``reactor``.
+Times are UNIX seconds (float, UTC).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import ClassVar, Union
+
+import msgspec
+
+__all__ = [
+    "ALL_EVENT_TYPES",
+    "AttemptEnded",
+    "AttemptRunning",
+    "AttemptStarting",
+    "AttemptSubmitted",
+    "CapacityObserved",
+    "ClusterUnreachable",
+    "Demand",
+    "Event",
+    "EventBase",
+    "FailureKind",
+    "NodeCapacity",
+    "ReactorLeaderElected",
+    "ReactorLeaderReleased",
+    "RetryScheduled",
+    "SubmissionPayload",
+    "TaskCancelRequested",
+    "TaskCanceled",
+    "TaskDeferred",
+    "TaskFailed",
+    "TaskSubmitted",
+    "TaskSucceeded",
+    "TokenIssued",
+    "TokenRevoked",
+    "UserCreated",
+    "UserDisabled",
+    "UserEnabled",
+    "cluster_stream",
+    "reactor_stream",
+    "task_stream",
+    "user_stream",
+]
+
+
+def task_stream(task_id: str) -> str:
+    return f"task-{task_id}"
+
+
+def user_stream(user_id: str) -> str:
+    return f"user-{user_id}"
+
+
+cluster_stream = "cluster"
+reactor_stream = "reactor"
+
+
+class FailureKind(str, enum.Enum):
+    """Why an attempt failed; decides whether the task is retried."""
+
+    INSUFFICIENT_RESOURCES = "INSUFFICIENT_RESOURCES"
+    USER_ERROR = "USER_ERROR"
+    RUNTIME_ERROR = "RUNTIME_ERROR"
+    CLUSTER_LOST = "CLUSTER_LOST"
+    CANCELED = "CANCELED"
+    UNKNOWN = "UNKNOWN"
+
+    def is_retryable(self) -> bool:
+        """Resource races and lost clusters are worth another attempt; user and runtime
+        errors are not (retrying would hide the error, seed 002 §2.1)."""
+        return self in (FailureKind.INSUFFICIENT_RESOURCES, FailureKind.CLUSTER_LOST)
+
+
+class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    """Base of every event. ``SCHEMA`` is the version written with new events."""
+
+    SCHEMA: ClassVar[int] = 1
+
+
+# ---------------------------------------------------------------------------------------
+# Value objects carried inside events
+
+
+class Demand(msgspec.Struct, frozen=True, kw_only=True):
+    """What a task needs at once (the gang): ``nnodes`` nodes, each with
+    ``n_gpus_per_node`` GPUs and ``cpus_per_node`` CPUs."""
+
+    nnodes: int
+    n_gpus_per_node: int
+    cpus_per_node: float
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nnodes * self.n_gpus_per_node
+
+
+class NodeCapacity(msgspec.Struct, frozen=True, kw_only=True):
+    """One alive worker node as Ray reported it."""
+
+    node_id: str
+    ip: str
+    total_gpus: float
+    free_gpus: float
+    total_cpus: float
+    free_cpus: float
+
+
+class SubmissionPayload(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything handed to Ray's JobSubmissionClient.submit_job, kept verbatim so that a
+    resubmission after a crash is the same submission."""
+
+    submission_id: str
+    entrypoint: str
+    entrypoint_num_cpus: float
+    entrypoint_resources: dict[str, float]
+    runtime_env: dict[str, object]
+    metadata: dict[str, str]
+
+
+# ---------------------------------------------------------------------------------------
+# Task stream: task-<task_id>
+
+
+class TaskSubmitted(EventBase, frozen=True, kw_only=True, tag="TaskSubmitted"):
+    """A user submitted a task (API). It enters the queue as QUEUED."""
+
+    task_id: str
+    user: str
+    workload: str
+    kind: str  # "basic" | "advanced"
+    spec_raw: str  # the document exactly as the user sent it
+    spec: dict[str, object]  # the parsed, validated spec (msgspec-encoded TaskSpec)
+    command_raw: str  # advanced: the user's command; basic: the generated one
+    command: str  # with $HOME macros expanded: what the driver runs
+    demand: Demand
+    priority: int = 0
+    max_attempts: int = 3
+    warnings: list[str] = []
+    submitted_at: float
+
+
+class TaskDeferred(EventBase, frozen=True, kw_only=True, tag="TaskDeferred"):
+    """The scheduler looked at the task and could not admit it (reactor). Appended only
+    when ``reason`` changes, so the log answers "why is my task not running?"."""
+
+    task_id: str
+    reason: str  # machine code: no_capacity_per_node, max_running, capacity_unknown, ...
+    message: str  # what was needed and what was free, in words
+    needed: Demand
+    free_gpus_per_node: list[float] = []
+    decided_at: float
+
+
+class AttemptStarting(EventBase, frozen=True, kw_only=True, tag="AttemptStarting"):
+    """Intent: the reactor is about to submit this attempt to Ray (before calling Ray)."""
+
+    task_id: str
+    attempt_no: int
+    submission_id: str
+    payload: SubmissionPayload
+    decided_at: float
+
+
+class AttemptSubmitted(EventBase, frozen=True, kw_only=True, tag="AttemptSubmitted"):
+    """Ray accepted the submission (or already had it, after a crash: ``recovered``)."""
+
+    task_id: str
+    attempt_no: int
+    submission_id: str
+    recovered: bool = False
+    submitted_at: float
+
+
+class AttemptRunning(EventBase, frozen=True, kw_only=True, tag="AttemptRunning"):
+    """Ray reports the job RUNNING."""
+
+    task_id: str
+    attempt_no: int
+    submission_id: str
+    started_at: float
+
+
+class AttemptEnded(EventBase, frozen=True, kw_only=True, tag="AttemptEnded"):
+    """The attempt reached a terminal Ray status (or could not be submitted at all)."""
+
+    task_id: str
+    attempt_no: int
+    submission_id: str
+    ray_status: str  # SUCCEEDED | FAILED | STOPPED | NOT_SUBMITTED | LOST
+    exit_code: int | None = None
+    failure_kind: FailureKind | None = None
+    evidence: str = ""  # the message excerpt that decided failure_kind
+    ended_at: float
+
+
+class RetryScheduled(EventBase, frozen=True, kw_only=True, tag="RetryScheduled"):
+    """A retryable failure puts the task back to PENDING_RESOURCES until ``next_run_at``."""
+
+    task_id: str
+    failed_attempt_no: int
+    failure_kind: FailureKind
+    next_run_at: float
+    delay_s: float
+
+
+class TaskSucceeded(EventBase, frozen=True, kw_only=True, tag="TaskSucceeded"):
+    task_id: str
+    attempt_no: int
+    finished_at: float
+
+
+class TaskFailed(EventBase, frozen=True, kw_only=True, tag="TaskFailed"):
+    """Terminal failure: not retryable, or out of attempts."""
+
+    task_id: str
+    attempt_no: int
+    failure_kind: FailureKind
+    error_summary: str
+    finished_at: float
+
+
+class TaskCancelRequested(EventBase, frozen=True, kw_only=True, tag="TaskCancelRequested"):
+    """A user asked to cancel (API); the reactor stops the Ray job if there is one."""
+
+    task_id: str
+    by: str
+    requested_at: float
+
+
+class TaskCanceled(EventBase, frozen=True, kw_only=True, tag="TaskCanceled"):
+    """The task is canceled: at once when it had no Ray job, else after Ray stopped it."""
+
+    task_id: str
+    by: str
+    ray_status: str | None = None
+    canceled_at: float
+
+
+# ---------------------------------------------------------------------------------------
+# User stream: user-<user_id>
+
+
+class UserCreated(EventBase, frozen=True, kw_only=True, tag="UserCreated"):
+    user_id: str
+    display_name: str = ""
+    is_admin: bool = False
+    by: str
+    created_at: float
+
+
+class UserDisabled(EventBase, frozen=True, kw_only=True, tag="UserDisabled"):
+    user_id: str
+    by: str
+    at: float
+
+
+class UserEnabled(EventBase, frozen=True, kw_only=True, tag="UserEnabled"):
+    user_id: str
+    by: str
+    at: float
+
+
+class TokenIssued(EventBase, frozen=True, kw_only=True, tag="TokenIssued"):
+    """A token was issued; only its SHA-256 hash is recorded (the token is shown once)."""
+
+    user_id: str
+    token_id: str
+    token_hash: str
+    label: str = ""
+    by: str
+    issued_at: float
+
+
+class TokenRevoked(EventBase, frozen=True, kw_only=True, tag="TokenRevoked"):
+    user_id: str
+    token_id: str
+    by: str
+    at: float
+
+
+# ---------------------------------------------------------------------------------------
+# Cluster stream: capacity observations worth keeping (appended when they change)
+
+
+class CapacityObserved(EventBase, frozen=True, kw_only=True, tag="CapacityObserved"):
+    """Free capacity per alive worker node changed (reactor)."""
+
+    nodes: list[NodeCapacity]
+    observed_at: float
+
+
+class ClusterUnreachable(EventBase, frozen=True, kw_only=True, tag="ClusterUnreachable"):
+    """Ray could not be reached: capacity is unknown and nothing is admitted (reactor)."""
+
+    error: str
+    observed_at: float
+
+
+# ---------------------------------------------------------------------------------------
+# Reactor stream: leadership
+
+
+class ReactorLeaderElected(EventBase, frozen=True, kw_only=True, tag="ReactorLeaderElected"):
+    """This reactor took the lease and now leads (it alone talks to Ray)."""
+
+    reactor_id: str
+    host: str
+    pid: int
+    lease_until: float
+    elected_at: float
+
+
+class ReactorLeaderReleased(EventBase, frozen=True, kw_only=True, tag="ReactorLeaderReleased"):
+    """The leader gave the lease back on a clean shutdown."""
+
+    reactor_id: str
+    released_at: float
+
+
+Event = Union[
+    TaskSubmitted,
+    TaskDeferred,
+    AttemptStarting,
+    AttemptSubmitted,
+    AttemptRunning,
+    AttemptEnded,
+    RetryScheduled,
+    TaskSucceeded,
+    TaskFailed,
+    TaskCancelRequested,
+    TaskCanceled,
+    UserCreated,
+    UserDisabled,
+    UserEnabled,
+    TokenIssued,
+    TokenRevoked,
+    CapacityObserved,
+    ClusterUnreachable,
+    ReactorLeaderElected,
+    ReactorLeaderReleased,
+]
+
+ALL_EVENT_TYPES: dict[str, type[EventBase]] = {
+    cls.__struct_config__.tag: cls for cls in Event.__args__  # type: ignore[attr-defined]
+}

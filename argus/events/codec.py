@@ -1,0 +1,88 @@
+"""Encoding events for the log, and decoding them back, upcasting old schema versions.
+
+An event is stored as ``(type, schema_version, data)`` where ``data`` is the msgspec JSON of
+the Struct. Reading an event written with an older schema applies the registered upcasters
+in order (``v1 -> v2 -> …``) on the plain JSON object, then converts it to the current
+Struct. Stored rows are never rewritten.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import msgspec
+
+from argus.events.catalog import ALL_EVENT_TYPES, EventBase
+
+__all__ = [
+    "EventDecodeError",
+    "UnknownEventType",
+    "decode_event",
+    "encode_event",
+    "register_upcaster",
+    "schema_of",
+]
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+
+# (type, from_version) -> function turning a from_version payload into from_version + 1.
+_UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+_encoder = msgspec.json.Encoder()
+_decoders: dict[str, msgspec.json.Decoder[Any]] = {
+    name: msgspec.json.Decoder(cls) for name, cls in ALL_EVENT_TYPES.items()
+}
+
+
+class UnknownEventType(LookupError):
+    """The log holds an event type this code does not know (written by newer code?)."""
+
+
+class EventDecodeError(ValueError):
+    """A stored payload does not match its event type, or its schema is newer than ours."""
+
+
+def register_upcaster(type_name: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
+    """Register ``fn`` to lift ``type_name`` payloads from ``from_version`` by one version."""
+
+    def wrap(fn: Upcaster) -> Upcaster:
+        _UPCASTERS[(type_name, from_version)] = fn
+        return fn
+
+    return wrap
+
+
+def schema_of(event: EventBase) -> int:
+    return type(event).SCHEMA
+
+
+def encode_event(event: EventBase) -> tuple[str, int, bytes]:
+    """Return ``(type, schema_version, data)`` for the log."""
+    cls = type(event)
+    return cls.__struct_config__.tag, cls.SCHEMA, _encoder.encode(event)  # type: ignore[return-value]
+
+
+def decode_event(type_name: str, schema: int, data: bytes) -> EventBase:
+    """Decode a stored event, upcasting it when it was written with an older schema."""
+    cls = ALL_EVENT_TYPES.get(type_name)
+    if cls is None:
+        raise UnknownEventType(
+            f"unknown event type {type_name!r} in the log; is this database from newer code?"
+        )
+    try:
+        if schema == cls.SCHEMA:
+            return _decoders[type_name].decode(data)
+        if schema > cls.SCHEMA:
+            raise EventDecodeError(
+                f"{type_name} has schema v{schema}, newer than this code's v{cls.SCHEMA}"
+            )
+        payload: dict[str, Any] = msgspec.json.decode(data)
+        for version in range(schema, cls.SCHEMA):
+            upcast = _UPCASTERS.get((type_name, version))
+            if upcast is None:
+                raise EventDecodeError(f"no upcaster for {type_name} v{version} -> v{version + 1}")
+            payload = upcast(payload)
+        payload["type"] = type_name
+        return msgspec.convert(payload, cls)
+    except msgspec.ValidationError as exc:
+        raise EventDecodeError(f"stored {type_name} v{schema} does not decode: {exc}") from exc

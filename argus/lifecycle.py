@@ -1,0 +1,102 @@
+"""Task states and the one table of legal transitions (DESIGN.md §4).
+
+The projection folds events through ``next_state``; command handlers (API cancel, the
+reactor's decisions) call ``check_transition`` before appending, so an illegal event is
+refused before it is written rather than discovered on replay.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = [
+    "IllegalTransition",
+    "TaskState",
+    "TRANSITIONS",
+    "check_transition",
+    "next_state",
+]
+
+
+class TaskState(str, enum.Enum):
+    QUEUED = "QUEUED"
+    PENDING_RESOURCES = "PENDING_RESOURCES"
+    SUBMITTING = "SUBMITTING"
+    SUBMITTED = "SUBMITTED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELING = "CANCELING"
+    CANCELED = "CANCELED"
+
+    def is_terminal(self) -> bool:
+        return self in _TERMINAL
+
+    def is_waiting(self) -> bool:
+        """In the queue: not yet handed to Ray (or handed back for a retry)."""
+        return self in (TaskState.QUEUED, TaskState.PENDING_RESOURCES)
+
+    def holds_ray_job(self) -> bool:
+        """An attempt may exist in Ray: the reactor must follow (or stop) it."""
+        return self in (TaskState.SUBMITTING, TaskState.SUBMITTED, TaskState.RUNNING)
+
+
+_TERMINAL = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELED})
+
+S = TaskState
+_NON_TERMINAL = [s for s in TaskState if s not in _TERMINAL]
+
+# (event type, state before) -> state after. Events not listed for a state are illegal in it.
+# Events that do not move the state (TaskDeferred in PENDING_RESOURCES, AttemptEnded, ...)
+# map a state to itself.
+TRANSITIONS: dict[str, dict[TaskState, TaskState]] = {
+    "TaskSubmitted": {},  # creates the task: handled by next_state(None, ...)
+    "TaskDeferred": {S.QUEUED: S.PENDING_RESOURCES, S.PENDING_RESOURCES: S.PENDING_RESOURCES},
+    "AttemptStarting": {S.QUEUED: S.SUBMITTING, S.PENDING_RESOURCES: S.SUBMITTING},
+    "AttemptSubmitted": {S.SUBMITTING: S.SUBMITTED, S.CANCELING: S.CANCELING},
+    "AttemptRunning": {S.SUBMITTED: S.RUNNING, S.SUBMITTING: S.RUNNING, S.CANCELING: S.CANCELING},
+    # The attempt's end is recorded first; the task's own outcome follows as its own event.
+    "AttemptEnded": {
+        S.SUBMITTING: S.SUBMITTING,
+        S.SUBMITTED: S.SUBMITTED,
+        S.RUNNING: S.RUNNING,
+        S.CANCELING: S.CANCELING,
+    },
+    "RetryScheduled": {
+        S.SUBMITTING: S.PENDING_RESOURCES,
+        S.SUBMITTED: S.PENDING_RESOURCES,
+        S.RUNNING: S.PENDING_RESOURCES,
+    },
+    "TaskSucceeded": {S.SUBMITTED: S.SUCCEEDED, S.RUNNING: S.SUCCEEDED, S.CANCELING: S.SUCCEEDED},
+    "TaskFailed": {
+        S.SUBMITTING: S.FAILED,
+        S.SUBMITTED: S.FAILED,
+        S.RUNNING: S.FAILED,
+        S.CANCELING: S.FAILED,
+    },
+    "TaskCancelRequested": {s: S.CANCELING for s in _NON_TERMINAL},
+    "TaskCanceled": {s: S.CANCELED for s in _NON_TERMINAL},
+}
+
+
+class IllegalTransition(ValueError):
+    """An event that the task's current state does not allow."""
+
+
+def next_state(state: TaskState | None, event_type: str) -> TaskState:
+    """The state after ``event_type`` is applied in ``state`` (None: no task yet)."""
+    if state is None:
+        if event_type == "TaskSubmitted":
+            return TaskState.QUEUED
+        raise IllegalTransition(f"{event_type} before TaskSubmitted")
+    if event_type == "TaskSubmitted":
+        raise IllegalTransition("TaskSubmitted for a task that already exists")
+    after = TRANSITIONS.get(event_type, {}).get(state)
+    if after is None:
+        raise IllegalTransition(f"{event_type} is not allowed in state {state.value}")
+    return after
+
+
+def check_transition(state: TaskState | None, event_type: str) -> TaskState:
+    """Same as ``next_state``; named for command handlers that validate before appending."""
+    return next_state(state, event_type)

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs, then run it. Works on a fresh Debian machine
+# with Python >= 3.11 (run as root, or with sudo available, for the apt packages).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+$PY -m pip install -q -e '.[test]'
+# verl's own package gives us its shipped Hydra configs; its heavy deps (torch, vllm, ...)
+# are not needed to compose configs, so install it without them.
+$PY -m pip install -q --no-deps 'verl>=0.5,<1'
+
+# Debian's chromium for the browser tests; shellcheck for the image scripts.
+need=()
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+exec $PY -m pytest "$@"
