@@ -2,6 +2,7 @@
 
 from argus.events.catalog import *  # noqa: F403
 from argus.events.catalog import __all__ as _catalog_all
+from argus.events.envelope import EventMeta, Recorded
 from argus.events.codec import (
     EventDecodeError,
     UnknownEventType,
@@ -13,6 +14,8 @@ from argus.events.codec import (
 __all__ = [
     *_catalog_all,
     "EventDecodeError",
+    "EventMeta",
+    "Recorded",
     "UnknownEventType",
     "decode_event",
     "encode_event",

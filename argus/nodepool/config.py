@@ -1,0 +1,148 @@
+"""Node pool settings, read from the seed 003 §3.3 environment variables.
+
+The container entrypoint passes everything through the environment, so this module is the
+one place that knows the variable names and their defaults. ``shared_root`` and
+``cluster_name`` come from the project configuration (``argus.config``), so a YAML file
+named by ``ARGUS_CONFIG`` and ``ARGUS_SHARED_ROOT``/``ARGUS_CLUSTER_NAME`` both apply.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import sys
+from pathlib import Path
+from typing import Mapping
+
+import msgspec
+
+from argus.config import load_config
+
+__all__ = ["NodePoolConfig", "default_ray_bin", "parse_resources_kv"]
+
+
+class NodePoolConfig(msgspec.Struct, kw_only=True):
+    """Everything ``argus node head`` and ``argus node worker`` need."""
+
+    cluster_name: str = "argus-ray"
+    head_file: str = "/private/ray/discovery/argus-ray/head.json"
+    # Head: GCS and dashboard (Ray job server) ports published in head.json.
+    ray_port: int = 6379
+    dashboard_port: int = 8265
+    dashboard_host: str = "0.0.0.0"
+    ttl_s: float = 60.0
+    refresh_s: float = 10.0
+    # Worker: how often the discovery file is read while waiting or running.
+    poll_s: float = 5.0
+    # Empty: detect (route towards the head for workers, default route for the head).
+    node_ip: str = ""
+    node_name: str = ""
+    worker_resources: dict[str, float] = msgspec.field(
+        default_factory=lambda: {"worker_node": 100.0}
+    )
+    # None: let Ray detect them (GPUs come from the platform, seed 001 §5.4).
+    num_gpus: int | None = None
+    num_cpus: int | None = None
+    # Extra `ray start` arguments for this node (ports, --temp-dir, --object-store-memory…).
+    ray_extra_args: list[str] = msgspec.field(default_factory=list)
+    ray_bin: str = "ray"
+    # Worker restart backoff after repeated failures: initial * 2**(n-1), capped.
+    backoff_initial_s: float = 1.0
+    backoff_max_s: float = 60.0
+    # A Ray child that ran at least this long was healthy: its exit resets the backoff.
+    stable_s: float = 30.0
+    # SIGTERM to the Ray process group, then SIGKILL after this many seconds.
+    stop_grace_s: float = 15.0
+    # Head: give up (exit non-zero) if the GCS port does not open in time.
+    head_start_timeout_s: float = 180.0
+    # Where watchdog.log and ray.log go ("" disables file logs; stdout always gets them).
+    node_log_dir: str = ""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "NodePoolConfig":
+        """Build the settings from ``ARGUS_*`` variables (defaults: seed 003 §3.3)."""
+        env = os.environ if environ is None else environ
+        base = load_config(environ=env)
+        head_file = env.get("ARGUS_HEAD_IP_FILE") or str(base.discovery_file())
+        node_name = env.get("ARGUS_NODE_NAME") or socket.gethostname()
+        log_dir = env.get("ARGUS_LOG_DIR") or str(base.shared_path / "common" / "logs")
+        node_log_dir = env.get(
+            "ARGUS_NODE_LOG_DIR",
+            str(Path(log_dir) / "nodes" / base.cluster_name / node_name),
+        )
+
+        def num(name: str, default: float) -> float:
+            raw = env.get(name, "")
+            try:
+                return float(raw) if raw.strip() else default
+            except ValueError as exc:
+                raise ValueError(f"{name}={raw!r} is not a number") from exc
+
+        def opt_int(name: str) -> int | None:
+            raw = env.get(name, "").strip()
+            if not raw:
+                return None
+            try:
+                return int(raw)
+            except ValueError as exc:
+                raise ValueError(f"{name}={raw!r} is not an integer") from exc
+
+        return cls(
+            cluster_name=base.cluster_name,
+            head_file=head_file,
+            ray_port=int(num("ARGUS_RAY_PORT", 6379)),
+            dashboard_port=int(num("ARGUS_DASHBOARD_PORT", 8265)),
+            dashboard_host=env.get("ARGUS_DASHBOARD_HOST") or "0.0.0.0",
+            ttl_s=num("ARGUS_TTL_S", 60.0),
+            refresh_s=num("ARGUS_REFRESH_S", 10.0),
+            poll_s=num("ARGUS_POLL_S", 5.0),
+            node_ip=env.get("ARGUS_NODE_IP", "").strip(),
+            node_name=node_name,
+            worker_resources=parse_resources_kv(
+                env.get("ARGUS_WORKER_RESOURCES_KV", "worker_node=100")
+            ),
+            num_gpus=opt_int("ARGUS_NUM_GPUS"),
+            num_cpus=opt_int("ARGUS_NUM_CPUS"),
+            ray_extra_args=shlex.split(env.get("ARGUS_RAY_EXTRA_ARGS", "")),
+            ray_bin=env.get("ARGUS_RAY_BIN") or default_ray_bin(),
+            backoff_initial_s=num("ARGUS_BACKOFF_INITIAL_S", 1.0),
+            backoff_max_s=num("ARGUS_BACKOFF_MAX_S", 60.0),
+            stable_s=num("ARGUS_STABLE_S", 30.0),
+            stop_grace_s=num("ARGUS_STOP_GRACE_S", 15.0),
+            head_start_timeout_s=num("ARGUS_HEAD_START_TIMEOUT_S", 180.0),
+            node_log_dir=node_log_dir,
+        )
+
+    def backoff_s(self, failures: int) -> float:
+        """Delay before the next start after ``failures`` consecutive failed runs."""
+        if failures <= 0:
+            return 0.0
+        return min(self.backoff_max_s, self.backoff_initial_s * 2 ** min(failures - 1, 30))
+
+
+def parse_resources_kv(text: str) -> dict[str, float]:
+    """``"worker_node=100,accel=1"`` → ``{"worker_node": 100.0, "accel": 1.0}``."""
+    out: dict[str, float] = {}
+    for item in text.replace(";", ",").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"ARGUS_WORKER_RESOURCES_KV item {item!r} is not key=value")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError as exc:
+            raise ValueError(f"resource {key.strip()!r} has a non-numeric value {value!r}") from exc
+    return out
+
+
+def default_ray_bin() -> str:
+    """The ``ray`` script of this interpreter's environment, else ``ray`` from PATH.
+
+    Using the script beside ``sys.executable`` keeps the Ray version the watchdog imports
+    and the one it starts the same, and skips shims (pyenv) that add start-up latency.
+    """
+    candidate = Path(sys.executable).parent / "ray"
+    return str(candidate) if candidate.is_file() else "ray"

@@ -1,0 +1,132 @@
+"""``argus node head``: Ray head under a watchdog, plus the head.json publisher.
+
+One process does both (seed 003 §3.2 allows it): the record is published only while this
+process sees its own Ray head alive, so a stale head can never keep refreshing it. When
+Ray exits, the record is expired (if still ours) and the command exits non-zero, for
+supervisord to start it again; the new start publishes a new ``head_id``, which is what
+tells the workers to reconnect.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from datetime import datetime, timezone
+
+from argus.nodepool.config import NodePoolConfig
+from argus.nodepool.discovery import expire_head_record, make_head_record, write_head_record
+from argus.nodepool.logline import DecisionLog
+from argus.nodepool.process import RayChild, StopFlag, detect_node_ip, port_open
+
+__all__ = ["HeadWatchdog", "head_argv"]
+
+# Granularity of the main loop: how quickly a Ray exit or a stop request is noticed.
+_TICK_S = 0.5
+
+
+def head_argv(cfg: NodePoolConfig, node_ip: str) -> list[str]:
+    """The ``ray start --head`` command line; extra args come last so they can override."""
+    return [
+        cfg.ray_bin, "start", "--head",
+        f"--node-ip-address={node_ip}",
+        f"--port={cfg.ray_port}",
+        "--include-dashboard=true",
+        f"--dashboard-host={cfg.dashboard_host}",
+        f"--dashboard-port={cfg.dashboard_port}",
+        # Training must never land on the head (seed 001 §5.4).
+        "--num-gpus=0", "--num-cpus=0",
+        "--block",
+        *cfg.ray_extra_args,
+    ]
+
+
+class HeadWatchdog:
+    """Runs the Ray head and publishes the discovery record while it is alive."""
+
+    def __init__(self, cfg: NodePoolConfig, log: DecisionLog | None = None,
+                 stop: StopFlag | None = None) -> None:
+        self.cfg = cfg
+        self.log = log or DecisionLog("head", cfg.node_log_dir)
+        self.stop = stop or StopFlag()
+        self.head_id = secrets.token_hex(8)
+        self.started_at = datetime.now(timezone.utc).replace(microsecond=0)
+
+    def run(self) -> int:
+        """Block until Ray exits (returns non-zero) or a stop is requested (returns 0)."""
+        cfg = self.cfg
+        node_ip = detect_node_ip(cfg.node_ip)
+        argv = head_argv(cfg, node_ip)
+        self.log.info("head_start", head_id=self.head_id, node_ip=node_ip,
+                      gcs_port=cfg.ray_port, dashboard_port=cfg.dashboard_port,
+                      record=cfg.head_file, argv=" ".join(argv))
+        child = RayChild(argv, tee=self.log.open_aux("ray.log"))
+        self.log.info("ray_spawned", pid=child.pid)
+        started = time.monotonic()
+        next_publish = 0.0
+        published = False
+        while True:
+            rc = child.poll()
+            if rc is not None:
+                return self._ray_exited(rc, child.runtime_s, published)
+            if self.stop.is_set():
+                return self._shutdown(child, published)
+            now = time.monotonic()
+            if now >= next_publish:
+                if self._gcs_up(node_ip):
+                    published = self._publish(node_ip, first=not published) or published
+                    next_publish = now + cfg.refresh_s
+                elif not published and now - started > cfg.head_start_timeout_s:
+                    self.log.error("head_start_timeout", waited_s=round(now - started, 1))
+                    child.stop(cfg.stop_grace_s)
+                    return 1
+                else:
+                    # Not up yet (or a hiccup): check again soon, not after refresh_s.
+                    next_publish = now + 1.0
+                    if published:
+                        self.log.warning("gcs_unreachable", gcs_port=cfg.ray_port)
+            self.stop.sleep(_TICK_S)
+
+    def _gcs_up(self, node_ip: str) -> bool:
+        # Ray binds the GCS on all interfaces; loopback covers an advertised NAT address.
+        return port_open(node_ip, self.cfg.ray_port) or port_open("127.0.0.1", self.cfg.ray_port)
+
+    def _publish(self, node_ip: str, first: bool) -> bool:
+        cfg = self.cfg
+        record = make_head_record(
+            cluster_name=cfg.cluster_name, head_ip=node_ip, gcs_port=cfg.ray_port,
+            dashboard_port=cfg.dashboard_port, ttl_s=cfg.ttl_s, head_id=self.head_id,
+            started_at=self.started_at, node_name=cfg.node_name,
+        )
+        try:
+            write_head_record(cfg.head_file, record)
+        except OSError as exc:
+            # Keep the head running: a shared-storage hiccup must not take the cluster down.
+            self.log.error("publish_failed", path=cfg.head_file, error=exc)
+            return False
+        if first:
+            self.log.info("head_published", head_id=self.head_id, gcs=record.gcs_address,
+                          job_server_url=record.job_server_url, ttl_s=cfg.ttl_s,
+                          refresh_s=cfg.refresh_s, path=cfg.head_file)
+        return True
+
+    def _expire(self) -> None:
+        try:
+            if expire_head_record(self.cfg.head_file, self.head_id):
+                self.log.info("head_record_expired", head_id=self.head_id)
+        except OSError as exc:
+            self.log.error("expire_failed", path=self.cfg.head_file, error=exc)
+
+    def _ray_exited(self, rc: int, ran_s: float, published: bool) -> int:
+        self.log.error("ray_exited", rc=rc, ran_s=round(ran_s, 1), action="exit_for_restart")
+        if published:
+            self._expire()
+        # Exit non-zero even if Ray said 0: a head that stops by itself is a failure.
+        return rc if rc > 0 else 1
+
+    def _shutdown(self, child: RayChild, published: bool) -> int:
+        self.log.info("stop_requested", signal=self.stop.signum, pid=child.pid)
+        if published:
+            self._expire()
+        rc = child.stop(self.cfg.stop_grace_s)
+        self.log.info("ray_stopped", rc=rc)
+        return 0

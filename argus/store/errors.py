@@ -1,0 +1,43 @@
+"""Named errors of the event store. Nothing is written when any of them is raised."""
+
+from __future__ import annotations
+
+from argus.events.codec import EventDecodeError, UnknownEventType
+
+__all__ = [
+    "ConcurrencyConflict",
+    "EventDecodeError",
+    "InvariantViolation",
+    "PayloadTooLarge",
+    "StoreError",
+    "UnknownEventType",
+]
+
+
+class StoreError(Exception):
+    """Base of the store's own errors."""
+
+
+class ConcurrencyConflict(StoreError):
+    """The stream moved on since the caller read it: re-read, decide again, retry."""
+
+    def __init__(self, stream: str, expected: int, actual: int) -> None:
+        super().__init__(
+            f"stream {stream!r} is at version {actual}, the append expected {expected}"
+        )
+        self.stream = stream
+        self.expected = expected
+        self.actual = actual
+
+
+class PayloadTooLarge(StoreError):
+    """One event's encoded payload exceeds the store's limit."""
+
+    def __init__(self, event_type: str, size: int, limit: int) -> None:
+        super().__init__(f"{event_type} payload is {size} bytes; the limit is {limit}")
+        self.size = size
+        self.limit = limit
+
+
+class InvariantViolation(StoreError):
+    """A projection refused the event (an illegal state transition, a duplicate user...)."""

@@ -1,0 +1,95 @@
+"""Schema migrations: ``migrations/NNNN_name.sql`` applied in order and recorded.
+
+Each file runs in its own transaction together with its row in ``schema_migrations``, so a
+crash leaves the database at a whole version. A database whose version is newer than the
+newest file this code ships is refused: old code must not write into a newer schema.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from importlib import resources
+from pathlib import Path
+
+import msgspec
+
+__all__ = ["Migration", "MigrationError", "available_migrations", "current_version", "migrate"]
+
+_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+
+class MigrationError(RuntimeError):
+    """The database cannot be brought to this code's schema; the message says why."""
+
+
+class Migration(msgspec.Struct, frozen=True):
+    version: int
+    name: str
+    sql: str
+
+
+def available_migrations(directory: Path | None = None) -> list[Migration]:
+    """The migrations shipped with this code (or found in ``directory``), in order."""
+    if directory is not None:
+        files = [(p.name, p.read_text()) for p in Path(directory).iterdir()]
+    else:
+        root = resources.files("migrations")
+        files = [(p.name, p.read_text()) for p in root.iterdir() if p.name.endswith(".sql")]
+    found: list[Migration] = []
+    for name, sql in files:
+        match = _NAME.match(name)
+        if match:
+            found.append(Migration(int(match.group(1)), match.group(2), sql))
+    found.sort(key=lambda m: m.version)
+    for expected, migration in enumerate(found, start=1):
+        if migration.version != expected:
+            raise MigrationError(f"migration numbers must be 1, 2, 3, …; found {migration.version}")
+    return found
+
+
+def current_version(conn: sqlite3.Connection) -> int:
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+    )
+    row = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
+    return int(row[0] or 0)
+
+
+def migrate(
+    db_path: str | Path, *, target: int | None = None, migrations: list[Migration] | None = None
+) -> list[int]:
+    """Apply every pending migration (up to ``target``); return the versions applied."""
+    migrations = available_migrations() if migrations is None else migrations
+    head = migrations[-1].version if migrations else 0
+    target = head if target is None else target
+    conn = sqlite3.connect(db_path, isolation_level=None, timeout=30)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        current = current_version(conn)
+        if current > head:
+            raise MigrationError(
+                f"database {db_path} is at schema version {current}, newer than this Argus "
+                f"knows ({head}); upgrade Argus instead of running old code against it"
+            )
+        applied: list[int] = []
+        for migration in migrations:
+            if migration.version <= current or migration.version > target:
+                continue
+            # executescript commits any open transaction first, so wrap the file ourselves.
+            conn.executescript(
+                "BEGIN IMMEDIATE;\n"
+                + migration.sql
+                + f"\nINSERT INTO schema_migrations VALUES ({migration.version}, "
+                f"'{migration.name}', {time.time()});\nCOMMIT;"
+            )
+            applied.append(migration.version)
+        return applied
+    except sqlite3.Error as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise MigrationError(f"migration failed: {exc}") from exc
+    finally:
+        conn.close()

@@ -1,0 +1,380 @@
+"""The event store: an append-only log in SQLite (WAL), with projections written inline.
+
+Writes go through one aiosqlite connection. Each append runs as one function on that
+connection's thread (``_run``): ``BEGIN IMMEDIATE`` takes SQLite's write lock before the
+next position is read, so commit order equals position order across threads *and*
+processes (no gaps, no interleaving), and the projections and consumer checkpoint are
+written in the same transaction as the events they reflect.
+
+Durability is explicit: ``synchronous=FULL`` (default) fsyncs the WAL on every commit, so
+an acknowledged append survives power loss; ``NORMAL`` survives a process crash only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable, Iterable, Sequence, TypeVar
+
+import aiosqlite
+import msgspec
+
+from argus.events import EventBase, EventMeta, Recorded, encode_event
+from argus.lifecycle import IllegalTransition
+from argus.store.errors import ConcurrencyConflict, InvariantViolation, PayloadTooLarge
+from argus.store.migrate import migrate
+from argus.store.rows import EVENT_COLUMNS, decode_row, rebuild_projections
+from projections import EntityProjection, default_projections
+from projections.users import UserEventError
+
+__all__ = ["AppendBatch", "EventStore", "SYNCHRONOUS_MODES"]
+
+T = TypeVar("T")
+SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
+DEFAULT_MAX_PAYLOAD = 1_048_576
+
+_encode_meta = msgspec.json.Encoder().encode
+
+
+class AppendBatch(msgspec.Struct, frozen=True, kw_only=True):
+    """Events for one stream, appended only if the stream is at ``expected_version``
+    (None: no check). ``owner`` is the user the events belong to (who may see them)."""
+
+    stream: str
+    expected_version: int | None
+    events: Sequence[EventBase]
+    owner: str | None = None
+
+
+class EventStore:
+    """Append, read and subscribe to the log. Open with ``await EventStore.open(path)``."""
+
+    def __init__(
+        self,
+        path: str,
+        writer: aiosqlite.Connection,
+        reader: aiosqlite.Connection,
+        projections: Sequence[EntityProjection],  # type: ignore[type-arg]
+        max_payload_bytes: int,
+    ) -> None:
+        self.path = path
+        self._writer = writer
+        self._reader = reader
+        self.projections = list(projections)
+        self._by_type: dict[str, list[EntityProjection]] = {}  # type: ignore[type-arg]
+        for p in self.projections:
+            for t in p.handles:
+                self._by_type.setdefault(t, []).append(p)
+        self.max_payload_bytes = max_payload_bytes
+        self._appended = asyncio.Event()
+        self.append_seconds_total = 0.0  # for /metrics: time spent in appends
+        self.appends_total = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    async def open(
+        cls,
+        path: str | Path,
+        *,
+        synchronous: str = "FULL",
+        projections: Sequence[EntityProjection] | None = None,  # type: ignore[type-arg]
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
+    ) -> "EventStore":
+        """Migrate the schema, connect, and rebuild any projection whose code version
+        changed (or that fell behind the log)."""
+        synchronous = synchronous.upper()
+        if synchronous not in SYNCHRONOUS_MODES:
+            raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}, not {synchronous!r}")
+        path = str(path)
+        migrate(path)
+        writer = await aiosqlite.connect(path, isolation_level=None)
+        reader = await aiosqlite.connect(path, isolation_level=None)
+        for conn in (writer, reader):
+            # Reconfigure aiosqlite's connections exactly like _open_sqlite's.
+            await conn._execute(lambda c=conn: _configure(c._conn, synchronous))
+        store = cls(path, writer, reader, projections or default_projections(), max_payload_bytes)
+        await store._run(store._ensure_projections)
+        return store
+
+    async def close(self) -> None:
+        await self._writer.close()
+        await self._reader.close()
+
+    async def __aenter__(self) -> "EventStore":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(sqlite3_connection, *args)`` on the writer's thread, as one unit."""
+        writer = self._writer
+        return await writer._execute(lambda: fn(writer._conn, *args))  # type: ignore[no-any-return]
+
+    async def _read_run(self, fn: Callable[..., T], *args: Any) -> T:
+        reader = self._reader
+        return await reader._execute(lambda: fn(reader._conn, *args))  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------------ writing
+    async def append(
+        self,
+        stream: str,
+        expected_version: int | None,
+        events: Sequence[EventBase],
+        *,
+        owner: str | None = None,
+        meta: EventMeta | None = None,
+        checkpoint: tuple[str, int] | None = None,
+    ) -> list[int]:
+        """Append ``events`` to ``stream`` atomically; return their positions.
+
+        ``expected_version`` is the stream's current version (0 for a new stream) or None.
+        Raises ConcurrencyConflict, PayloadTooLarge or InvariantViolation; then nothing
+        is written."""
+        batch = AppendBatch(stream=stream, expected_version=expected_version, events=events, owner=owner)
+        return await self.append_batches([batch], meta=meta, checkpoint=checkpoint)
+
+    async def append_batches(
+        self,
+        batches: Sequence[AppendBatch],
+        *,
+        meta: EventMeta | None = None,
+        checkpoint: tuple[str, int] | None = None,
+    ) -> list[int]:
+        """Append to several streams in one transaction (all or nothing). ``checkpoint``
+        ``(consumer, position)`` is stored with the events, never moving backwards."""
+        encoded = [
+            (b, [self._encode(e) for e in b.events]) for b in batches if b.events
+        ]
+        meta_bytes = _encode_meta(meta or EventMeta())
+        started = time.perf_counter()
+        positions = await self._run(self._append_sync, encoded, meta_bytes, checkpoint)
+        self.append_seconds_total += time.perf_counter() - started
+        self.appends_total += 1
+        self._notify()
+        return positions
+
+    def _encode(self, event: EventBase) -> tuple[str, int, bytes, EventBase]:
+        type_, schema, data = encode_event(event)
+        if len(data) > self.max_payload_bytes:
+            raise PayloadTooLarge(type_, len(data), self.max_payload_bytes)
+        return type_, schema, data, event
+
+    def _append_sync(
+        self,
+        db: sqlite3.Connection,
+        encoded: list[tuple[AppendBatch, list[tuple[str, int, bytes, EventBase]]]],
+        meta_bytes: bytes,
+        checkpoint: tuple[str, int] | None,
+    ) -> list[int]:
+        now = time.time()
+        meta = msgspec.json.decode(meta_bytes, type=EventMeta)
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            position = db.execute("SELECT coalesce(max(position), 0) FROM events").fetchone()[0]
+            positions: list[int] = []
+            for batch, events in encoded:
+                version = db.execute(
+                    "SELECT coalesce(max(version), 0) FROM events WHERE stream = ?", (batch.stream,)
+                ).fetchone()[0]
+                if batch.expected_version is not None and version != batch.expected_version:
+                    raise ConcurrencyConflict(batch.stream, batch.expected_version, version)
+                for type_, schema, data, event in events:
+                    position += 1
+                    version += 1
+                    db.execute(
+                        f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
+                        (position, batch.stream, version, type_, schema, data, meta_bytes, batch.owner, now),
+                    )
+                    rec = Recorded(
+                        position=position, stream=batch.stream, version=version, type=type_,
+                        event=event, meta=meta, owner=batch.owner, recorded_at=now,
+                    )
+                    for projection in self._by_type.get(type_, ()):
+                        projection.apply(db, rec)
+                    positions.append(position)
+            if positions:
+                db.execute("UPDATE projection_state SET checkpoint = ?", (position,))
+            if checkpoint is not None:
+                db.execute(
+                    "INSERT INTO subscriber_checkpoints VALUES (?, ?) ON CONFLICT (name) "
+                    "DO UPDATE SET position = max(position, excluded.position)",
+                    checkpoint,
+                )
+            db.execute("COMMIT")
+            return positions
+        except (IllegalTransition, UserEventError) as exc:
+            db.execute("ROLLBACK")
+            raise InvariantViolation(str(exc)) from exc
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def _notify(self) -> None:
+        # Wake every in-process subscriber; each re-reads from its own cursor.
+        self._appended.set()
+        self._appended = asyncio.Event()
+
+    async def claim_lease(
+        self, name: str, holder: str, ttl_s: float, *, on_new_leader: AppendBatch | None = None
+    ) -> bool:
+        """Take or renew lease ``name`` for ``holder`` unless someone else holds it unexpired.
+        When the holder changes, ``on_new_leader`` is appended in the same transaction."""
+
+        def claim(db: sqlite3.Connection) -> tuple[bool, bool]:
+            now = time.time()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                row = db.execute("SELECT holder, lease_until FROM leases WHERE name = ?", (name,)).fetchone()
+                if row is not None and row[0] != holder and row[1] > now:
+                    db.execute("ROLLBACK")
+                    return False, False
+                db.execute(
+                    "INSERT OR REPLACE INTO leases VALUES (?, ?, ?)", (name, holder, now + ttl_s)
+                )
+                db.execute("COMMIT")
+                return True, row is None or row[0] != holder
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+        held, new = await self._run(claim)
+        if held and new and on_new_leader is not None:
+            await self.append_batches([on_new_leader])
+        return held
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        await self._run(
+            lambda db: db.execute("DELETE FROM leases WHERE name = ? AND holder = ?", (name, holder))
+        )
+
+    # ------------------------------------------------------------------ reading
+    async def read(
+        self,
+        after: int = 0,
+        limit: int = 1000,
+        *,
+        streams: Sequence[str] | None = None,
+        types: Iterable[str] | None = None,
+        owner: str | None = None,
+        until: int | None = None,
+    ) -> list[Recorded]:
+        """Events after position ``after`` in order, at most ``limit``, filtered."""
+        where = ["position > ?"]
+        params: list[object] = [after]
+        if streams is not None:
+            where.append(f"stream IN ({','.join('?' * len(streams))})")
+            params.extend(streams)
+        if types is not None:
+            names = list(types)
+            where.append(f"type IN ({','.join('?' * len(names))})")
+            params.extend(names)
+        if owner is not None:
+            where.append("owner = ?")
+            params.append(owner)
+        if until is not None:
+            where.append("position <= ?")
+            params.append(until)
+        sql = f"SELECT {EVENT_COLUMNS} FROM events WHERE {' AND '.join(where)} ORDER BY position LIMIT ?"
+        params.append(limit)
+        rows = await self._reader.execute_fetchall(sql, params)
+        return [decode_row(r) for r in rows]
+
+    async def read_stream(self, stream: str, after_version: int = 0) -> list[Recorded]:
+        rows = await self._reader.execute_fetchall(
+            f"SELECT {EVENT_COLUMNS} FROM events WHERE stream = ? AND version > ? ORDER BY version",
+            (stream, after_version),
+        )
+        return [decode_row(r) for r in rows]
+
+    async def stream_version(self, stream: str) -> int:
+        rows = await self._reader.execute_fetchall(
+            "SELECT coalesce(max(version), 0) FROM events WHERE stream = ?", (stream,)
+        )
+        return int(list(rows)[0][0])
+
+    async def head_position(self) -> int:
+        rows = await self._reader.execute_fetchall("SELECT coalesce(max(position), 0) FROM events")
+        return int(list(rows)[0][0])
+
+    async def checkpoint(self, consumer: str) -> int:
+        rows = list(
+            await self._reader.execute_fetchall(
+                "SELECT position FROM subscriber_checkpoints WHERE name = ?", (consumer,)
+            )
+        )
+        return int(rows[0][0]) if rows else 0
+
+    async def query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        """Read-only SQL against the read models (projection tables)."""
+        return [tuple(r) for r in await self._reader.execute_fetchall(sql, params)]
+
+    async def subscribe(
+        self,
+        after: int = 0,
+        *,
+        types: Iterable[str] | None = None,
+        batch: int = 500,
+        poll_interval: float = 0.05,
+    ) -> AsyncIterator[Recorded]:
+        """Every event after ``after``, then every new one as it is appended: catch-up and
+        live are the same loop. Appends from this process wake it at once; appends from
+        other processes are seen within ``poll_interval``."""
+        type_list = list(types) if types is not None else None
+        cursor = after
+        while True:
+            woken = self._appended  # taken before reading, so no append is missed
+            records = await self.read(cursor, batch, types=type_list)
+            if records:
+                for rec in records:
+                    yield rec
+                cursor = records[-1].position
+                continue
+            try:
+                await asyncio.wait_for(woken.wait(), poll_interval)
+            except asyncio.TimeoutError:
+                pass
+
+    # ------------------------------------------------------------------ projections
+    def _ensure_projections(self, db: sqlite3.Connection) -> list[str]:
+        """Rebuild projections whose version changed or whose checkpoint is behind."""
+        head = db.execute("SELECT coalesce(max(position), 0) FROM events").fetchone()[0]
+        state = {
+            name: (version, checkpoint)
+            for name, version, checkpoint in db.execute("SELECT name, version, checkpoint FROM projection_state")
+        }
+        stale = [
+            p for p in self.projections if state.get(p.name) != (p.version, head)
+        ]
+        if stale:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                rebuild_projections(db, db, stale)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return [p.name for p in stale]
+
+    async def rebuild(self) -> int:
+        """Recompute every projection from the log (inside one transaction)."""
+
+        def run(db: sqlite3.Connection) -> int:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                last = rebuild_projections(db, db, self.projections)
+                db.execute("COMMIT")
+                return last
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+        return await self._run(run)
+
+
+def _configure(conn: sqlite3.Connection, synchronous: str) -> None:
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute("PRAGMA busy_timeout=30000")

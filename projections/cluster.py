@@ -1,0 +1,73 @@
+"""The cluster as last seen: free capacity per worker node, and whether Ray answered."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import msgspec
+
+from argus.events import CapacityObserved, ClusterUnreachable, NodeCapacity, Recorded
+from projections.base import EntityProjection
+
+__all__ = ["ClusterView", "ClusterProjection", "evolve_cluster"]
+
+
+class ClusterView(msgspec.Struct, frozen=True, kw_only=True):
+    reachable: bool
+    nodes: tuple[NodeCapacity, ...]
+    error: str = ""
+    observed_at: float
+
+
+def evolve_cluster(view: ClusterView | None, rec: Recorded) -> ClusterView:
+    event = rec.event
+    if isinstance(event, CapacityObserved):
+        return ClusterView(reachable=True, nodes=tuple(event.nodes), observed_at=event.observed_at)
+    if isinstance(event, ClusterUnreachable):
+        # Keep the last nodes seen (marked unreachable): "last seen" is still worth showing.
+        nodes = view.nodes if view else ()
+        return ClusterView(reachable=False, nodes=nodes, error=event.error, observed_at=event.observed_at)
+    raise TypeError(f"not a cluster event: {rec.type}")
+
+
+class ClusterProjection(EntityProjection[ClusterView]):
+    name = "cluster"
+    version = 1
+    tables = ("cluster_nodes", "cluster_status")
+    handles = frozenset({"CapacityObserved", "ClusterUnreachable"})
+
+    def key(self, rec: Recorded) -> str:
+        return "cluster"
+
+    def evolve(self, entity: ClusterView | None, rec: Recorded) -> ClusterView:
+        return evolve_cluster(entity, rec)
+
+    def load(self, db: sqlite3.Connection, key: str) -> ClusterView | None:
+        status = db.execute("SELECT reachable, error, observed_at FROM cluster_status").fetchone()
+        if status is None:
+            return None
+        nodes = tuple(
+            NodeCapacity(node_id=r[0], ip=r[1], total_gpus=r[2], free_gpus=r[3], total_cpus=r[4], free_cpus=r[5])
+            for r in db.execute("SELECT * FROM cluster_nodes ORDER BY node_id")
+        )
+        return ClusterView(reachable=bool(status[0]), nodes=nodes, error=status[1] or "", observed_at=status[2])
+
+    def save(self, db: sqlite3.Connection, key: str, before: ClusterView | None, after: ClusterView | None) -> None:
+        assert after is not None
+        for table in self.tables:
+            db.execute(f"DELETE FROM {table}")
+        self.write_all(db, {key: after})
+
+    def write_all(self, db: sqlite3.Connection, entities: dict[str, ClusterView]) -> None:
+        for view in entities.values():
+            db.execute(
+                "INSERT INTO cluster_status VALUES (1, ?, ?, ?)",
+                (int(view.reachable), view.error or None, view.observed_at),
+            )
+            db.executemany(
+                "INSERT INTO cluster_nodes VALUES (?,?,?,?,?,?,?)",
+                (
+                    (n.node_id, n.ip, n.total_gpus, n.free_gpus, n.total_cpus, n.free_cpus, view.observed_at)
+                    for n in view.nodes
+                ),
+            )

@@ -1,0 +1,126 @@
+"""Users and their tokens (hashes only): what authentication reads."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import msgspec
+
+from argus.events import (
+    Recorded,
+    TokenIssued,
+    TokenRevoked,
+    UserCreated,
+    UserDisabled,
+    UserEnabled,
+)
+from projections.base import EntityProjection
+
+__all__ = ["TokenView", "UserView", "UsersProjection", "evolve_user"]
+
+
+class TokenView(msgspec.Struct, frozen=True, kw_only=True):
+    token_id: str
+    token_hash: str
+    label: str
+    revoked: bool
+    issued_at: float
+
+
+class UserView(msgspec.Struct, frozen=True, kw_only=True):
+    user_id: str
+    display_name: str
+    is_admin: bool
+    disabled: bool
+    created_at: float
+    tokens: tuple[TokenView, ...] = ()
+
+
+class UserEventError(ValueError):
+    """A user event that does not fit the user's history (unknown user, duplicate, ...)."""
+
+
+_replace = msgspec.structs.replace
+
+
+def evolve_user(user: UserView | None, rec: Recorded) -> UserView:
+    event = rec.event
+    if isinstance(event, UserCreated):
+        if user is not None:
+            raise UserEventError(f"user {event.user_id} already exists")
+        return UserView(
+            user_id=event.user_id, display_name=event.display_name, is_admin=event.is_admin,
+            disabled=False, created_at=event.created_at,
+        )
+    if user is None:
+        raise UserEventError(f"{rec.type} for unknown user {rec.stream}")
+    if isinstance(event, UserDisabled):
+        return _replace(user, disabled=True)
+    if isinstance(event, UserEnabled):
+        return _replace(user, disabled=False)
+    if isinstance(event, TokenIssued):
+        token = TokenView(
+            token_id=event.token_id, token_hash=event.token_hash, label=event.label,
+            revoked=False, issued_at=event.issued_at,
+        )
+        return _replace(user, tokens=(*user.tokens, token))
+    if isinstance(event, TokenRevoked):
+        if not any(t.token_id == event.token_id for t in user.tokens):
+            raise UserEventError(f"token {event.token_id} does not belong to {user.user_id}")
+        tokens = tuple(
+            _replace(t, revoked=True) if t.token_id == event.token_id else t for t in user.tokens
+        )
+        return _replace(user, tokens=tokens)
+    raise TypeError(f"not a user event: {rec.type}")
+
+
+def _user_row(u: UserView) -> tuple[object, ...]:
+    return (u.user_id, u.display_name, int(u.is_admin), int(u.disabled), u.created_at)
+
+
+def _token_rows(u: UserView) -> list[tuple[object, ...]]:
+    return [
+        (t.token_id, u.user_id, t.token_hash, t.label, int(t.revoked), t.issued_at)
+        for t in u.tokens
+    ]
+
+
+class UsersProjection(EntityProjection[UserView]):
+    name = "users"
+    version = 1
+    tables = ("users", "tokens")
+    handles = frozenset({"UserCreated", "UserDisabled", "UserEnabled", "TokenIssued", "TokenRevoked"})
+
+    def key(self, rec: Recorded) -> str:
+        return rec.event.user_id  # type: ignore[attr-defined,no-any-return]
+
+    def evolve(self, entity: UserView | None, rec: Recorded) -> UserView:
+        return evolve_user(entity, rec)
+
+    def load(self, db: sqlite3.Connection, key: str) -> UserView | None:
+        row = db.execute("SELECT * FROM users WHERE user_id = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        tokens = tuple(
+            TokenView(token_id=t[0], token_hash=t[2], label=t[3], revoked=bool(t[4]), issued_at=t[5])
+            for t in db.execute(
+                "SELECT * FROM tokens WHERE user_id = ? ORDER BY issued_at, token_id", (key,)
+            )
+        )
+        return UserView(
+            user_id=row[0], display_name=row[1], is_admin=bool(row[2]), disabled=bool(row[3]),
+            created_at=row[4], tokens=tokens,
+        )
+
+    def save(self, db: sqlite3.Connection, key: str, before: UserView | None, after: UserView | None) -> None:
+        assert after is not None
+        db.execute("INSERT OR REPLACE INTO users VALUES (?,?,?,?,?)", _user_row(after))
+        if before is None or before.tokens != after.tokens:
+            db.executemany("INSERT OR REPLACE INTO tokens VALUES (?,?,?,?,?,?)", _token_rows(after))
+
+    def write_all(self, db: sqlite3.Connection, entities: dict[str, UserView]) -> None:
+        db.executemany("INSERT INTO users VALUES (?,?,?,?,?)", (_user_row(u) for u in entities.values()))
+        db.executemany(
+            "INSERT INTO tokens VALUES (?,?,?,?,?,?)",
+            (row for u in entities.values() for row in _token_rows(u)),
+        )

@@ -1,0 +1,3 @@
+"""Shared test configuration. Fixture modules live in tests/support/ and are listed here."""
+
+pytest_plugins: list[str] = []

@@ -1,0 +1,244 @@
+"""A real, private Ray cluster for the test session: one head (no CPUs, no GPUs) and two
+worker nodes with logical GPUs, shaped like production (DESIGN.md §8).
+
+Other engineers run their own Ray clusters on the same machine at the same time, so:
+every port is picked free at runtime, the temp dir is private (and short: unix socket paths
+are limited to ~107 bytes), and teardown kills only the process groups this fixture started
+(never ``ray stop``, never kill-by-name).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+import pytest
+
+__all__ = ["RayCluster", "WorkerNode", "free_ports", "ray_cluster"]
+
+WORKER_GPUS = 4
+WORKER_CPUS = 16
+WORKER_NODE_RESOURCE = 100
+STARTUP_TIMEOUT_S = 90.0
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports that are free right now (held open together while picking,
+    so the kernel cannot hand out the same one twice)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _free_range(width: int) -> tuple[int, int]:
+    """A run of ``width`` consecutive free ports for Ray's worker processes."""
+    for _ in range(200):
+        base = random.randint(20_000, 60_000 - width)
+        ok = True
+        for port in range(base, base + width):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base, base + width - 1
+    raise RuntimeError("no free port range for Ray workers")
+
+
+def _node_ports() -> list[str]:
+    """The per-node port flags (everything a raylet and its agents listen on)."""
+    p = free_ports(6)
+    lo, hi = _free_range(40)
+    return [
+        f"--node-manager-port={p[0]}",
+        f"--object-manager-port={p[1]}",
+        f"--dashboard-agent-grpc-port={p[2]}",
+        f"--dashboard-agent-listen-port={p[3]}",
+        f"--metrics-export-port={p[4]}",
+        f"--runtime-env-agent-port={p[5]}",
+        f"--min-worker-port={lo}",
+        f"--max-worker-port={hi}",
+    ]
+
+
+class WorkerNode(msgspec.Struct, kw_only=True):
+    """One ``ray start --block`` process we own (its process group holds raylet & co)."""
+
+    name: str
+    args: list[str]
+    proc: subprocess.Popen | None = None  # type: ignore[type-arg]
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+def _spawn(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:  # type: ignore[type-arg]
+    out = open(log, "ab")
+    # Own process group: teardown signals exactly the processes this node started.
+    return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
+
+
+def _kill_group(proc: subprocess.Popen | None, grace_s: float = 5.0) -> None:  # type: ignore[type-arg]
+    if proc is None:
+        return
+    try:
+        pgid = os.getpgid(proc.pid)
+    except ProcessLookupError:
+        return
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+        # The leader is gone; give its group a moment, then make sure nothing is left.
+        time.sleep(0.2)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+class RayCluster:
+    """Handle on the running cluster: addresses, paths, and worker kill/restart helpers."""
+
+    def __init__(self, temp_dir: Path, shared_root: Path) -> None:
+        self.temp_dir = temp_dir
+        self.shared_root = shared_root
+        self.log_dir = temp_dir / "node-logs"
+        self.log_dir.mkdir()
+        gcs_port, dash_port, client_port = free_ports(3)
+        self.address = f"127.0.0.1:{gcs_port}"
+        self.job_server_url = f"http://127.0.0.1:{dash_port}"
+        self._client_port = client_port
+        self.head = WorkerNode(name="head", args=[])
+        self.workers: list[WorkerNode] = []
+        env = dict(os.environ)
+        env.pop("RAY_ADDRESS", None)
+        env["RAY_USAGE_STATS_ENABLED"] = "0"
+        self.env = env
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def _ray(self) -> list[str]:
+        return [sys.executable, "-m", "ray.scripts.scripts", "start", "--block",
+                "--disable-usage-stats", "--node-ip-address=127.0.0.1",
+                f"--temp-dir={self.temp_dir}", "--object-store-memory=80000000"]
+
+    def start(self) -> None:
+        host, port = self.address.split(":")
+        dash_port = self.job_server_url.rsplit(":", 1)[1]
+        self.head.args = self._ray() + [
+            "--head", "--num-gpus=0", "--num-cpus=0", f"--port={port}",
+            "--include-dashboard=true", "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dash_port}", f"--ray-client-server-port={self._client_port}",
+            *_node_ports(),
+        ]
+        self.head.proc = _spawn(self.head.args, self.log_dir / "head.log", self.env)
+        self._wait_http(f"{self.job_server_url}/api/version")
+        for i in range(2):
+            worker = WorkerNode(name=f"worker{i}", args=[])
+            self.workers.append(worker)
+            self.start_worker(worker)
+        self.wait_workers_alive(2)
+
+    def start_worker(self, worker: WorkerNode) -> None:
+        """(Re)start a worker with fresh ports (old ones may sit in TIME_WAIT)."""
+        worker.args = self._ray() + [
+            f"--address={self.address}", f"--num-gpus={WORKER_GPUS}",
+            f"--num-cpus={WORKER_CPUS}",
+            f"--resources={json.dumps({'worker_node': WORKER_NODE_RESOURCE})}",
+            *_node_ports(),
+        ]
+        worker.proc = _spawn(worker.args, self.log_dir / f"{worker.name}.log", self.env)
+
+    def kill_worker(self, index: int) -> None:
+        """SIGKILL a worker node's whole process group (a lost node)."""
+        worker = self.workers[index]
+        if worker.proc is not None:
+            try:
+                os.killpg(os.getpgid(worker.proc.pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            worker.proc.wait(timeout=10)
+
+    def restart_worker(self, index: int) -> None:
+        self.kill_worker(index)
+        self.start_worker(self.workers[index])
+
+    def stop(self) -> None:
+        for node in [*self.workers, self.head]:
+            _kill_group(node.proc)
+
+    # -- waiting -----------------------------------------------------------------------
+    def _wait_http(self, url: str) -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.head.proc is not None and self.head.proc.poll() is not None:
+                raise RuntimeError(f"ray head exited; see {self.log_dir / 'head.log'}")
+            try:
+                with urllib.request.urlopen(url, timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.5)
+        raise TimeoutError(f"{url} did not answer within {STARTUP_TIMEOUT_S}s")
+
+    def alive_worker_node_ids(self) -> list[str]:
+        """ALIVE nodes that carry the ``worker_node`` resource (dashboard state API)."""
+        from ray.util.state import list_nodes
+
+        nodes = list_nodes(address=self.job_server_url, detail=True, raise_on_missing_output=False)
+        return [n.node_id for n in nodes
+                if n.state == "ALIVE" and "worker_node" in (n.resources_total or {})]
+
+    def wait_workers_alive(self, count: int, timeout_s: float = STARTUP_TIMEOUT_S) -> list[str]:
+        deadline = time.monotonic() + timeout_s
+        last: list[str] = []
+        while time.monotonic() < deadline:
+            try:
+                last = self.alive_worker_node_ids()
+            except Exception:  # the state API is not ready yet
+                last = []
+            if len(last) == count:
+                return last
+            time.sleep(0.5)
+        raise TimeoutError(f"expected {count} alive worker nodes, saw {last}")
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[RayCluster]:
+    """Start the private cluster once per session; kill exactly what it started."""
+    temp_dir = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))
+    shared_root = Path(tempfile.mkdtemp(prefix="argus-shared-"))
+    cluster = RayCluster(temp_dir, shared_root)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(shared_root, ignore_errors=True)
+        shutil.rmtree(temp_dir, ignore_errors=True)
