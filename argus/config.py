@@ -90,6 +90,8 @@ class ArgusConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     # Ray job server address (http://head:8265) or "auto" to read the discovery file.
     address: str = "auto"
+    # GCS address (head:6379) for capacity reads; empty: derived from the discovery file.
+    gcs_address: str = ""
     cluster_name: str = "argus-ray"
     shared_root: str = "/private"
     entrypoint_num_cpus: float = 1.0

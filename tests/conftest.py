@@ -1,3 +1,3 @@
 """Shared test configuration. Fixture modules live in tests/support/ and are listed here."""
 
-pytest_plugins: list[str] = []
+pytest_plugins: list[str] = ["tests.support.ray_cluster"]

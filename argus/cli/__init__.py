@@ -14,7 +14,23 @@ import click
 __all__ = ["main", "COMMANDS"]
 
 COMMANDS: dict[str, str] = {
+    "submit": "argus.cli.tasks_cmd:submit",
+    "tasks": "argus.cli.tasks_cmd:tasks",
+    "show": "argus.cli.tasks_cmd:show",
+    "spec": "argus.cli.tasks_cmd:spec",
+    "logs": "argus.cli.tasks_cmd:logs",
+    "cancel": "argus.cli.tasks_cmd:cancel",
+    "watch": "argus.cli.tasks_cmd:watch",
+    "users": "argus.cli.admin_cmd:users",
+    "tokens": "argus.cli.admin_cmd:tokens",
+    "files": "argus.cli.admin_cmd:files",
+    "config": "argus.cli.config_cmd:config",
+    "serve": "argus.cli.serve:serve",
+    "up": "argus.cli.serve:up",
     "db": "argus.cli.db:db",
+    "reactor": "argus.cli.reactor:reactor",
+    "node": "argus.cli.node:node",
+    "replay": "argus.cli.replay:replay",
 }
 
 

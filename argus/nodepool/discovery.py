@@ -54,6 +54,11 @@ class HeadRecord(msgspec.Struct, kw_only=True):
         """What must stay the same for a running worker to stay attached."""
         return (self.head_ip, self.gcs_port, self.head_id)
 
+    @property
+    def withdrawn(self) -> bool:
+        """The head itself expired the record (its Ray exited or it was stopped)."""
+        return self.expires_at <= self.updated_at
+
     def is_fresh(self, now: datetime | None = None) -> bool:
         return (now or _utcnow()) < self.expires_at
 
@@ -185,8 +190,9 @@ def read_head_record(
 
 
 def expire_head_record(path: str | os.PathLike[str], head_id: str) -> bool:
-    """Mark the record expired now, but only if it is still the one ``head_id`` wrote:
-    a replacement head may already have published its own. Returns whether it did."""
+    """Withdraw the record (``expires_at = updated_at = now``), but only if it is still the
+    one ``head_id`` wrote: a replacement head may already have published its own.
+    Returns whether it did."""
     result = read_head_record(path)
     record = result.record
     if record is None or record.head_id != head_id:

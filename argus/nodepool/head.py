@@ -64,15 +64,22 @@ class HeadWatchdog:
         started = time.monotonic()
         next_publish = 0.0
         published = False
+        unreachable = False
         while True:
             rc = child.poll()
             if rc is not None:
-                return self._ray_exited(rc, child.runtime_s, published)
+                ran_s = child.runtime_s
+                # Sweep what is left of the group so the restarted head finds its ports free.
+                child.stop(0)
+                return self._ray_exited(rc, ran_s, published)
             if self.stop.is_set():
                 return self._shutdown(child, published)
             now = time.monotonic()
             if now >= next_publish:
-                if self._gcs_up(node_ip):
+                if self._head_up(child, node_ip):
+                    if unreachable:
+                        self.log.info("head_reachable", action="resume_publishing")
+                    unreachable = False
                     published = self._publish(node_ip, first=not published) or published
                     next_publish = now + cfg.refresh_s
                 elif not published and now - started > cfg.head_start_timeout_s:
@@ -82,11 +89,20 @@ class HeadWatchdog:
                 else:
                     # Not up yet (or a hiccup): check again soon, not after refresh_s.
                     next_publish = now + 1.0
-                    if published:
-                        self.log.warning("gcs_unreachable", gcs_port=cfg.ray_port)
+                    if published and not unreachable:
+                        self.log.warning("head_unreachable", gcs_port=cfg.ray_port,
+                                         action="pause_publishing")
+                    unreachable = published
             self.stop.sleep(_TICK_S)
 
-    def _gcs_up(self, node_ip: str) -> bool:
+    def _head_up(self, child: RayChild, node_ip: str) -> bool:
+        """Ready to be announced: ``ray start`` said so (its head raylet is registered, so
+        joining workers find the head's node info), and the GCS port answers. Publishing
+        on the open GCS port alone sends workers into Ray's start-up timeout."""
+        if not child.ready.is_set():
+            # Fallback if a Ray version rewords its banner: both ports listening.
+            if not port_open("127.0.0.1", self.cfg.dashboard_port):
+                return False
         # Ray binds the GCS on all interfaces; loopback covers an advertised NAT address.
         return port_open(node_ip, self.cfg.ray_port) or port_open("127.0.0.1", self.cfg.ray_port)
 

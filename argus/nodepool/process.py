@@ -43,8 +43,12 @@ class RayChild:
     and to ``tee`` (the node's ray.log) by a daemon thread."""
 
     def __init__(self, argv: Sequence[str], *, sink: IO[str] | None = None,
-                 tee: IO[str] | None = None, env: dict[str, str] | None = None) -> None:
+                 tee: IO[str] | None = None, env: dict[str, str] | None = None,
+                 ready_marker: str = "Ray runtime started") -> None:
         self.argv = list(argv)
+        # Set when `ray start` reports that all its processes are up and registered.
+        self.ready = threading.Event()
+        self._ready_marker = ready_marker
         parent = os.getpid()
         self.proc = subprocess.Popen(
             self.argv,
@@ -66,6 +70,8 @@ class RayChild:
         assert self.proc.stdout is not None
         for raw in iter(self.proc.stdout.readline, b""):
             line = raw.decode("utf-8", "replace")
+            if self._ready_marker and self._ready_marker in line:
+                self.ready.set()
             for out in (self._sink, self._tee):
                 if out is None:
                     continue

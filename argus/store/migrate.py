@@ -67,7 +67,7 @@ def migrate(
     target = head if target is None else target
     conn = sqlite3.connect(db_path, isolation_level=None, timeout=30)
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
+        _enable_wal(conn)
         current = current_version(conn)
         if current > head:
             raise MigrationError(
@@ -78,13 +78,19 @@ def migrate(
         for migration in migrations:
             if migration.version <= current or migration.version > target:
                 continue
-            # executescript commits any open transaction first, so wrap the file ourselves.
-            conn.executescript(
-                "BEGIN IMMEDIATE;\n"
-                + migration.sql
-                + f"\nINSERT INTO schema_migrations VALUES ({migration.version}, "
-                f"'{migration.name}', {time.time()});\nCOMMIT;"
+            # One transaction per file. The version is re-read under the write lock: another
+            # process opening the same database at the same moment may have applied it.
+            conn.execute("BEGIN IMMEDIATE")
+            if current_version(conn) >= migration.version:
+                conn.execute("COMMIT")
+                continue
+            for statement in _statements(migration.sql):
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_migrations VALUES (?, ?, ?)",
+                (migration.version, migration.name, time.time()),
             )
+            conn.execute("COMMIT")
             applied.append(migration.version)
         return applied
     except sqlite3.Error as exc:
@@ -93,3 +99,33 @@ def migrate(
         raise MigrationError(f"migration failed: {exc}") from exc
     finally:
         conn.close()
+
+
+def _statements(sql: str) -> list[str]:
+    """Split a migration file into whole statements (triggers' BEGIN … END included), so
+    that they run inside a transaction we hold (``executescript`` would commit it)."""
+    statements: list[str] = []
+    buffer = ""
+    for line in sql.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip() and not all(
+        not ln.strip() or ln.strip().startswith("--") for ln in buffer.splitlines()
+    ):
+        raise MigrationError(f"incomplete SQL statement at the end of a migration: {buffer!r}")
+    return statements
+
+
+def _enable_wal(conn: sqlite3.Connection, attempts: int = 50) -> None:
+    """Switch to WAL. Changing the journal mode does not wait on SQLite's busy handler, so
+    a process racing another one opening a fresh database retries here."""
+    for attempt in range(attempts):
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(0.05)

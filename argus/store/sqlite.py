@@ -21,7 +21,7 @@ from typing import Any, AsyncIterator, Callable, Iterable, Sequence, TypeVar
 import aiosqlite
 import msgspec
 
-from argus.events import EventBase, EventMeta, Recorded, encode_event
+from argus.events import EventBase, EventMeta, Recorded, decode_event, encode_event
 from argus.lifecycle import IllegalTransition
 from argus.store.errors import ConcurrencyConflict, InvariantViolation, PayloadTooLarge
 from argus.store.migrate import migrate
@@ -160,7 +160,9 @@ class EventStore:
         type_, schema, data = encode_event(event)
         if len(data) > self.max_payload_bytes:
             raise PayloadTooLarge(type_, len(data), self.max_payload_bytes)
-        return type_, schema, data, event
+        # Fold what a reader will decode, not the caller's object (an int where the type
+        # says float, say): inline projections must equal a rebuild byte for byte.
+        return type_, schema, data, decode_event(type_, schema, data)
 
     def _append_sync(
         self,
@@ -169,9 +171,25 @@ class EventStore:
         meta_bytes: bytes,
         checkpoint: tuple[str, int] | None,
     ) -> list[int]:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            positions = self._append_in_tx(db, encoded, meta_bytes, checkpoint)
+            db.execute("COMMIT")
+            return positions
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def _append_in_tx(
+        self,
+        db: sqlite3.Connection,
+        encoded: list[tuple[AppendBatch, list[tuple[str, int, bytes, EventBase]]]],
+        meta_bytes: bytes,
+        checkpoint: tuple[str, int] | None,
+    ) -> list[int]:
+        """The body of an append, inside a write transaction the caller holds."""
         now = time.time()
         meta = msgspec.json.decode(meta_bytes, type=EventMeta)
-        db.execute("BEGIN IMMEDIATE")
         try:
             position = db.execute("SELECT coalesce(max(position), 0) FROM events").fetchone()[0]
             positions: list[int] = []
@@ -196,21 +214,31 @@ class EventStore:
                         projection.apply(db, rec)
                     positions.append(position)
             if positions:
-                db.execute("UPDATE projection_state SET checkpoint = ?", (position,))
+                # Only this store's projections: one left out is behind and must be rebuilt.
+                db.execute(
+                    f"UPDATE projection_state SET checkpoint = ? "
+                    f"WHERE name IN ({','.join('?' * len(self.projections))})",
+                    (position, *(p.name for p in self.projections)),
+                )
             if checkpoint is not None:
                 db.execute(
                     "INSERT INTO subscriber_checkpoints VALUES (?, ?) ON CONFLICT (name) "
                     "DO UPDATE SET position = max(position, excluded.position)",
                     checkpoint,
                 )
-            db.execute("COMMIT")
             return positions
         except (IllegalTransition, UserEventError) as exc:
-            db.execute("ROLLBACK")
             raise InvariantViolation(str(exc)) from exc
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+
+    def append_signal(self) -> asyncio.Event:
+        """An event set by the next append in this process. Take it *before* reading, then
+        wait on it, so that an append between the read and the wait is not missed."""
+        return self._appended
+
+    async def read_snapshot(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` with the reader's sqlite3 connection (for consistent multi-table reads
+        inside one read transaction)."""
+        return await self._read_run(fn)
 
     def _notify(self) -> None:
         # Wake every in-process subscriber; each re-reads from its own cursor.
@@ -223,26 +251,35 @@ class EventStore:
         """Take or renew lease ``name`` for ``holder`` unless someone else holds it unexpired.
         When the holder changes, ``on_new_leader`` is appended in the same transaction."""
 
-        def claim(db: sqlite3.Connection) -> tuple[bool, bool]:
+        encoded = (
+            [(on_new_leader, [self._encode(e) for e in on_new_leader.events])]
+            if on_new_leader is not None and on_new_leader.events
+            else []
+        )
+        meta_bytes = _encode_meta(EventMeta())
+
+        def claim(db: sqlite3.Connection) -> bool:
             now = time.time()
             db.execute("BEGIN IMMEDIATE")
             try:
                 row = db.execute("SELECT holder, lease_until FROM leases WHERE name = ?", (name,)).fetchone()
                 if row is not None and row[0] != holder and row[1] > now:
                     db.execute("ROLLBACK")
-                    return False, False
+                    return False
                 db.execute(
                     "INSERT OR REPLACE INTO leases VALUES (?, ?, ?)", (name, holder, now + ttl_s)
                 )
+                if encoded and (row is None or row[0] != holder):
+                    self._append_in_tx(db, encoded, meta_bytes, None)
                 db.execute("COMMIT")
-                return True, row is None or row[0] != holder
+                return True
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
 
-        held, new = await self._run(claim)
-        if held and new and on_new_leader is not None:
-            await self.append_batches([on_new_leader])
+        held = await self._run(claim)
+        if held and encoded:
+            self._notify()
         return held
 
     async def release_lease(self, name: str, holder: str) -> None:

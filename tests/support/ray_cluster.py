@@ -160,11 +160,13 @@ class RayCluster:
         ]
         self.head.proc = _spawn(self.head.args, self.log_dir / "head.log", self.env)
         self._wait_http(f"{self.job_server_url}/api/version")
+        # One at a time: two raylets registering at once on a 2-core machine can time out
+        # against a busy GCS.
         for i in range(2):
             worker = WorkerNode(name=f"worker{i}", args=[])
             self.workers.append(worker)
             self.start_worker(worker)
-        self.wait_workers_alive(2)
+            self.wait_workers_alive(i + 1)
 
     def start_worker(self, worker: WorkerNode) -> None:
         """(Re)start a worker with fresh ports (old ones may sit in TIME_WAIT)."""
@@ -172,6 +174,9 @@ class RayCluster:
             f"--address={self.address}", f"--num-gpus={WORKER_GPUS}",
             f"--num-cpus={WORKER_CPUS}",
             f"--resources={json.dumps({'worker_node': WORKER_NODE_RESOURCE})}",
+            # All nodes share one session log dir on this host; one log monitor (the
+            # head's) is enough, more would repeat every worker line in job logs.
+            "--include-log-monitor=false",
             *_node_ports(),
         ]
         worker.proc = _spawn(worker.args, self.log_dir / f"{worker.name}.log", self.env)

@@ -1,0 +1,177 @@
+"""The Litestar application: ``create_app(config)`` wires the store, the command
+handlers, the event broadcaster and the routes; it owns their lifetimes."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from pathlib import Path
+from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
+
+from litestar import Litestar, Request, Response, Router, get
+from litestar.di import Provide
+from litestar.exceptions import HTTPException
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.spec import (
+    Components, OpenAPIMediaType, OpenAPIType, Schema, SecurityScheme,
+)
+from litestar.static_files import create_static_files_router
+
+from argus.api.auth import AuthController, SessionStore, principal
+from argus.api.cluster import cluster_view, queue_view
+from argus.api.events_sse import Broadcaster, events_stream
+from argus.api.files import FilesController
+from argus.api.metrics import ApiMetrics, healthz, metrics, readyz
+from argus.api.tasks import TasksController
+from argus.api.users import UsersController
+from argus.config import ArgusConfig
+from argus.service import AuthCache, Commands
+
+__all__ = ["API_PREFIX", "STATIC_DIR", "create_app"]
+
+log = logging.getLogger("argus.api")
+API_PREFIX = "/api/v2"
+STATIC_DIR = Path(__file__).resolve().parent.parent / "ui" / "static"
+Background = Callable[[Any], Awaitable[None]]
+
+
+def _internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+    return Response({"status_code": 500, "detail": "internal error; see the server log"},
+                    status_code=500)
+
+
+def _http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
+    body: dict[str, Any] = {"status_code": exc.status_code, "detail": exc.detail}
+    if exc.extra:
+        body["extra"] = exc.extra
+    return Response(body, status_code=exc.status_code, headers=exc.headers)
+
+
+_ERRORS = {
+    "400": "Bad input: the detail says what to change", "401": "No valid token or session",
+    "403": "Disabled user, read-only area, or admin only", "404": "Not found (or not yours)",
+    "409": "Conflicts with the current state", "413": "Body too large",
+}
+
+
+def _document_errors(app: Litestar) -> None:
+    """Declare the error responses every operation may give (one shared schema)."""
+    from litestar.openapi.spec import OpenAPIResponse, Reference
+
+    schema = app.openapi_schema
+    if schema.components.schemas is None:
+        schema.components.schemas = {}
+    schema.components.schemas["Error"] = Schema(
+        type=OpenAPIType.OBJECT, required=["status_code", "detail"],
+        properties={"status_code": Schema(type=OpenAPIType.INTEGER),
+                    "detail": Schema(type=OpenAPIType.STRING), "extra": Schema()})
+    for path, item in (schema.paths or {}).items():
+        for method in ("get", "put", "post", "delete"):
+            op = getattr(item, method, None)
+            if op is None:
+                continue
+            op.responses = op.responses or {}
+            public = path in ("/healthz", "/readyz", "/metrics")
+            for code, text in _ERRORS.items():
+                if public or code in op.responses:
+                    continue
+                op.responses[code] = OpenAPIResponse(description=text, content={
+                    "application/json": OpenAPIMediaType(schema=Reference(ref="#/components/schemas/Error"))})
+            if public:
+                op.security = []
+            if path == "/readyz":
+                op.responses["503"] = OpenAPIResponse(description="Not ready")
+
+
+@get("/", include_in_schema=False, media_type="text/html")
+async def _placeholder() -> str:
+    return ("<!doctype html><title>Argus</title><p>Argus API is running. "
+            f"The WebUI is not built; see <a href='/schema'>/schema</a>.</p>")
+
+
+def create_app(
+    config: ArgusConfig,
+    *,
+    store: Any = None,
+    admin_token: str | None = None,
+    background: Sequence[Background] = (),
+    group_commit: bool = True,
+    heartbeat_s: float = 15.0,
+    static_dir: Path | None = None,
+) -> Litestar:
+    """The API app. ``store``: an open EventStore (else opened from the config and closed
+    on shutdown). ``admin_token``: bootstrap admin token (else ``$<v2.auth.token_env>``).
+    ``background``: coroutines ``f(app_state)`` run while the app runs (the reactor)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        from argus.store import EventStore
+
+        own = store is None
+        st = store or await EventStore.open(
+            config.v2.sqlite.db_path, synchronous=config.v2.sqlite.synchronous)
+        auth = AuthCache(st)
+        m = ApiMetrics()
+        commands = Commands(st, config, auth, group_commit=group_commit, observe=m.observe_append)
+        broadcaster = Broadcaster(
+            st, heartbeat_s=heartbeat_s,
+            on_event=lambda rec: auth.invalidate() if rec.stream.startswith("user-") else None)
+        state = app.state
+        state.config, state.store, state.auth, state.metrics = config, st, auth, m
+        state.commands, state.broadcaster = commands, broadcaster
+        state.sessions = SessionStore(config.v2.auth.session_ttl_s)
+        token = admin_token or os.environ.get(config.v2.auth.token_env)
+        if token:
+            await commands.bootstrap_admin(token)
+        await broadcaster.start()
+        import asyncio
+
+        tasks = [asyncio.get_running_loop().create_task(fn(state)) for fn in background]
+        try:
+            yield
+        finally:
+            for t in tasks:
+                t.cancel()
+            for t in tasks:
+                with contextlib.suppress(BaseException):
+                    await t
+            await broadcaster.stop()
+            await commands.close()
+            if own:
+                await st.close()
+
+    api = Router(
+        path=API_PREFIX,
+        route_handlers=[AuthController, TasksController, UsersController, FilesController,
+                        events_stream, queue_view, cluster_view],
+        dependencies={"who": Provide(principal)},
+    )
+    ui_dir = static_dir or STATIC_DIR
+    ui: list[Any] = (
+        [create_static_files_router(path="/", directories=[ui_dir], html_mode=True,
+                                    include_in_schema=False)]
+        if (ui_dir / "index.html").is_file() else [_placeholder]
+    )
+    openapi = OpenAPIConfig(
+        title="Argus API", version="2.0.0",
+        description="Event-sourced control plane for RL post-training. See docs/api.md.",
+        components=Components(security_schemes={
+            "bearer": SecurityScheme(type="http", scheme="bearer",
+                                     description="Authorization: Bearer <token>"),
+            "session": SecurityScheme(type="apiKey", name="argus_session",
+                                      security_scheme_in="cookie"),
+        }),
+        security=[{"bearer": []}, {"session": []}],
+        path="/schema",
+    )
+    return Litestar(
+        on_startup=[_document_errors],
+        route_handlers=[api, healthz, readyz, metrics, *ui],
+        lifespan=[lifespan],
+        openapi_config=openapi,
+        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
+        request_max_body_size=config.v2.api.max_body_bytes,
+        debug=False,
+    )

@@ -1,0 +1,115 @@
+"""Who is calling: bearer tokens (programs) and the session cookie (browser).
+
+``principal`` is the dependency every protected handler takes. It answers 401 for a
+missing or unknown token, and 403 for a disabled user (checked on every request, so a
+disabled user is refused at once).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any
+
+from litestar import Controller, Request, Response, get, post
+from litestar.datastructures import Cookie, State
+from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
+
+from argus.api.schemas import LoginIn, MeOut
+from argus.service import Principal
+
+__all__ = ["AuthController", "SESSION_COOKIE", "SessionStore", "principal", "require_admin"]
+
+SESSION_COOKIE = "argus_session"
+
+
+class SessionStore:
+    """Browser sessions: random id → (token, expiry). In memory: a restart logs out."""
+
+    def __init__(self, ttl_s: float) -> None:
+        self.ttl_s = ttl_s
+        self._sessions: dict[str, tuple[str, float]] = {}
+
+    def create(self, token: str) -> str:
+        now = time.time()
+        if len(self._sessions) > 10_000:
+            self._sessions = {k: v for k, v in self._sessions.items() if v[1] > now}
+        sid = secrets.token_urlsafe(32)
+        self._sessions[sid] = (token, now + self.ttl_s)
+        return sid
+
+    def token(self, sid: str) -> str | None:
+        entry = self._sessions.get(sid)
+        if entry is None or entry[1] < time.time():
+            self._sessions.pop(sid, None)
+            return None
+        return entry[0]
+
+    def drop(self, sid: str) -> None:
+        self._sessions.pop(sid, None)
+
+
+def _token_of(request: Request[Any, Any, Any], state: State) -> str | None:
+    header = request.headers.get("authorization")
+    if header:
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() != "bearer" or not value.strip():
+            raise NotAuthorizedException("Authorization must be 'Bearer <token>'")
+        return value.strip()
+    sid = request.cookies.get(SESSION_COOKIE)
+    if sid:
+        return state.sessions.token(sid)  # type: ignore[no-any-return]
+    return None
+
+
+async def principal(request: Request[Any, Any, Any], state: State) -> Principal:
+    """The authenticated caller (dependency)."""
+    token = _token_of(request, state)
+    if token is None:
+        raise NotAuthorizedException("authentication required: send 'Authorization: Bearer "
+                                     "<token>' or log in at POST /api/v2/auth/login")
+    who = await state.auth.lookup(token)
+    if who is None:
+        raise NotAuthorizedException("unknown or revoked token")
+    if who.disabled:
+        raise PermissionDeniedException(f"user {who.user_id} is disabled; ask an admin")
+    return who  # type: ignore[no-any-return]
+
+
+def require_admin(who: Principal) -> None:
+    if not who.is_admin:
+        raise PermissionDeniedException("this needs an admin")
+
+
+class AuthController(Controller):
+    path = "/"
+    tags = ["auth"]
+
+    @post("/auth/login", security=[], status_code=200)
+    async def login(self, data: LoginIn, state: State) -> Response[MeOut]:
+        """Exchange a token for an HttpOnly session cookie (for the WebUI)."""
+        who = await state.auth.lookup(data.token)
+        if who is None:
+            raise NotAuthorizedException("unknown or revoked token")
+        if who.disabled:
+            raise PermissionDeniedException(f"user {who.user_id} is disabled; ask an admin")
+        sid = state.sessions.create(data.token)
+        cookie = Cookie(key=SESSION_COOKIE, value=sid, httponly=True, samesite="strict",
+                        path="/", max_age=int(state.sessions.ttl_s))
+        body = MeOut(user_id=who.user_id, is_admin=who.is_admin, display_name=who.display_name)
+        return Response(body, cookies=[cookie])
+
+    @post("/auth/logout", security=[], status_code=200)
+    async def logout(self, request: Request[Any, Any, Any], state: State) -> Response[dict[str, bool]]:
+        """Forget the session and clear the cookie."""
+        sid = request.cookies.get(SESSION_COOKIE)
+        if sid:
+            state.sessions.drop(sid)
+        cookie = Cookie(key=SESSION_COOKIE, value="", httponly=True, samesite="strict",
+                        path="/", max_age=0)
+        return Response({"ok": True}, cookies=[cookie])
+
+    @get("/me")
+    async def me(self, who: Principal) -> MeOut:
+        """The caller."""
+        return MeOut(user_id=who.user_id, is_admin=who.is_admin, display_name=who.display_name)

@@ -1,0 +1,181 @@
+"""The event log as server-sent events, through one shared tailer.
+
+:class:`Broadcaster` runs the process's only ``store.subscribe`` loop. Each event is
+encoded once, kept in a ring of recent events, and put on the queue of every connected
+client allowed to see it (owner = the client's user; an admin sees all). A new client
+registers its queue first, then catches up (from the ring, or from the log when it is
+further back), then drains its queue, skipping positions it already sent — so a resume
+with ``Last-Event-ID`` yields exactly the missed events, once each, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+
+from dataclasses import dataclass
+
+import msgspec
+from litestar import Request, get
+from litestar.datastructures import State
+from litestar.exceptions import HTTPException
+from litestar.params import Parameter
+from litestar.response import ServerSentEvent, ServerSentEventMessage
+from typing_extensions import Annotated
+
+from argus.events import Recorded
+from argus.service import Principal
+
+if TYPE_CHECKING:
+    from argus.store import EventStore
+
+__all__ = ["Broadcaster", "encode_record", "events_stream"]
+
+log = logging.getLogger(__name__)
+_encode = msgspec.json.Encoder().encode
+_Item = tuple[Recorded, "_Encoded"]
+
+
+@dataclass
+class _Encoded(ServerSentEventMessage):
+    """An SSE message encoded once by the tailer and sent as is to every client."""
+
+    raw: bytes = b""
+
+    def encode(self) -> bytes:
+        return self.raw
+
+
+_HEARTBEAT = _Encoded(raw=b": heartbeat\r\n\r\n")
+
+
+def encode_record(rec: Recorded) -> str:
+    """The SSE ``data:`` of an event (JSON: never holds a raw line break)."""
+    return _encode({
+        "position": rec.position, "stream": rec.stream, "type": rec.type,
+        "recorded_at": rec.recorded_at, "actor": rec.meta.actor, "owner": rec.owner,
+        "data": rec.event,
+    }).decode()
+
+
+class _Client:
+    __slots__ = ("who", "queue", "overflow")
+
+    def __init__(self, who: Principal, size: int) -> None:
+        self.who = who
+        self.queue: asyncio.Queue[_Item] = asyncio.Queue(size)
+        self.overflow = False
+
+    def sees(self, rec: Recorded) -> bool:
+        return self.who.is_admin or rec.owner == self.who.user_id
+
+
+class Broadcaster:
+    """One tailer of the log fanning out to every SSE client of this process."""
+
+    def __init__(self, store: "EventStore", *, ring: int = 20_000, queue_size: int = 20_000,
+                 heartbeat_s: float = 15.0, on_event: Callable[[Recorded], None] | None = None) -> None:
+        self.store = store
+        self.ring: collections.deque[_Item] = collections.deque(maxlen=ring)
+        self.clients: set[_Client] = set()
+        self.queue_size = queue_size
+        self.heartbeat_s = heartbeat_s
+        self.position = 0
+        self._on_event = on_event
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def start(self) -> None:
+        self.position = await self.store.head_position()
+        self._task = asyncio.get_running_loop().create_task(self._tail(), name="sse-tailer")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    async def _tail(self) -> None:
+        while True:
+            try:
+                async for rec in self.store.subscribe(after=self.position):
+                    self.position = rec.position
+                    item = (rec, _message(rec, encode_record(rec)))
+                    self.ring.append(item)
+                    if self._on_event is not None:
+                        self._on_event(rec)
+                    for client in list(self.clients):
+                        if client.sees(rec) and not client.overflow:
+                            try:
+                                client.queue.put_nowait(item)
+                            except asyncio.QueueFull:
+                                client.overflow = True  # it reconnects with Last-Event-ID
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a read error must not end the stream for everyone
+                log.exception("event tailer failed; restarting in 1s")
+                await asyncio.sleep(1.0)
+
+    async def stream(self, who: Principal, after: int) -> AsyncIterator[ServerSentEventMessage]:
+        """Events after ``after`` that ``who`` may see, then live ones, with heartbeats."""
+        client = _Client(who, self.queue_size)
+        self.clients.add(client)
+        try:
+            last = after
+            owner = None if who.is_admin else who.user_id
+            while True:  # catch up from the log until the ring covers the rest
+                ring_first = self.ring[0][0].position if self.ring else self.position + 1
+                if last + 1 >= ring_first or last >= self.position:
+                    break
+                until = ring_first - 1
+                recs = await self.store.read(last, 500, owner=owner, until=until)
+                for rec in recs:
+                    yield _message(rec, encode_record(rec))
+                    last = rec.position
+                if len(recs) < 500:
+                    last = max(last, until)
+            for rec, msg in list(self.ring):  # snapshot: no await between check and copy
+                if rec.position > last and client.sees(rec):
+                    yield msg
+                    last = rec.position
+            while not client.overflow:
+                try:
+                    rec, msg = await asyncio.wait_for(client.queue.get(), self.heartbeat_s)
+                except asyncio.TimeoutError:
+                    yield _HEARTBEAT
+                    continue
+                if rec.position > last:
+                    yield msg
+                    last = rec.position
+        finally:
+            self.clients.discard(client)
+
+
+def _message(rec: Recorded, data: str) -> _Encoded:
+    return _Encoded(raw=f"id: {rec.position}\r\nevent: {rec.type}\r\ndata: {data}\r\n\r\n".encode())
+
+
+@get("/events", tags=["events"], media_type="text/event-stream")
+async def events_stream(
+    request: Request[Any, Any, Any], state: State, who: Principal,
+    after: Annotated[int | None, Parameter(ge=0, description="start after this position "
+                                           "(default: now); Last-Event-ID wins")] = None,
+) -> ServerSentEvent:
+    """The log as server-sent events: ``id`` = position, ``event`` = type."""
+    header = request.headers.get("last-event-id")
+    if header:
+        try:
+            after = int(header)
+        except ValueError as exc:
+            raise HTTPException(status_code=400, detail="Last-Event-ID must be a log position "
+                                "(an integer)") from exc
+    broadcaster: Broadcaster = state.broadcaster
+    start = broadcaster.position if after is None else max(0, after)
+    return ServerSentEvent(broadcaster.stream(who, start), retry_duration=2000)

@@ -1,0 +1,102 @@
+"""Prometheus ``/metrics`` and the ``/healthz`` / ``/readyz`` probes.
+
+Queue depth, admissions and failures are read from the projections at scrape time (so
+they are right after a restart); append latency and SSE clients are this process's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Response, get
+from litestar.datastructures import State
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, CounterMetricFamily
+
+__all__ = ["ApiMetrics", "healthz", "metrics", "readyz"]
+
+
+class _ProjectionCollector:
+    """Collects queue/admission/failure figures from the read models at scrape time."""
+
+    def __init__(self) -> None:
+        self.snapshot: dict[str, Any] = {}
+
+    def collect(self) -> Any:
+        snap = self.snapshot
+        depth = GaugeMetricFamily("argus_queue_depth", "Unfinished tasks by state", labels=["state"])
+        for state, n in snap.get("queue", []):
+            depth.add_metric([state], n)
+        yield depth
+        adm = CounterMetricFamily("argus_admissions", "Attempts started (admissions)")
+        adm.add_metric([], snap.get("admissions", 0))
+        yield adm
+        fails = CounterMetricFamily("argus_task_failures", "Failed tasks by failure kind",
+                                    labels=["kind"])
+        for kind, n in snap.get("failures", []):
+            fails.add_metric([kind or "UNKNOWN"], n)
+        yield fails
+        sse = GaugeMetricFamily("argus_sse_clients", "Connected event-stream clients")
+        sse.add_metric([], snap.get("sse_clients", 0))
+        yield sse
+        head = GaugeMetricFamily("argus_log_position", "Last position of the event log")
+        head.add_metric([], snap.get("head", 0))
+        yield head
+
+
+class ApiMetrics:
+    """This app's registry (one per app, so tests can build many apps)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.append_latency = Histogram(
+            "argus_append_seconds", "Latency of durable appends (one transaction)",
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+            registry=self.registry)
+        self.append_batches = Counter("argus_append_batches", "Stream batches appended",
+                                      registry=self.registry)
+        self.projections = _ProjectionCollector()
+        self.registry.register(self.projections)  # type: ignore[arg-type]
+
+    def observe_append(self, seconds: float, batches: int) -> None:
+        self.append_latency.observe(seconds)
+        self.append_batches.inc(batches)
+
+    async def refresh(self, state: State) -> None:
+        store = state.store
+        self.projections.snapshot = {
+            "queue": await store.query("SELECT state, count(*) FROM queue GROUP BY state"),
+            "admissions": (await store.query("SELECT count(*) FROM attempts"))[0][0],
+            "failures": await store.query(
+                "SELECT failure_kind, count(*) FROM tasks WHERE state = 'FAILED' GROUP BY failure_kind"),
+            "sse_clients": len(state.broadcaster.clients),
+            "head": state.broadcaster.position,
+        }
+
+
+@get("/metrics", media_type="text/plain; version=0.0.4", tags=["ops"], include_in_schema=True)
+async def metrics(state: State) -> Response[bytes]:
+    """Prometheus metrics."""
+    m: ApiMetrics = state.metrics
+    await m.refresh(state)
+    return Response(generate_latest(m.registry), media_type="text/plain; version=0.0.4")
+
+
+@get("/healthz", tags=["ops"])
+async def healthz() -> dict[str, str]:
+    """The process is alive."""
+    return {"status": "ok"}
+
+
+@get("/readyz", tags=["ops"])
+async def readyz(state: State) -> Response[dict[str, Any]]:
+    """Ready to serve: the log answers and the event tailer runs."""
+    problems = []
+    try:
+        await state.store.head_position()
+    except Exception as exc:  # report, never raise: this is a probe
+        problems.append(f"event store: {exc}")
+    if not state.broadcaster.running:
+        problems.append("event tailer is not running")
+    body = {"status": "ready" if not problems else "not ready", "problems": problems}
+    return Response(body, status_code=200 if not problems else 503)

@@ -1,0 +1,273 @@
+"""Task endpoints: submit, validate, list, show, spec, cancel, timeline, logs, progress."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import msgspec
+import yaml
+from litestar import Controller, Request, get, post
+from litestar.datastructures import State
+from litestar.exceptions import HTTPException, NotFoundException, PermissionDeniedException
+from litestar.openapi.spec import OpenAPIMediaType, OpenAPIType, Operation, RequestBody, Schema
+from litestar.params import Parameter
+from litestar.response import ServerSentEvent, ServerSentEventMessage
+from typing_extensions import Annotated
+
+from argus.api import jobfiles
+from argus.api.schemas import (
+    AttemptOut, DemandOut, ProgressOut, ProgressPoint, SpecOut, SubmitOut, TaskDetail,
+    TaskList, TaskStateOut, TaskSummary, TimelineEntry, ValidateError, ValidateOut,
+)
+from argus.events import TaskSubmitted, task_stream
+from argus.lifecycle import TaskState
+from argus.service import CommandError, Principal
+
+__all__ = ["TasksController", "read_document"]
+
+
+@dataclass
+class _SubmitOperation(Operation):
+    """Declares the submission body: YAML text or JSON."""
+
+    def __post_init__(self) -> None:
+        self.request_body = RequestBody(required=True, content={
+            "text/plain": OpenAPIMediaType(schema=Schema(type=OpenAPIType.STRING)),
+            "application/json": OpenAPIMediaType(schema=Schema(type=OpenAPIType.OBJECT)),
+        })
+
+
+async def read_document(request: Request[Any, Any, Any]) -> str | dict[str, Any]:
+    """The TaskSpec from the body: JSON ``{"spec": ...}`` or a spec object, else YAML text."""
+    body = await request.body()
+    if not body.strip():
+        raise HTTPException(status_code=400, detail="empty body: send the TaskSpec as YAML "
+                            "(Content-Type: application/yaml) or JSON {\"spec\": ...}")
+    if "json" in request.headers.get("content-type", ""):
+        try:
+            doc = msgspec.json.decode(body)
+        except msgspec.DecodeError as exc:
+            raise HTTPException(status_code=400, detail=f"body is not valid JSON: {exc}") from exc
+        if isinstance(doc, dict) and set(doc) == {"spec"} and isinstance(doc["spec"], (str, dict)):
+            doc = doc["spec"]
+        if not isinstance(doc, (str, dict)):
+            raise HTTPException(status_code=400, detail="JSON body must be an object: the spec, "
+                                "or {\"spec\": \"<yaml text>\"}")
+        return doc
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HTTPException(status_code=400, detail="body must be UTF-8 YAML text") from exc
+
+
+def _http(exc: CommandError) -> HTTPException:
+    return HTTPException(status_code=exc.status, detail=exc.detail, extra=exc.extra or None)
+
+
+def _attempt(a: Any) -> AttemptOut:
+    return AttemptOut(
+        attempt_no=a.attempt_no, submission_id=a.submission_id, ray_status=a.ray_status,
+        failure_kind=a.failure_kind.value if a.failure_kind else None, evidence=a.evidence,
+        exit_code=a.exit_code, decided_at=a.decided_at, submitted_at=a.submitted_at,
+        started_at=a.started_at, ended_at=a.ended_at,
+    )
+
+
+async def _queue_position(state: State, task_id: str) -> int | None:
+    rows = await state.store.query(
+        "SELECT count(*) FROM queue q, queue me WHERE me.task_id = ? AND me.waiting = 1 AND "
+        "q.waiting = 1 AND (q.priority > me.priority OR (q.priority = me.priority AND q.seq <= me.seq))",
+        (task_id,))
+    n = rows[0][0] if rows else 0
+    return int(n) if n else None
+
+
+async def _load(state: State, who: Principal, task_id: str) -> Any:
+    try:
+        return await state.commands.load_task(who, task_id)
+    except CommandError as exc:
+        raise _http(exc) from exc
+
+
+_SUMMARY_COLS = ("task_id, user, workload, kind, state, priority, created_at, updated_at, "
+                 "latest_attempt_no, failure_kind, error_summary, wait_reason")
+
+
+class TasksController(Controller):
+    path = "/tasks"
+    tags = ["tasks"]
+
+    @post("/", operation_class=_SubmitOperation, status_code=201)
+    async def submit(self, request: Request[Any, Any, Any], state: State, who: Principal) -> SubmitOut:
+        """Submit a TaskSpec (YAML text or JSON). Returns the new task's id and warnings."""
+        document = await read_document(request)
+        try:
+            result = await state.commands.submit(who, document)
+        except CommandError as exc:
+            raise _http(exc) from exc
+        return SubmitOut(task_id=result.task_id, state=result.state, warnings=result.warnings)
+
+    @post("/validate", operation_class=_SubmitOperation, status_code=200)
+    async def validate(self, request: Request[Any, Any, Any], state: State, who: Principal) -> ValidateOut:
+        """Check a TaskSpec without submitting it (nothing is written)."""
+        document = await read_document(request)
+        try:
+            _, prepared = state.commands.prepare(document, who.user_id, task_id=f"{who.user_id}-validate")
+        except CommandError as exc:
+            errors = exc.extra.get("errors") or [{"field": "", "message": exc.detail}]
+            return ValidateOut(ok=False, warnings=[], errors=[ValidateError(**e) for e in errors])
+        return ValidateOut(ok=True, warnings=list(prepared.warnings), errors=[])
+
+    @get("/")
+    async def list_tasks(
+        self, state: State, who: Principal,
+        task_state: Annotated[str | None, Parameter(query="state", description="filter by state")] = None,
+        user: Annotated[str | None, Parameter(description="admin: one user's tasks")] = None,
+        limit: Annotated[int, Parameter(ge=1, le=500)] = 50,
+        offset: Annotated[int, Parameter(ge=0, le=10_000_000)] = 0,
+    ) -> TaskList:
+        """Tasks newest first: the caller's own (an admin: everyone's, or ``user``'s)."""
+        where, params = [], []  # type: ignore[var-annotated]
+        if not who.is_admin:
+            if user is not None and user != who.user_id:
+                raise PermissionDeniedException("only an admin can list other users' tasks")
+            user = who.user_id
+        if user is not None:
+            where.append("user = ?")
+            params.append(user)
+        if task_state is not None:
+            states = [s.strip().upper() for s in task_state.split(",") if s.strip()]
+            bad = [s for s in states if s not in TaskState.__members__]
+            if bad or not states:
+                raise HTTPException(status_code=400, detail=f"unknown state {bad or task_state!r}; "
+                                    f"use one of {', '.join(TaskState.__members__)}")
+            where.append(f"state IN ({','.join('?' * len(states))})")
+            params.extend(states)
+        cond = f"WHERE {' AND '.join(where)}" if where else ""
+        total = (await state.store.query(f"SELECT count(*) FROM tasks {cond}", params))[0][0]
+        rows = await state.store.query(
+            f"SELECT {_SUMMARY_COLS} FROM tasks {cond} ORDER BY created_at DESC, task_id DESC "
+            "LIMIT ? OFFSET ?", [*params, limit, offset])
+        items = [TaskSummary(task_id=r[0], user=r[1], workload=r[2], kind=r[3], state=r[4],
+                             priority=r[5], created_at=r[6], updated_at=r[7], attempts=r[8],
+                             failure_kind=r[9], error_summary=r[10], wait_reason=r[11])
+                 for r in rows]
+        return TaskList(items=items, total=int(total), limit=limit, offset=offset)
+
+    @get("/{task_id:str}")
+    async def show(self, state: State, who: Principal, task_id: str) -> TaskDetail:
+        """State, attempts, failure reason, queue position and why it waits."""
+        v = await _load(state, who, task_id)
+        position = await _queue_position(state, task_id) if v.state.is_waiting() else None
+        d = v.demand
+        return TaskDetail(
+            task_id=v.task_id, user=v.user, workload=v.workload, kind=v.kind, state=v.state.value,
+            priority=v.priority, max_attempts=v.max_attempts,
+            demand=DemandOut(nnodes=d.nnodes, n_gpus_per_node=d.n_gpus_per_node,
+                             cpus_per_node=d.cpus_per_node),
+            created_at=v.created_at, updated_at=v.updated_at,
+            attempts=[_attempt(a) for a in v.attempts],
+            failure_kind=v.failure_kind.value if v.failure_kind else None,
+            error_summary=v.error_summary, queue_position=position, wait_reason=v.wait_reason,
+            wait_message=v.wait_message, next_run_at=v.next_run_at,
+            waiting_since=v.waiting_since, warnings=list(v.warnings),
+        )
+
+    @get("/{task_id:str}/spec")
+    async def spec(self, state: State, who: Principal, task_id: str) -> SpecOut:
+        """The spec as sent (raw) and as run (expanded command)."""
+        await _load(state, who, task_id)
+        first = (await state.store.read_stream(task_stream(task_id)))[0].event
+        assert isinstance(first, TaskSubmitted)
+        return SpecOut(task_id=task_id, kind=first.kind, workload=first.workload,
+                       spec_raw=first.spec_raw, spec=first.spec, command_raw=first.command_raw,
+                       command=first.command, warnings=list(first.warnings))
+
+    @post("/{task_id:str}/cancel", status_code=200)
+    async def cancel(self, request: Request[Any, Any, Any], state: State, who: Principal,
+                     task_id: str) -> TaskStateOut:
+        """Cancel: at once while queued; a running task is stopped by the reactor."""
+        try:
+            new_state = await state.commands.cancel(who, task_id, request.headers.get("x-request-id", ""))
+        except CommandError as exc:
+            raise _http(exc) from exc
+        return TaskStateOut(task_id=task_id, state=new_state)
+
+    @get("/{task_id:str}/timeline")
+    async def timeline(self, state: State, who: Principal, task_id: str) -> list[TimelineEntry]:
+        """Every event of the task, in order."""
+        await _load(state, who, task_id)
+        return [TimelineEntry(position=r.position, version=r.version, type=r.type,
+                              recorded_at=r.recorded_at, actor=r.meta.actor,
+                              data=msgspec.to_builtins(r.event))
+                for r in await state.store.read_stream(task_stream(task_id))]
+
+    @get("/{task_id:str}/logs", media_type="text/plain")
+    async def logs(
+        self, state: State, who: Principal, task_id: str,
+        tail: Annotated[int, Parameter(ge=0, le=100_000)] = 200,
+        attempt: Annotated[int | None, Parameter(ge=1, le=1000)] = None,
+        follow: Annotated[bool, Parameter(description="stream as SSE 'log' events")] = False,
+    ) -> Any:
+        """The tail of an attempt's driver log (latest attempt by default)."""
+        v = await _load(state, who, task_id)
+        path = _log_path(state, v, attempt)
+        if not follow:
+            return (await asyncio.to_thread(jobfiles.tail_lines, path, tail))[0] if path else ""
+        return ServerSentEvent(_follow(state, who, task_id, path, tail))
+
+    @get("/{task_id:str}/progress")
+    async def progress(self, state: State, who: Principal, task_id: str,
+                       attempt: Annotated[int | None, Parameter(ge=1, le=1000)] = None) -> ProgressOut:
+        """Training steps and metrics parsed from the attempt's metrics / driver log."""
+        v = await _load(state, who, task_id)
+        path = _log_path(state, v, attempt)
+        points = await asyncio.to_thread(jobfiles.parse_progress, path.parent) if path else []
+        first = (await state.store.read_stream(task_stream(task_id)))[0].event
+        total = getattr(first, "spec", {}).get("total_training_steps")
+        return ProgressOut(
+            task_id=task_id, attempt_no=int(path.parent.name.rsplit("--a", 1)[1]) if path else None,
+            total_steps=total if isinstance(total, int) else None,
+            last_step=points[-1][0] if points else None,
+            points=[ProgressPoint(step=s, metrics=m) for s, m in points])
+
+
+def _log_path(state: State, view: Any, attempt: int | None) -> Path | None:
+    if not view.attempts:
+        return None
+    chosen = view.attempts[-1] if attempt is None else next(
+        (a for a in view.attempts if a.attempt_no == attempt), None)
+    if chosen is None:
+        raise NotFoundException(f"task {view.task_id} has no attempt {attempt}")
+    return jobfiles.job_dir(Path(state.config.shared_root), view.user, chosen.submission_id) / "driver.log"
+
+
+async def _follow(state: State, who: Principal, task_id: str, path: Path | None,
+                  tail: int) -> AsyncIterator[ServerSentEventMessage]:
+    """Stream the log: its tail, then new lines, until the task ended and the log is quiet."""
+    offset = 0
+    if path is not None:
+        text, offset = await asyncio.to_thread(jobfiles.tail_lines, path, tail)
+        for line in text.splitlines():
+            yield ServerSentEventMessage(data=line, event="log")
+    quiet = 0
+    while True:
+        await asyncio.sleep(0.5)
+        view = await state.commands.load_task(who, task_id)
+        new_path = _log_path(state, view, None)
+        if new_path != path:  # a new attempt started: follow its log from the start
+            path, offset = new_path, 0
+        data = b""
+        if path is not None:
+            data, offset = await asyncio.to_thread(jobfiles.read_new, path, offset)
+        for line in data.decode("utf-8", "replace").splitlines():
+            yield ServerSentEventMessage(data=line, event="log")
+        quiet = 0 if data else quiet + 1
+        if view.state.is_terminal() and quiet >= 2:
+            yield ServerSentEventMessage(data=view.state.value, event="end")
+            return
+        if quiet and quiet % 30 == 0:
+            yield ServerSentEventMessage(comment="keepalive", data=None)

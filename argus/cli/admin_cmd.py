@@ -1,0 +1,160 @@
+"""Client commands for users, tokens and data files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from argus.cli.client import Client, client_options, fmt_time, print_table
+
+__all__ = ["files", "tokens", "users"]
+
+
+@click.group()
+def users() -> None:
+    """Users (admin)."""
+
+
+@users.command("list")
+@client_options
+def users_list(client: Client) -> None:
+    """All users."""
+    d = client.request("GET", "/users").json()
+    client.out(d, lambda d: print_table(["user", "name", "admin", "disabled", "created"], [
+        [u["user_id"], u["display_name"], u["is_admin"], u["disabled"], fmt_time(u["created_at"])]
+        for u in d]))
+
+
+@users.command("create")
+@click.argument("user_id")
+@click.option("--name", "display_name", default="", help="Display name.")
+@click.option("--admin", "is_admin", is_flag=True, help="Make them an admin.")
+@click.option("--issue-token/--no-issue-token", "with_token", default=True,
+              help="Also issue a first token.")
+@client_options
+def users_create(client: Client, user_id: str, display_name: str, is_admin: bool,
+                 with_token: bool) -> None:
+    """Create a user (and issue their first token, shown once)."""
+    d = client.request("POST", "/users", json={"user_id": user_id, "display_name": display_name,
+                                                "is_admin": is_admin}).json()
+    if with_token:
+        d["token"] = client.request("POST", f"/users/{user_id}/tokens",
+                                    json={"label": "initial"}).json()
+    client.out(d, lambda d: click.echo(
+        f"created {user_id}" + (f"\ntoken (shown once): {d['token']['token']}" if with_token else "")))
+
+
+def _set(client: Client, user_id: str, action: str) -> None:
+    d = client.request("POST", f"/users/{user_id}/{action}").json()
+    client.out(d, lambda d: click.echo(f"{user_id}: {'disabled' if d['disabled'] else 'enabled'}"))
+
+
+@users.command("disable")
+@click.argument("user_id")
+@client_options
+def users_disable(client: Client, user_id: str) -> None:
+    """Disable a user: refused from now on."""
+    _set(client, user_id, "disable")
+
+
+@users.command("enable")
+@click.argument("user_id")
+@client_options
+def users_enable(client: Client, user_id: str) -> None:
+    """Enable a disabled user."""
+    _set(client, user_id, "enable")
+
+
+def _me(client: Client, user: str | None) -> str:
+    return user or client.request("GET", "/me").json()["user_id"]
+
+
+@click.group()
+def tokens() -> None:
+    """API tokens (yours; an admin: anyone's with --user)."""
+
+
+@tokens.command("list")
+@click.option("--user", default=None)
+@client_options
+def tokens_list(client: Client, user: str | None) -> None:
+    """Token ids and labels (never the tokens)."""
+    d = client.request("GET", f"/users/{_me(client, user)}/tokens").json()
+    client.out(d, lambda d: print_table(["token id", "label", "revoked", "issued"], [
+        [t["token_id"], t["label"], t["revoked"], fmt_time(t["issued_at"])] for t in d]))
+
+
+@tokens.command("issue")
+@click.option("--user", default=None)
+@click.option("--label", default="")
+@client_options
+def tokens_issue(client: Client, user: str | None, label: str) -> None:
+    """Issue a token; it is printed once."""
+    d = client.request("POST", f"/users/{_me(client, user)}/tokens", json={"label": label}).json()
+    client.out(d, lambda d: click.echo(f"{d['token_id']}\ntoken (shown once): {d['token']}"))
+
+
+@tokens.command("revoke")
+@click.argument("token_id")
+@click.option("--user", default=None)
+@client_options
+def tokens_revoke(client: Client, token_id: str, user: str | None) -> None:
+    """Revoke a token."""
+    d = client.request("DELETE", f"/users/{_me(client, user)}/tokens/{token_id}").json()
+    client.out(d, lambda d: click.echo(f"{d['token_id']}: revoked"))
+
+
+@click.group()
+def files() -> None:
+    """Your data files: datasets/, models/, code/ (and common/datasets, common/hf)."""
+
+
+@files.command("ls")
+@click.argument("path", default="")
+@client_options
+def files_ls(client: Client, path: str) -> None:
+    """List a folder (e.g. datasets, common/hf)."""
+    d = client.request("GET", f"/files/{path}").json()
+    if isinstance(d, list):
+        client.out(d, lambda d: click.echo("\n".join(d)))
+        return
+    client.out(d, lambda d: print_table(["name", "size", "modified"], [
+        [e["name"] + ("/" if e["is_dir"] else ""), e["size"], fmt_time(e["modified"])]
+        for e in d["entries"]]))
+
+
+@files.command("put")
+@click.argument("dest")
+@click.argument("source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@client_options
+def files_put(client: Client, dest: str, source: Path) -> None:
+    """Upload SOURCE to DEST (e.g. datasets/toy/train.jsonl)."""
+    with open(source, "rb") as f:
+        d = client.request("PUT", f"/files/{dest}", content=f,
+                           headers={"Content-Type": "application/octet-stream"}).json()
+    client.out(d, lambda d: click.echo(f"{dest}: {d['size']} bytes"))
+
+
+@files.command("get")
+@click.argument("path")
+@click.argument("dest", type=click.Path(path_type=Path), required=False)
+@client_options
+def files_get(client: Client, path: str, dest: Path | None) -> None:
+    """Download PATH (to DEST, else stdout)."""
+    r = client.request("GET", f"/files/{path}")
+    if dest is None:
+        click.echo(r.content, nl=False)
+    else:
+        dest.write_bytes(r.content)
+
+
+@files.command("rm")
+@click.argument("path")
+@click.option("-r", "--recursive", is_flag=True)
+@client_options
+def files_rm(client: Client, path: str, recursive: bool) -> None:
+    """Delete a file (or folder with -r)."""
+    params: dict[str, Any] = {"recursive": "true"} if recursive else {}
+    client.request("DELETE", f"/files/{path}", params=params)

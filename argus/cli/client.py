@@ -1,0 +1,130 @@
+"""What every client command shares: where the server is, the token, HTTP, and output.
+
+Server URL and token come from ``--url``/``--token``, else ``$ARGUS_URL``/``$ARGUS_TOKEN``,
+else ``~/.config/argus/client.yaml`` (``url:``, ``token:``). Exit codes: 0 ok, 1 the
+server said no (4xx/5xx), 2 usage, 3 cannot connect.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import click
+import httpx
+import yaml
+
+__all__ = ["Client", "client_options", "fmt_time", "print_table"]
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+EXIT_REFUSED, EXIT_CONNECT = 1, 3
+
+
+def client_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "argus" / "client.yaml"
+
+
+def _file_settings() -> dict[str, Any]:
+    try:
+        doc = yaml.safe_load(client_config_path().read_text())
+    except (OSError, yaml.YAMLError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+class Client:
+    """A thin HTTP client that turns failures into the CLI's exit codes."""
+
+    def __init__(self, url: str | None, token: str | None, as_json: bool = False) -> None:
+        settings = _file_settings()
+        self.url = (url or os.environ.get("ARGUS_URL") or settings.get("url") or DEFAULT_URL).rstrip("/")
+        self.token = token or os.environ.get("ARGUS_TOKEN") or settings.get("token")
+        self.as_json = as_json
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        self.http = httpx.Client(base_url=self.url, headers=headers, timeout=30.0)
+
+    def fail(self, message: str, code: int) -> None:
+        click.echo(f"error: {message}", err=True)
+        sys.exit(code)
+
+    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            r = self.http.request(method, "/api/v2" + path, **kwargs)
+        except httpx.HTTPError as exc:
+            self.fail(f"cannot reach the Argus server at {self.url}: {exc}", EXIT_CONNECT)
+        self.check(r)
+        return r
+
+    def check(self, r: httpx.Response) -> None:
+        if r.status_code < 400:
+            return
+        try:
+            detail = r.json().get("detail", r.text)
+            extra = r.json().get("extra")
+        except ValueError:
+            detail, extra = r.text, None
+        if self.as_json:
+            click.echo(r.text)
+        msg = f"{r.status_code}: {detail}"
+        if isinstance(extra, dict) and extra.get("errors"):
+            msg += "".join(f"\n  {e['field']}: {e['message']}" for e in extra["errors"])
+        self.fail(msg, EXIT_REFUSED)
+
+    def stream(self, path: str, params: dict[str, Any] | None = None,
+               headers: dict[str, str] | None = None) -> Iterator[dict[str, str]]:
+        """Server-sent events as dicts (``id``, ``event``, ``data``); comments skipped."""
+        try:
+            with self.http.stream("GET", "/api/v2" + path, params=params, headers=headers,
+                                  timeout=httpx.Timeout(30.0, read=None)) as r:
+                if r.status_code >= 400:
+                    r.read()
+                    self.check(r)
+                event: dict[str, str] = {}
+                for line in r.iter_lines():
+                    if line == "":
+                        if "data" in event:
+                            yield event
+                        event = {}
+                    elif not line.startswith(":"):
+                        key, _, value = line.partition(":")
+                        value = value[1:] if value.startswith(" ") else value
+                        event[key] = event[key] + "\n" + value if key == "data" and key in event else value
+        except httpx.HTTPError as exc:
+            self.fail(f"lost the connection to {self.url}: {exc}", EXIT_CONNECT)
+
+    def out(self, data: Any, human: Callable[[Any], None]) -> None:
+        if self.as_json:
+            click.echo(json.dumps(data, indent=2))
+        else:
+            human(data)
+
+
+def client_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--url``, ``--token``, ``--json`` and pass a ready :class:`Client` as ``client``."""
+
+    @click.option("--url", envvar="ARGUS_URL", default=None, help="Server URL ($ARGUS_URL).")
+    @click.option("--token", envvar="ARGUS_TOKEN", default=None, help="API token ($ARGUS_TOKEN).")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    @functools.wraps(func)
+    def wrapper(url: str | None, token: str | None, as_json: bool, **kwargs: Any) -> Any:
+        return func(client=Client(url, token, as_json), **kwargs)
+
+    return wrapper
+
+
+def fmt_time(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    cells = [[str("-" if v is None else v) for v in row] for row in rows]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    click.echo("  ".join(h.upper().ljust(w) for h, w in zip(headers, widths)).rstrip())
+    for row in cells:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())

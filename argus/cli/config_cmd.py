@@ -1,0 +1,36 @@
+"""``argus config show``: the effective configuration (file + ARGUS_* overrides)."""
+
+from __future__ import annotations
+
+import os
+
+import click
+import msgspec
+import yaml
+
+__all__ = ["config"]
+
+
+@click.group()
+def config() -> None:
+    """Inspect the configuration."""
+
+
+@config.command("show")
+@click.option("--config", "path", type=click.Path(dir_okay=False), default=None,
+              help="Config file (default: $ARGUS_CONFIG).")
+def show(path: str | None) -> None:
+    """Print the server configuration and the client settings in effect."""
+    from argus.cli.client import Client, client_config_path
+    from argus.config import ConfigError, load_config
+
+    try:
+        cfg = load_config(path)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    click.echo(f"# server configuration ({path or os.environ.get('ARGUS_CONFIG') or 'defaults'}"
+               " + ARGUS_* overrides)")
+    click.echo(yaml.safe_dump(msgspec.to_builtins(cfg), sort_keys=False).rstrip())
+    client = Client(None, None)
+    click.echo(f"\n# client ({client_config_path()}, $ARGUS_URL, $ARGUS_TOKEN)")
+    click.echo(f"url: {client.url}\ntoken: {'set' if client.token else 'not set'}")

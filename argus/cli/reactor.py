@@ -1,0 +1,45 @@
+"""``argus reactor``: run the reactor on its own, against an existing Ray cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+import click
+
+from argus.config import load_config
+
+__all__ = ["reactor"]
+
+
+async def _run(config_path: str | None, db: str | None, reactor_id: str | None) -> None:
+    from argus.rayjobs import AsyncRayGateway, RayGateway
+    from argus.rayjobs.target import wait_for_ray_target
+    from argus.reactor import Reactor
+    from argus.store import EventStore
+
+    config = load_config(config_path)
+    target = await asyncio.to_thread(wait_for_ray_target, config, 3600.0)
+    gateway = AsyncRayGateway(RayGateway(target.job_server_url, target.gcs_address))
+    store = await EventStore.open(db or config.v2.sqlite.db_path, synchronous=config.v2.sqlite.synchronous)
+    engine = Reactor(store, gateway, config, reactor_id=reactor_id)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(engine.stop()))
+    try:
+        await engine.run()
+    finally:
+        await store.close()
+
+
+@click.command()
+@click.option("--config", "config_path", envvar="ARGUS_CONFIG", help="Argus YAML config file.")
+@click.option("--db", help="SQLite database (default: v2.sqlite.db_path).")
+@click.option("--reactor-id", help="Name of this reactor (default: host:pid:random).")
+def reactor(config_path: str | None, db: str | None, reactor_id: str | None) -> None:
+    """Run the reactor: admit queued tasks, submit them to Ray, follow them to the end.
+
+    Several may run: one leads (a lease in the database), the others stand by."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    asyncio.run(_run(config_path, db, reactor_id))

@@ -1,0 +1,220 @@
+"""``argus serve`` (the API against an existing cluster) and ``argus up`` (everything on
+this machine: a Ray head and one worker under the node-pool watchdogs, the API and the
+reactor in one process, the WebUI)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import msgspec
+
+__all__ = ["serve", "up"]
+
+log = logging.getLogger("argus.up")
+
+
+def _load(config_path: str | None) -> Any:
+    from argus.config import ConfigError, load_config
+
+    try:
+        return load_config(config_path)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+
+def reactor_background(config: Any) -> Any:
+    """A background job for create_app: wait for Ray, then run the reactor until shutdown."""
+
+    async def run(state: Any) -> None:
+        from argus.rayjobs import AsyncRayGateway, RayGateway
+        from argus.rayjobs.target import wait_for_ray_target
+        from argus.reactor import Reactor
+
+        target = await asyncio.to_thread(wait_for_ray_target, config, 3600.0)
+        gateway = AsyncRayGateway(RayGateway(target.job_server_url, target.gcs_address))
+        engine = Reactor(state.store, gateway, config)
+        task = asyncio.ensure_future(engine.run())
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            await engine.stop()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(task, 10)
+            raise
+
+    return run
+
+
+def _run_uvicorn(app: Any, host: str, port: int) -> None:
+    import uvicorn
+
+    uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=3,
+                lifespan="on")
+
+
+@click.command()
+@click.option("--config", "config_path", envvar="ARGUS_CONFIG", help="Argus YAML config file.")
+@click.option("--host", default=None, help="Listen address (default: v2.api.host).")
+@click.option("--port", type=int, default=None, help="Port (default: v2.api.port).")
+@click.option("--with-reactor", is_flag=True, help="Also run the reactor in this process.")
+def serve(config_path: str | None, host: str | None, port: int | None, with_reactor: bool) -> None:
+    """Run the API (and WebUI) against an existing Ray cluster and database.
+
+    The bootstrap admin's token is read from the variable named by v2.auth.token_env."""
+    from argus.api.app import create_app
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    config = _load(config_path)
+    background = [reactor_background(config)] if with_reactor else []
+    app = create_app(config, background=background)
+    _run_uvicorn(app, host or config.v2.api.host, port or config.v2.api.port)
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _node_port_args() -> str:
+    p = _free_ports(6)
+    base = 20000 + secrets.randbelow(35000)
+    return (f"--node-manager-port={p[0]} --object-manager-port={p[1]} "
+            f"--dashboard-agent-grpc-port={p[2]} --dashboard-agent-listen-port={p[3]} "
+            f"--metrics-export-port={p[4]} --runtime-env-agent-port={p[5]} "
+            f"--min-worker-port={base} --max-worker-port={base + 99}")
+
+
+class Stack:
+    """The node-pool watchdog subprocesses of ``argus up``, each in its own process group."""
+
+    def __init__(self, data_dir: Path, config: Any, gpus: int, cpus: int) -> None:
+        self.data_dir, self.config, self.gpus, self.cpus = data_dir, config, gpus, cpus
+        self.procs: list[subprocess.Popen[bytes]] = []
+        # Unix socket paths are limited to ~107 bytes: keep Ray's temp dir short.
+        self.temp_dir = Path(tempfile.mkdtemp(prefix="argus-ray-", dir="/tmp"))
+
+    def _env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+        env.update(ARGUS_SHARED_ROOT=self.config.shared_root, ARGUS_CLUSTER_NAME=self.config.cluster_name,
+                   ARGUS_NODE_IP="127.0.0.1", ARGUS_LOG_DIR=str(self.data_dir / "logs"),
+                   RAY_USAGE_STATS_ENABLED="0", **extra)
+        return env
+
+    def _spawn(self, role: str, env: dict[str, str]) -> None:
+        logs = self.data_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        out = open(logs / f"{role}.log", "ab")
+        proc = subprocess.Popen([sys.executable, "-m", "argus", "node", role], env=env,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(proc)
+
+    def start(self) -> str:
+        ray_port, dash_port, client_port = _free_ports(3)
+        common = f"--temp-dir={self.temp_dir} --disable-usage-stats --object-store-memory=100000000"
+        self._spawn("head", self._env(
+            ARGUS_RAY_PORT=str(ray_port), ARGUS_DASHBOARD_PORT=str(dash_port),
+            ARGUS_DASHBOARD_HOST="127.0.0.1",
+            ARGUS_RAY_EXTRA_ARGS=f"{common} --ray-client-server-port={client_port} {_node_port_args()}"))
+        self._spawn("worker", self._env(
+            ARGUS_NUM_GPUS=str(self.gpus), ARGUS_NUM_CPUS=str(self.cpus), ARGUS_POLL_S="1",
+            ARGUS_WORKER_RESOURCES_KV="worker_node=100",
+            ARGUS_RAY_EXTRA_ARGS=f"{common} {_node_port_args()}"))
+        return f"http://127.0.0.1:{dash_port}"
+
+    def stop(self, grace_s: float = 20.0) -> None:
+        """SIGTERM each watchdog's group (they stop their Ray child), then SIGKILL."""
+        for proc in reversed(self.procs):  # worker first, then head
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for proc in self.procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+        import shutil
+
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def admin_token_for(data_dir: Path, env_name: str) -> tuple[str, Path | None]:
+    """The bootstrap admin token: ``$<env_name>``, else ``<data-dir>/admin.token`` (created
+    with mode 0600 on first use)."""
+    if os.environ.get(env_name):
+        return os.environ[env_name], None
+    path = data_dir / "admin.token"
+    if path.exists():
+        return path.read_text().strip(), path
+    from argus.service import new_token
+
+    token = new_token()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    return token, path
+
+
+@click.command()
+@click.option("--config", "config_path", envvar="ARGUS_CONFIG", help="Argus YAML config file.")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".argus"),
+              show_default=True, help="Database, shared files, logs and the admin token.")
+@click.option("--gpus", type=int, default=2, show_default=True, help="Logical GPUs of the worker.")
+@click.option("--cpus", type=int, default=8, show_default=True, help="CPUs of the worker.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=None, help="API port (default: v2.api.port).")
+def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int, host: str,
+       port: int | None) -> None:
+    """Run the whole stack on this machine until Ctrl-C: Ray head + one worker, the API,
+    the reactor and the WebUI."""
+    from argus.api.app import create_app
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    data_dir = data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    config = _load(config_path)
+    config = msgspec.structs.replace(config, shared_root=str(data_dir / "shared"), address="auto")
+    config.v2.sqlite.db_path = str(data_dir / "argus.sqlite3")
+    port = port or config.v2.api.port
+    token, token_file = admin_token_for(data_dir, config.v2.auth.token_env)
+    (data_dir / "shared" / "datasets").mkdir(parents=True, exist_ok=True)
+    (data_dir / "shared" / "hf").mkdir(parents=True, exist_ok=True)
+    from argus.store import migrate
+
+    migrate(config.v2.sqlite.db_path)
+    stack = Stack(data_dir, config, gpus, cpus)
+    stack.start()
+    try:
+        app = create_app(config, admin_token=token, background=[reactor_background(config)])
+        where = f"saved in {token_file}" if token_file else f"from ${config.v2.auth.token_env}"
+        click.echo(f"\nArgus is up: http://{host}:{port}/  (API http://{host}:{port}/api/v2)\n"
+                   f"admin token ({where}):\n  {token}\n"
+                   f"  export ARGUS_URL=http://{host}:{port} ARGUS_TOKEN={token}\n"
+                   f"data: {data_dir}   logs: {data_dir / 'logs'}   Ctrl-C stops everything.\n",
+                   err=True)
+        _run_uvicorn(app, host, port)
+    finally:
+        click.echo("stopping the Ray node watchdogs ...", err=True)
+        stack.stop()

@@ -1,0 +1,184 @@
+"""The Ray job entrypoint: ``python -m argus.driver --context <blob>``.
+
+Runs inside the Ray job, on a worker node (``entrypoint_resources={"worker_node": 1}``).
+It prepares ``<shared>/users/<user>/jobs/<submission_id>/`` (spec raw + expanded, command,
+submission), runs the command with ``bash -lc`` in that directory, tees the merged
+stdout/stderr to ``driver.log`` and to its own stdout (so Ray's job log has it too), then
+records ``exit_code`` and ``result.json`` and exits with the command's code.
+
+Stopping: Ray's ``stop_job`` sends SIGTERM to the driver (and its descendants, then SIGKILL
+after a grace period). The command runs in its own process group; SIGTERM/SIGINT are
+forwarded to that whole group so grandchildren (verl's Ray workers' parents, shells) stop
+too, and the child gets PDEATHSIG=SIGKILL so it cannot outlive a SIGKILLed driver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from argus.rayjobs.submission import DriverContext, decode_context, job_dir
+
+__all__ = ["DriverResult", "main", "prepare_job_dir", "run_command"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+class DriverResult(msgspec.Struct, kw_only=True):
+    """``result.json``: how the command ended, and where the driver ran."""
+
+    submission_id: str
+    exit_code: int
+    signal: int | None  # set when the command died of a signal
+    forwarded_signal: int | None  # set when the driver was asked to stop
+    started_at: float
+    ended_at: float
+    hostname: str
+    ray_node_id: str | None
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _ray_node_id() -> str | None:
+    """The node this driver runs on, without joining the cluster: Ray exports the raylet's
+    node id to processes it starts on some versions; fall back to None."""
+    for key in ("RAY_NODE_ID", "RAY_RAYLET_NODE_ID"):
+        if os.environ.get(key):
+            return os.environ[key]
+    return None
+
+
+def prepare_job_dir(ctx: DriverContext) -> Path:
+    """Create the job dir and write what this attempt is (idempotent: a restarted driver
+    of the same submission rewrites the same files)."""
+    path = Path(job_dir(ctx.shared_root, ctx.user, ctx.submission_id))
+    path.mkdir(parents=True, exist_ok=True)
+    _write_atomic(path / "spec_raw.txt", ctx.spec_raw.encode())
+    _write_atomic(path / "spec.json", msgspec.json.format(msgspec.json.encode(ctx.spec)))
+    _write_atomic(path / "command.sh", (ctx.command + "\n").encode())
+    ray_job_config: Any = None
+    if os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR"):
+        try:  # runtime_env + metadata exactly as Ray passed them to this job
+            ray_job_config = json.loads(os.environ["RAY_JOB_CONFIG_JSON_ENV_VAR"])
+        except ValueError:
+            ray_job_config = os.environ["RAY_JOB_CONFIG_JSON_ENV_VAR"]
+    submission = {"context": msgspec.to_builtins(ctx), "argv": sys.argv,
+                  "ray_job_config": ray_job_config,
+                  "driver": {"hostname": socket.gethostname(), "pid": os.getpid(),
+                             "ray_node_id": _ray_node_id()}}
+    _write_atomic(path / "submission.json", json.dumps(submission, indent=2).encode())
+    return path
+
+
+def _child_setup() -> None:
+    """In the child, before exec: die with the driver even if it is SIGKILLed."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult:
+    """Run the command in ``path``, tee its output, and return how it ended."""
+    out = out if out is not None else sys.stdout.buffer
+    env = dict(os.environ)
+    env.update(ARGUS_JOB_DIR=str(path), ARGUS_SUBMISSION_ID=ctx.submission_id,
+               ARGUS_TASK_ID=ctx.task_id, ARGUS_USER=ctx.user,
+               ARGUS_ATTEMPT_NO=str(ctx.attempt_no), PYTHONUNBUFFERED="1")
+    started = time.time()
+    forwarded: list[int] = []
+    with open(path / "driver.log", "ab", buffering=0) as log:
+        header = f"[argus.driver] {ctx.submission_id} on {socket.gethostname()}: bash -lc {ctx.command!r}\n"
+        log.write(header.encode())
+        out.write(header.encode())
+        child = subprocess.Popen(
+            ["bash", "-lc", ctx.command], cwd=path, env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            start_new_session=True, preexec_fn=_child_setup,
+        )
+
+        def forward(signum: int, _frame: object) -> None:
+            forwarded.append(signum)
+            try:
+                os.killpg(child.pid, signum)
+            except ProcessLookupError:
+                pass
+
+        signal.signal(signal.SIGTERM, forward)
+        signal.signal(signal.SIGINT, forward)
+        assert child.stdout is not None
+        fd = child.stdout.fileno()
+        reaped = False
+        while True:
+            # select with a timeout: a background grandchild holding the pipe open must
+            # not keep the driver alive after the command itself has exited.
+            try:
+                ready, _, _ = select.select([fd], [], [], 0.5)
+            except InterruptedError:  # a forwarded signal arrived
+                continue
+            if not ready:
+                if child.poll() is not None and not reaped:
+                    _kill_group(child.pid)
+                    reaped = True
+                continue
+            chunk = os.read(fd, 65_536)
+            if not chunk:
+                break
+            log.write(chunk)
+            try:
+                out.write(chunk)
+                out.flush()
+            except (BrokenPipeError, ValueError):
+                pass  # Ray's log pipe went away; driver.log still has everything
+        code = child.wait()
+        _kill_group(child.pid)  # nothing of the command may outlive it
+    sig = -code if code < 0 else None
+    return DriverResult(
+        submission_id=ctx.submission_id, exit_code=128 + sig if sig else code, signal=sig,
+        forwarded_signal=forwarded[0] if forwarded else None, started_at=started,
+        ended_at=time.time(), hostname=socket.gethostname(), ray_node_id=_ray_node_id(),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m argus.driver", description=__doc__.split("\n")[0])
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument("--context", help="DriverContext as built by argus.rayjobs.build_submission")
+    src.add_argument("--context-file", help="the same, read from a file (for debugging)")
+    args = parser.parse_args(argv)
+    blob = args.context if args.context else Path(args.context_file).read_text().strip()
+    ctx = decode_context(blob)
+    path = prepare_job_dir(ctx)
+    result = run_command(ctx, path)
+    _write_atomic(path / "result.json", msgspec.json.format(msgspec.json.encode(result)))
+    _write_atomic(path / "exit_code", f"{result.exit_code}\n".encode())
+    print(f"[argus.driver] exit code {result.exit_code}", flush=True)
+    return result.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""The Ray gateway: submit/follow/stop Ray jobs and read cluster capacity (DESIGN.md §1).
+
+Importing this package does not import Ray; Ray is loaded on first use.
+"""
+
+from argus.rayjobs.gateway import (
+    WORKER_RESOURCE,
+    AsyncRayGateway,
+    DuplicateSubmission,
+    JobObservation,
+    RayGateway,
+    RayUnavailable,
+)
+from argus.rayjobs.submission import (
+    DriverContext,
+    build_submission,
+    decode_context,
+    encode_context,
+    job_dir,
+    submission_id_for,
+)
+
+__all__ = [
+    "AsyncRayGateway",
+    "DriverContext",
+    "DuplicateSubmission",
+    "JobObservation",
+    "RayGateway",
+    "RayUnavailable",
+    "WORKER_RESOURCE",
+    "build_submission",
+    "decode_context",
+    "encode_context",
+    "job_dir",
+    "submission_id_for",
+]

@@ -1,0 +1,256 @@
+"""The one place where Argus talks to Ray (DESIGN.md §1: "where Ray is touched").
+
+``RayGateway`` is synchronous: jobs go through Ray's Jobs SDK (``JobSubmissionClient`` on
+the job server URL, seed 002 §2.1), capacity is read straight from the GCS with the same
+accessor verl's ``ray._private.state.available_resources_per_node()`` uses, but *without*
+``ray.init``: the control plane must not become a Ray driver (it would hold a job slot,
+die with the cluster, and pin the head's address). ``AsyncRayGateway`` runs each call in a
+thread and turns every way of not reaching Ray into one exception, ``RayUnavailable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Callable, TypeVar
+
+import msgspec
+
+from argus.events.catalog import NodeCapacity, SubmissionPayload
+
+__all__ = [
+    "AsyncRayGateway",
+    "DuplicateSubmission",
+    "JobObservation",
+    "RayGateway",
+    "RayUnavailable",
+    "WORKER_RESOURCE",
+]
+
+# Nodes that carry this custom resource are training workers; the head carries none.
+WORKER_RESOURCE = "worker_node"
+
+T = TypeVar("T")
+
+
+class RayUnavailable(Exception):
+    """Ray (job server or GCS) could not be reached; capacity and job states are unknown."""
+
+
+class DuplicateSubmission(RuntimeError):
+    """Ray already has a job with this submission id (exactly-once recovery: record it)."""
+
+
+class JobObservation(msgspec.Struct, frozen=True, kw_only=True):
+    """What Ray says about one job right now. Times are UNIX seconds (Ray gives ms)."""
+
+    submission_id: str
+    status: str  # PENDING | RUNNING | STOPPED | SUCCEEDED | FAILED
+    message: str = ""
+    error_type: str | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    driver_exit_code: int | None = None
+    driver_node_id: str | None = None
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in ("STOPPED", "SUCCEEDED", "FAILED")
+
+
+def _ms(value: int | None) -> float | None:
+    return None if not value else value / 1000.0
+
+
+def _is_not_found(exc: BaseException) -> bool:
+    text = str(exc)
+    return "404" in text or "does not exist" in text
+
+
+def _gpus(resources: dict[str, float]) -> float:
+    # verl's rule, verbatim: GPU if the node reports GPU at all, else NPU, else 0.
+    return resources.get("GPU", 0) if "GPU" in resources else resources.get("NPU", 0)
+
+
+class RayGateway:
+    """Synchronous Ray access. ``job_server_url``: ``http://head:8265``; ``gcs_address``:
+    ``head:6379`` (needed only by ``capacity``). Clients are created lazily and dropped
+    after a connection failure, so a restarted head is picked up on the next call."""
+
+    def __init__(self, job_server_url: str, gcs_address: str | None = None,
+                 *, http_timeout_s: float = 10.0) -> None:
+        self.job_server_url = job_server_url
+        self.gcs_address = gcs_address
+        self.http_timeout_s = http_timeout_s
+        self._client: Any = None
+        self._state: Any = None
+        self._lock = threading.Lock()
+
+    # -- clients -----------------------------------------------------------------------
+    def _jobs(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                from ray.job_submission import JobSubmissionClient
+
+                try:
+                    self._client = JobSubmissionClient(self.job_server_url)
+                except (ConnectionError, OSError) as exc:
+                    raise RayUnavailable(f"job server {self.job_server_url}: {exc}") from exc
+            return self._client
+
+    def _call(self, fn: Callable[[Any], T]) -> T:
+        """Run ``fn(client)``; a transport failure drops the client and becomes RayUnavailable."""
+        client = self._jobs()
+        try:
+            return fn(client)
+        except (ConnectionError, OSError) as exc:  # requests' errors are OSErrors
+            with self._lock:
+                self._client = None
+            raise RayUnavailable(f"job server {self.job_server_url}: {exc}") from exc
+
+    def _gcs_state(self) -> Any:
+        if self.gcs_address is None:
+            raise RayUnavailable("capacity needs the GCS address (gcs_address is not set)")
+        if self._state is None:
+            from ray._private.state import GlobalState
+            from ray._raylet import GcsClientOptions
+
+            state = GlobalState()
+            state._initialize_global_state(GcsClientOptions.create(
+                self.gcs_address, None, allow_cluster_id_nil=True, fetch_cluster_id_if_nil=False))
+            self._state = state
+        return self._state
+
+    # -- jobs --------------------------------------------------------------------------
+    def submit(self, payload: SubmissionPayload) -> None:
+        """Submit exactly this payload. Raises DuplicateSubmission when Ray already has the
+        submission id (the caller records it as submitted, DESIGN.md §4)."""
+        def go(client: Any) -> None:
+            try:
+                client.submit_job(
+                    entrypoint=payload.entrypoint,
+                    submission_id=payload.submission_id,
+                    runtime_env=payload.runtime_env or None,
+                    metadata=payload.metadata or None,
+                    entrypoint_num_cpus=payload.entrypoint_num_cpus,
+                    entrypoint_resources=payload.entrypoint_resources or None,
+                )
+            except RuntimeError as exc:
+                if "already exists" in str(exc):
+                    raise DuplicateSubmission(str(exc)) from exc
+                raise
+
+        self._call(go)
+
+    def status(self, submission_id: str) -> JobObservation | None:
+        """The job's current state, or None when Ray has no job with this id."""
+        def go(client: Any) -> JobObservation | None:
+            try:
+                info = client.get_job_info(submission_id)
+            except RuntimeError as exc:
+                if _is_not_found(exc):
+                    return None
+                raise
+            return JobObservation(
+                submission_id=submission_id,
+                status=str(getattr(info.status, "value", info.status)),
+                message=info.message or "",
+                error_type=getattr(info, "error_type", None),
+                start_time=_ms(info.start_time),
+                end_time=_ms(info.end_time),
+                driver_exit_code=getattr(info, "driver_exit_code", None),
+                driver_node_id=getattr(info, "driver_node_id", None),
+            )
+
+        return self._call(go)
+
+    def stop(self, submission_id: str) -> bool:
+        """Ask Ray to stop the job (SIGTERM to the driver, SIGKILL after a grace period).
+        True if it was running; False if it had ended or does not exist."""
+        def go(client: Any) -> bool:
+            try:
+                return bool(client.stop_job(submission_id))
+            except RuntimeError as exc:
+                if _is_not_found(exc):
+                    return False
+                raise
+
+        return self._call(go)
+
+    def logs_tail(self, submission_id: str, max_bytes: int = 65_536) -> str:
+        """The last ``max_bytes`` of the job's driver log ("" when there is no such job).
+        Ray returns the whole log; the driver also keeps it in the job dir."""
+        def go(client: Any) -> str:
+            try:
+                text: str = client.get_job_logs(submission_id)
+            except RuntimeError as exc:
+                if _is_not_found(exc):
+                    return ""
+                raise
+            data = text.encode("utf-8", "replace")[-max_bytes:]
+            return data.decode("utf-8", "ignore")
+
+        return self._call(go)
+
+    # -- capacity ----------------------------------------------------------------------
+    def capacity(self) -> list[NodeCapacity]:
+        """Free GPUs/CPUs of every ALIVE node that carries ``worker_node``, sorted by node id.
+        Two GCS reads (~1 ms each on a small cluster), no ``ray.init``."""
+        with self._lock:
+            state = self._gcs_state()
+            try:
+                nodes = state.node_table()
+                available = state.available_resources_per_node()
+            except Exception as exc:  # RaySystemError, grpc errors: all mean "unreachable"
+                self._state = None
+                raise RayUnavailable(f"GCS {self.gcs_address}: {exc}") from exc
+        out = []
+        for node in nodes:
+            total = node.get("Resources") or {}
+            if not node.get("Alive") or WORKER_RESOURCE not in total:
+                continue
+            free = available.get(node["NodeID"])
+            if free is None:  # died between the two reads
+                continue
+            out.append(NodeCapacity(
+                node_id=node["NodeID"], ip=node.get("NodeManagerAddress", ""),
+                total_gpus=float(_gpus(total)), free_gpus=float(_gpus(free)),
+                total_cpus=float(total.get("CPU", 0)), free_cpus=float(free.get("CPU", 0)),
+            ))
+        return sorted(out, key=lambda n: n.node_id)
+
+
+class AsyncRayGateway:
+    """The reactor's view: same calls, awaited in a worker thread. Every failure to reach
+    Ray is ``RayUnavailable``; Ray's answers (None, False, DuplicateSubmission) pass through."""
+
+    def __init__(self, gateway: RayGateway) -> None:
+        self.sync = gateway
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except (RayUnavailable, DuplicateSubmission):
+            raise
+        except (ConnectionError, OSError, TimeoutError) as exc:
+            raise RayUnavailable(str(exc)) from exc
+        except RuntimeError as exc:
+            # The SDK reports HTTP 5xx (head restarting, GCS gone) as RuntimeError.
+            if "status code 5" in str(exc):
+                raise RayUnavailable(str(exc)) from exc
+            raise
+
+    async def submit(self, payload: SubmissionPayload) -> None:
+        await self._run(self.sync.submit, payload)
+
+    async def status(self, submission_id: str) -> JobObservation | None:
+        return await self._run(self.sync.status, submission_id)
+
+    async def stop(self, submission_id: str) -> bool:
+        return await self._run(self.sync.stop, submission_id)
+
+    async def logs_tail(self, submission_id: str, max_bytes: int = 65_536) -> str:
+        return await self._run(self.sync.logs_tail, submission_id, max_bytes)
+
+    async def capacity(self) -> list[NodeCapacity]:
+        return await self._run(self.sync.capacity)

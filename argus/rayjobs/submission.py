@@ -1,0 +1,118 @@
+"""Building a Ray job submission for one attempt, and the context the driver receives.
+
+The whole driver context (spec raw and expanded, the command) travels *inside the
+entrypoint* as one ``--context`` argument (msgspec JSON, zlib, urlsafe base64). Why there:
+the entrypoint is part of ``SubmissionPayload``, which the reactor records in
+``AttemptStarting`` before calling Ray, so a resubmission after a crash is byte-for-byte the
+same submission, and nothing has to be written to the shared filesystem by the control
+plane before Ray runs the job.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import shlex
+import zlib
+from pathlib import PurePosixPath
+from typing import Any
+
+import msgspec
+
+from argus.config import ArgusConfig
+from argus.events.catalog import SubmissionPayload
+
+__all__ = [
+    "DriverContext",
+    "MAX_CONTEXT_CHARS",
+    "build_submission",
+    "decode_context",
+    "encode_context",
+    "job_dir",
+    "submission_id_for",
+]
+
+# Linux caps one argv string at 128 KiB (MAX_ARG_STRLEN); stay well below it.
+MAX_CONTEXT_CHARS = 96 * 1024
+
+
+class DriverContext(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything ``argus.driver`` needs to set up the job dir and run the command."""
+
+    task_id: str
+    user: str
+    submission_id: str
+    attempt_no: int
+    shared_root: str
+    command: str  # expanded: what runs (bash -lc)
+    command_raw: str = ""
+    spec_raw: str = ""
+    spec: dict[str, Any] = {}
+
+
+def submission_id_for(task_id: str, attempt_no: int) -> str:
+    """Deterministic Ray submission id of an attempt (DESIGN.md §4)."""
+    return f"{task_id}--a{attempt_no:02d}"
+
+
+def job_dir(shared_root: str, user: str, submission_id: str) -> PurePosixPath:
+    """Where an attempt's outputs go (DESIGN.md §7)."""
+    return PurePosixPath(shared_root) / "users" / user / "jobs" / submission_id
+
+
+def encode_context(ctx: DriverContext) -> str:
+    raw = zlib.compress(msgspec.json.encode(ctx), 9)
+    return base64.urlsafe_b64encode(raw).decode("ascii")
+
+
+def decode_context(text: str) -> DriverContext:
+    return msgspec.json.decode(zlib.decompress(base64.urlsafe_b64decode(text)), type=DriverContext)
+
+
+def build_submission(
+    *,
+    task_id: str,
+    attempt_no: int,
+    user: str,
+    command: str,
+    config: ArgusConfig,
+    spec_raw: str = "",
+    spec: dict[str, Any] | None = None,
+    command_raw: str = "",
+    env_vars: dict[str, str] | None = None,
+    python: str = "python",
+) -> SubmissionPayload:
+    """The payload for attempt ``attempt_no`` of ``task_id``: entrypoint ``python -m
+    argus.driver --context …``, driver pinned to a worker (``entrypoint_resources``), and a
+    runtime_env whose PYTHONPATH holds the verl code path and the user's ``code/``.
+    Raises ValueError when the spec is too large to travel in the entrypoint."""
+    sid = submission_id_for(task_id, attempt_no)
+    ctx = DriverContext(
+        task_id=task_id, user=user, submission_id=sid, attempt_no=attempt_no,
+        shared_root=config.shared_root, command=command, command_raw=command_raw or command,
+        spec_raw=spec_raw, spec=dict(spec or {}),
+    )
+    blob = encode_context(ctx)
+    if len(blob) > MAX_CONTEXT_CHARS:
+        raise ValueError(f"task spec too large for the entrypoint ({len(blob)} encoded chars, "
+                         f"limit {MAX_CONTEXT_CHARS}); shorten the spec or the command")
+    entrypoint = f"{shlex.quote(python)} -m argus.driver --context {blob}"
+
+    runtime_env: dict[str, Any] = copy.deepcopy(config.runtime_env)
+    merged_env = {str(k): str(v) for k, v in (runtime_env.get("env_vars") or {}).items()}
+    user_code = str(PurePosixPath(config.shared_root) / "users" / user / "code")
+    paths = [p for p in (config.user_code_path, user_code) if p]
+    if merged_env.get("PYTHONPATH"):
+        paths.append(merged_env["PYTHONPATH"])
+    merged_env["PYTHONPATH"] = ":".join(dict.fromkeys(paths))
+    merged_env.update(env_vars or {})
+    runtime_env["env_vars"] = merged_env
+
+    return SubmissionPayload(
+        submission_id=sid,
+        entrypoint=entrypoint,
+        entrypoint_num_cpus=config.entrypoint_num_cpus,
+        entrypoint_resources=dict(config.entrypoint_resources),
+        runtime_env=runtime_env,
+        metadata={"argus_task_id": task_id, "argus_user": user, "argus_attempt": str(attempt_no)},
+    )

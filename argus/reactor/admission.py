@@ -1,0 +1,91 @@
+"""From the reactor's state to the pure scheduling policy and back.
+
+Ray's free capacity lags behind our own decisions: a job just handed to Ray has not yet
+reserved its GPUs (verl creates its placement groups some seconds after the driver
+starts). So before the policy runs, the demand of every attempt that is *in flight* —
+submitted but not yet settled — is taken off the snapshot. An attempt counts as settled
+``settle_s`` after Ray reported it RUNNING; from then on Ray's snapshot includes it.
+This is conservative (for a few seconds a job may be counted twice); the other way round
+would hand verl a cluster it then fails on.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from argus.config import SchedulerConfig
+from argus.events import NodeCapacity
+from argus.scheduler import Admit, Capacity, Defer, PolicyConfig, QueuedTask, RunningTask, decide
+from projections import TaskView
+
+__all__ = ["AdmissionPlan", "SETTLE_S", "plan_admissions", "subtract_in_flight"]
+
+SETTLE_S = 15.0
+
+
+class AdmissionPlan(msgspec.Struct, frozen=True):
+    admitted: list[TaskView]
+    deferrals: list[tuple[TaskView, str, str, list[float]]]  # task, reason, message, free GPUs
+
+
+def _in_flight(task: TaskView, now: float) -> bool:
+    attempt = task.latest_attempt
+    if attempt is None or attempt.ended:
+        return False
+    if attempt.started_at is None:
+        return True  # STARTING or SUBMITTED: not holding anything in Ray's view yet
+    return now - attempt.started_at < SETTLE_S
+
+
+def subtract_in_flight(
+    nodes: list[NodeCapacity], in_flight: list[TaskView]
+) -> list[NodeCapacity]:
+    """Take each in-flight gang off the nodes with the most free GPUs (where Ray would put
+    it), so the policy does not hand the same GPUs out twice."""
+    free = {n.node_id: [n.free_gpus, n.free_cpus] for n in nodes}
+    for task in in_flight:
+        d = task.demand
+        order = sorted(free, key=lambda k: (-free[k][0], k))
+        for node_id in order[: d.nnodes]:
+            free[node_id][0] = max(0.0, free[node_id][0] - d.n_gpus_per_node)
+            free[node_id][1] = max(0.0, free[node_id][1] - d.cpus_per_node)
+    return [
+        msgspec.structs.replace(n, free_gpus=free[n.node_id][0], free_cpus=free[n.node_id][1])
+        for n in nodes
+    ]
+
+
+def plan_admissions(
+    *,
+    waiting: list[TaskView],
+    active: list[TaskView],
+    capacity: list[NodeCapacity] | None,
+    now: float,
+    config: SchedulerConfig,
+) -> AdmissionPlan:
+    """Run the configured policy over the waiting tasks (FIFO order) and sort its decisions
+    into admissions and deferrals."""
+    by_id = {t.task_id: t for t in waiting}
+    snapshot: Capacity | None = None
+    if capacity is not None:
+        adjusted = subtract_in_flight(capacity, [t for t in active if _in_flight(t, now)])
+        snapshot = Capacity(nodes=tuple(adjusted))
+    queue = [
+        QueuedTask(task_id=t.task_id, demand=t.demand, priority=t.priority, user=t.user,
+                   next_run_at=t.next_run_at)
+        for t in waiting
+    ]
+    # In-flight demand is already taken off the snapshot above, so every running task is
+    # "claimed" as far as the policy is concerned.
+    running = [RunningTask(task_id=t.task_id, demand=t.demand, user=t.user) for t in active]
+    decisions = decide(queue, running, snapshot, now, PolicyConfig.from_scheduler(config))
+    admitted: list[TaskView] = []
+    deferrals: list[tuple[TaskView, str, str, list[float]]] = []
+    for decision in decisions:
+        task = by_id[decision.task_id]
+        if isinstance(decision, Admit):
+            admitted.append(task)
+        elif isinstance(decision, Defer) and decision.reason != "retry_backoff":
+            # A retry's wait is already recorded by RetryScheduled.
+            deferrals.append((task, decision.reason, decision.message, list(decision.free_gpus_per_node)))
+    return AdmissionPlan(admitted=admitted, deferrals=deferrals)

@@ -1,0 +1,370 @@
+"""The reactor: the single leader that turns the log into Ray actions and Ray into events.
+
+One loop, in this order each turn: renew the lease, fold new events, look at the cluster,
+follow the attempts it believes active, handle cancels, run the admission policy. It wakes
+at once on an append in this process, else every ``poll_interval_s``.
+
+Exactly-once submission (DESIGN.md §4): ``AttemptStarting`` (the intent, with the full
+payload) is appended before Ray is called, the outcome after. An intent without an outcome
+— the reactor died in between, or Ray was down — is resolved by asking Ray about that
+submission id: known → record it as submitted; unknown → submit that same payload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import time
+import uuid
+from typing import Callable
+
+from argus.config import ArgusConfig
+from argus.events import (
+    AttemptRunning,
+    AttemptStarting,
+    AttemptSubmitted,
+    CapacityObserved,
+    ClusterUnreachable,
+    EventBase,
+    EventMeta,
+    FailureKind,
+    NodeCapacity,
+    ReactorLeaderElected,
+    ReactorLeaderReleased,
+    TaskCanceled,
+    TaskDeferred,
+    TaskSubmitted,
+    reactor_stream,
+    task_stream,
+    cluster_stream,
+)
+from argus.lifecycle import TaskState
+from argus.rayjobs import AsyncRayGateway, DuplicateSubmission, RayUnavailable, build_submission
+from argus.reactor.admission import plan_admissions
+from argus.reactor.attempts import outcome_events
+from argus.reactor.classify import classify_failure
+from argus.reactor.state import ReactorState
+from argus.store import AppendBatch, ConcurrencyConflict, EventStore, InvariantViolation
+from projections import TaskView
+
+__all__ = ["CRASH_POINTS", "Reactor"]
+
+log = logging.getLogger("argus.reactor")
+
+LEASE_NAME = "reactor"
+# Fault injection for crash tests: ARGUS_REACTOR_CRASH_AT=<point> makes the reactor SIGKILL
+# itself the first time it reaches that point of a submission.
+CRASH_POINTS = ("before_intent", "after_intent", "after_submit")
+
+
+class Reactor:
+    """Run with ``await Reactor(store, gateway, config).run()``; stop with ``stop()``."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        gateway: AsyncRayGateway,
+        config: ArgusConfig,
+        *,
+        reactor_id: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.gateway = gateway
+        self.config = config
+        self.sched = config.v2.scheduler
+        self.reactor_id = reactor_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.clock = clock
+        self.meta = EventMeta(actor=f"reactor:{self.reactor_id}")
+        self.state = ReactorState()
+        self.capacity: list[NodeCapacity] | None = None  # None: unknown (Ray unreachable)
+        self.is_leader = False
+        self._stopping = asyncio.Event()
+        self._stop_sent: set[str] = set()
+        self._submitted_events: dict[str, TaskSubmitted] = {}
+        self._crash_at = os.environ.get("ARGUS_REACTOR_CRASH_AT", "")
+
+    # ------------------------------------------------------------------ run / leadership
+    async def run(self) -> None:
+        """Wait for the lease (standby), lead while it is held, until ``stop()``."""
+        while not self._stopping.is_set():
+            if await self._claim():
+                try:
+                    await self._lead()
+                finally:
+                    self.is_leader = False
+            else:
+                await self._sleep(self.sched.lease_ttl_s / 3)
+
+    async def stop(self) -> None:
+        self._stopping.set()
+
+    async def _claim(self) -> bool:
+        now = self.clock()
+        elected = AppendBatch(
+            stream=reactor_stream, expected_version=None,
+            events=[ReactorLeaderElected(
+                reactor_id=self.reactor_id, host=socket.gethostname(), pid=os.getpid(),
+                lease_until=now + self.sched.lease_ttl_s, elected_at=now,
+            )],
+        )
+        return await self.store.claim_lease(
+            LEASE_NAME, self.reactor_id, self.sched.lease_ttl_s, on_new_leader=elected
+        )
+
+    async def _lead(self) -> None:
+        self.is_leader = True
+        log.info("reactor %s leads", self.reactor_id)
+        self.state = await self.store.read_snapshot(ReactorState.load)
+        await self._catch_up()
+        await self._observe_cluster()
+        await self._resolve_intents()
+        renew_at = self.clock() + self.sched.lease_ttl_s / 3
+        while not self._stopping.is_set():
+            signal_ = self.store.append_signal()
+            if self.clock() >= renew_at:
+                if not await self._claim():
+                    log.warning("reactor %s lost the lease; standing by", self.reactor_id)
+                    return
+                renew_at = self.clock() + self.sched.lease_ttl_s / 3
+            await self.turn()
+            try:
+                await asyncio.wait_for(signal_.wait(), self.sched.poll_interval_s)
+            except asyncio.TimeoutError:
+                pass
+        await self.store.append(
+            reactor_stream, None,
+            [ReactorLeaderReleased(reactor_id=self.reactor_id, released_at=self.clock())], meta=self.meta,
+        )
+        await self.store.release_lease(LEASE_NAME, self.reactor_id)
+
+    async def turn(self) -> None:
+        """One pass of the loop (also called directly by tests)."""
+        await self._catch_up()
+        was_reachable = self.capacity is not None
+        await self._observe_cluster()
+        if self.capacity is not None and not was_reachable:
+            await self._resolve_intents()  # Ray is back: settle what was left hanging
+        if self.capacity is not None:
+            await self._follow_attempts()
+        await self._handle_cancels()
+        await self._schedule()
+
+    async def _sleep(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
+
+    # ------------------------------------------------------------------ log plumbing
+    async def _catch_up(self) -> None:
+        while True:
+            records = await self.store.read(self.state.position, 1000)
+            if not records:
+                return
+            for rec in records:
+                self.state.fold(rec)
+
+    async def _append(self, task: TaskView, events: list[EventBase], *, expect: bool = False) -> bool:
+        """Append to the task's stream; with ``expect`` only if nobody else wrote to it since
+        we read it. Returns False (after catching up) when the task moved on."""
+        try:
+            await self.store.append(
+                task_stream(task.task_id), task.stream_version if expect else None, events,
+                owner=task.user, meta=self.meta,
+            )
+        except (ConcurrencyConflict, InvariantViolation) as exc:
+            log.info("task %s moved on (%s); deciding again", task.task_id, exc)
+            await self._catch_up()
+            return False
+        await self._catch_up()
+        return True
+
+    def _crash_point(self, point: str) -> None:
+        if self._crash_at == point:
+            self._crash_at = ""
+            log.warning("fault injection: SIGKILL at %s", point)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    # ------------------------------------------------------------------ cluster
+    async def _observe_cluster(self) -> None:
+        try:
+            # A GCS that does not answer can block inside Ray's client for a minute; the
+            # loop must not: past the timeout, capacity is unknown for this turn.
+            timeout = max(2.0, 5 * self.sched.poll_interval_s)
+            nodes = sorted(await asyncio.wait_for(self.gateway.capacity(), timeout), key=lambda n: n.node_id)
+        except (RayUnavailable, asyncio.TimeoutError) as exc:
+            self.capacity = None
+            if self.state.cluster_reachable is not False:
+                await self.store.append(
+                    cluster_stream, None,
+                    [ClusterUnreachable(error=(str(exc) or type(exc).__name__)[:500], observed_at=self.clock())],
+                    meta=self.meta,
+                )
+                await self._catch_up()
+            return
+        self.capacity = nodes
+        if self.state.cluster_reachable is not True or tuple(nodes) != self.state.last_capacity:
+            await self.store.append(
+                cluster_stream, None, [CapacityObserved(nodes=nodes, observed_at=self.clock())], meta=self.meta
+            )
+            await self._catch_up()
+
+    # ------------------------------------------------------------------ submission
+    async def _submitted_event(self, task_id: str) -> TaskSubmitted:
+        event = self._submitted_events.get(task_id)
+        if event is None:
+            first = (await self.store.read_stream(task_stream(task_id)))[0].event
+            assert isinstance(first, TaskSubmitted)
+            event = self._submitted_events[task_id] = first
+        return event
+
+    async def _start_attempt(self, task: TaskView) -> None:
+        submitted = await self._submitted_event(task.task_id)
+        attempt_no = len(task.attempts) + 1
+        payload = build_submission(
+            task_id=task.task_id, attempt_no=attempt_no, user=task.user, command=submitted.command,
+            config=self.config, spec_raw=submitted.spec_raw, spec=submitted.spec,
+            command_raw=submitted.command_raw,
+        )
+        self._crash_point("before_intent")
+        intent = AttemptStarting(
+            task_id=task.task_id, attempt_no=attempt_no, submission_id=payload.submission_id,
+            payload=payload, decided_at=self.clock(),
+        )
+        if not await self._append(task, [intent], expect=True):
+            return
+        self._crash_point("after_intent")
+        await self._submit(task.task_id, intent)
+
+    async def _submit(self, task_id: str, intent: AttemptStarting) -> None:
+        recovered = False
+        try:
+            await self.gateway.submit(intent.payload)
+        except DuplicateSubmission:
+            recovered = True  # Ray already has it: the first call went through
+        except RayUnavailable as exc:
+            log.warning("submit %s: Ray unavailable (%s); intent stays open", intent.submission_id, exc)
+            self.capacity = None
+            return
+        except Exception as exc:  # Ray refused the payload itself: not worth retrying
+            task = self.state.tasks.get(task_id)
+            if task is not None:
+                await self._append(task, outcome_events(
+                    task, ray_status="NOT_SUBMITTED", exit_code=None, kind=FailureKind.RUNTIME_ERROR,
+                    evidence=f"Ray refused the submission: {exc}"[:500], now=self.clock(), config=self.sched,
+                ))
+            return
+        self._crash_point("after_submit")
+        task = self.state.tasks.get(task_id)
+        if task is not None:
+            await self._append(task, [AttemptSubmitted(
+                task_id=task_id, attempt_no=intent.attempt_no, submission_id=intent.submission_id,
+                recovered=recovered, submitted_at=self.clock(),
+            )])
+
+    async def _resolve_intents(self) -> None:
+        """Settle every attempt whose intent was recorded without an outcome."""
+        for task in list(self.state.tasks.values()):
+            attempt = task.latest_attempt
+            if attempt is None or attempt.ray_status != "STARTING":
+                continue
+            try:
+                observed = await self.gateway.status(attempt.submission_id)
+            except RayUnavailable:
+                self.capacity = None
+                return
+            if observed is not None:
+                await self._append(task, [AttemptSubmitted(
+                    task_id=task.task_id, attempt_no=attempt.attempt_no,
+                    submission_id=attempt.submission_id, recovered=True, submitted_at=self.clock(),
+                )])
+            elif task.state is TaskState.CANCELING:
+                await self._append(task, outcome_events(
+                    task, ray_status="NOT_SUBMITTED", exit_code=None, kind=FailureKind.CANCELED,
+                    evidence="canceled before it reached Ray", now=self.clock(), config=self.sched,
+                ))
+            else:
+                stream = await self.store.read_stream(task_stream(task.task_id))
+                intent = next(
+                    r.event for r in reversed(stream)
+                    if isinstance(r.event, AttemptStarting) and r.event.attempt_no == attempt.attempt_no
+                )
+                await self._submit(task.task_id, intent)
+
+    # ------------------------------------------------------------------ following Ray
+    async def _follow_attempts(self) -> None:
+        """Poll Ray for the attempts believed active (and only those)."""
+        for task in self.state.active():
+            attempt = task.latest_attempt
+            if attempt is None or attempt.ray_status not in ("SUBMITTED", "RUNNING"):
+                continue
+            try:
+                observed = await self.gateway.status(attempt.submission_id)
+                if task.state is TaskState.CANCELING and attempt.submission_id not in self._stop_sent:
+                    await self.gateway.stop(attempt.submission_id)
+                    self._stop_sent.add(attempt.submission_id)
+            except RayUnavailable:
+                self.capacity = None
+                return
+            now = self.clock()
+            if observed is None:
+                await self._append(task, outcome_events(
+                    task, ray_status="LOST", exit_code=None, kind=FailureKind.CLUSTER_LOST,
+                    evidence=f"Ray has no job {attempt.submission_id} (head restarted or job lost)",
+                    now=now, config=self.sched,
+                ))
+            elif observed.is_terminal:
+                kind: FailureKind | None = None
+                evidence = ""
+                if observed.status != "SUCCEEDED":
+                    try:
+                        tail = await self.gateway.logs_tail(attempt.submission_id)
+                    except RayUnavailable:
+                        tail = ""
+                    kind, evidence = classify_failure(
+                        observed.status, observed.message, tail, observed.driver_exit_code
+                    )
+                await self._append(task, outcome_events(
+                    task, ray_status=observed.status, exit_code=observed.driver_exit_code,
+                    kind=kind, evidence=evidence, now=now, config=self.sched,
+                ))
+            elif observed.status == "RUNNING" and attempt.ray_status == "SUBMITTED":
+                await self._append(task, [AttemptRunning(
+                    task_id=task.task_id, attempt_no=attempt.attempt_no,
+                    submission_id=attempt.submission_id, started_at=observed.start_time or now,
+                )])
+
+    async def _handle_cancels(self) -> None:
+        """A cancel request on a task with no live Ray job ends it at once."""
+        for task in list(self.state.tasks.values()):
+            if task.state is not TaskState.CANCELING:
+                continue
+            attempt = task.latest_attempt
+            if attempt is None or attempt.ended:
+                await self._append(task, [TaskCanceled(
+                    task_id=task.task_id, by=task.cancel_requested_by or "?", canceled_at=self.clock()
+                )])
+
+    # ------------------------------------------------------------------ admission
+    async def _schedule(self) -> None:
+        waiting = self.state.waiting()
+        if not waiting:
+            return
+        plan = plan_admissions(
+            waiting=waiting, active=self.state.active(), capacity=self.capacity,
+            now=self.clock(), config=self.sched,
+        )
+        for task, reason, message, free in plan.deferrals:
+            if (task.wait_reason, task.wait_message) != (reason, message):
+                await self._append(task, [TaskDeferred(
+                    task_id=task.task_id, reason=reason, message=message, needed=task.demand,
+                    free_gpus_per_node=free, decided_at=self.clock(),
+                )], expect=True)
+        for task in plan.admitted:
+            current = self.state.tasks.get(task.task_id)
+            if current is not None and current.state.is_waiting():
+                await self._start_attempt(current)

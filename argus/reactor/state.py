@@ -1,0 +1,87 @@
+"""What the reactor knows: every unfinished task, folded from the log with ``evolve_task``.
+
+The reactor keeps nothing that the log cannot rebuild. On start it reads the ``tasks``
+projection (itself the fold of the log) together with that projection's checkpoint in one
+read transaction, then folds every later event from its subscription.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import msgspec
+
+from argus.events import CapacityObserved, ClusterUnreachable, NodeCapacity, Recorded
+from argus.lifecycle import TaskState
+from projections import TaskView, evolve_task
+from projections.tasks import TASK_EVENT_TYPES
+
+__all__ = ["ReactorState"]
+
+_decode_view = msgspec.json.Decoder(TaskView).decode
+
+
+class ReactorState:
+    """Unfinished tasks by id, plus the last capacity the reactor recorded."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, TaskView] = {}
+        self.position = 0
+        self.last_capacity: tuple[NodeCapacity, ...] | None = None
+        self.cluster_reachable: bool | None = None
+
+    @classmethod
+    def load(cls, db: sqlite3.Connection) -> "ReactorState":
+        """Snapshot the unfinished tasks and the last cluster observation, consistently."""
+        state = cls()
+        db.execute("BEGIN")
+        try:
+            row = db.execute("SELECT checkpoint FROM projection_state WHERE name = 'tasks'").fetchone()
+            state.position = int(row[0]) if row else 0
+            terminal = tuple(s.value for s in TaskState if s.is_terminal())
+            for (view,) in db.execute(
+                f"SELECT view FROM tasks WHERE state NOT IN ({','.join('?' * len(terminal))})", terminal
+            ):
+                task = _decode_view(view)
+                state.tasks[task.task_id] = task
+            status = db.execute("SELECT reachable FROM cluster_status").fetchone()
+            if status is not None:
+                state.cluster_reachable = bool(status[0])
+                state.last_capacity = tuple(
+                    NodeCapacity(node_id=r[0], ip=r[1], total_gpus=r[2], free_gpus=r[3], total_cpus=r[4], free_cpus=r[5])
+                    for r in db.execute("SELECT * FROM cluster_nodes ORDER BY node_id")
+                )
+        finally:
+            db.execute("COMMIT")
+        return state
+
+    def fold(self, rec: Recorded) -> None:
+        """Apply one event from the log (events at or before ``position`` are ignored)."""
+        if rec.position <= self.position:
+            return
+        self.position = rec.position
+        if rec.type in TASK_EVENT_TYPES:
+            task_id: str = rec.event.task_id  # type: ignore[attr-defined]
+            if rec.type != "TaskSubmitted" and task_id not in self.tasks:
+                return  # a task that ended before our snapshot: nothing to do
+            view = evolve_task(self.tasks.get(task_id), rec)
+            if view.state.is_terminal():
+                self.tasks.pop(task_id, None)
+            else:
+                self.tasks[task_id] = view
+        elif isinstance(rec.event, CapacityObserved):
+            self.last_capacity = tuple(rec.event.nodes)
+            self.cluster_reachable = True
+        elif isinstance(rec.event, ClusterUnreachable):
+            self.cluster_reachable = False
+
+    def waiting(self) -> list[TaskView]:
+        """Tasks not yet handed to Ray, in FIFO order (submission position)."""
+        return sorted((t for t in self.tasks.values() if t.state.is_waiting()), key=lambda t: t.seq)
+
+    def active(self) -> list[TaskView]:
+        """Tasks that may hold a Ray job (including ones being canceled)."""
+        return [
+            t for t in self.tasks.values()
+            if t.state.holds_ray_job() or t.state is TaskState.CANCELING
+        ]

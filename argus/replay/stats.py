@@ -1,0 +1,139 @@
+"""``stats``: what happened in a time window, per user and overall.
+
+Everything is counted by when it happened (the facts' own times, see ``waits.event_time``):
+tasks submitted in the window, tasks that ended in it (by outcome), waits that ended in it
+(TaskSubmitted or RetryScheduled → AttemptStarting; p50/p95, nearest rank), GPU-hours of
+attempt run time inside the window ((end − start) × demand.total_gpus, clipped to it), and
+retries decided in it by failure kind. One pass over the log; memory holds only the tasks
+not yet finished (each folded with ``evolve_task``) and the wait samples.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+
+import msgspec
+
+from argus.events import AttemptEnded, AttemptStarting, RetryScheduled, TaskSubmitted
+from argus.replay.source import open_log
+from argus.replay.waits import event_time
+from argus.store.rows import iter_log
+from projections.tasks import TASK_EVENT_TYPES, AttemptView, TaskView, evolve_task
+
+__all__ = ["Stats", "UserStats", "percentile", "stats"]
+
+_OUTCOMES = {"TaskSucceeded": "SUCCEEDED", "TaskFailed": "FAILED", "TaskCanceled": "CANCELED"}
+
+
+class UserStats(msgspec.Struct, kw_only=True):
+    user: str  # "*" for everyone
+    submitted: int = 0
+    outcomes: dict[str, int] = {}
+    waits: int = 0
+    wait_p50_s: float | None = None
+    wait_p95_s: float | None = None
+    gpu_hours: float = 0.0
+    retries: dict[str, int] = {}
+
+
+class Stats(msgspec.Struct, kw_only=True):
+    since: float
+    until: float
+    overall: UserStats
+    users: list[UserStats]
+
+
+def percentile(samples: list[float], p: float) -> float | None:
+    """Nearest-rank percentile (``p`` in 0..100) of ``samples``; None when empty."""
+    if not samples:
+        return None
+    ordered = sorted(samples)
+    rank = max(1, math.ceil(p / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+class _Acc:
+    def __init__(self) -> None:
+        self.submitted = 0
+        self.outcomes: Counter[str] = Counter()
+        self.waits: list[float] = []
+        self.gpu_seconds = 0.0
+        self.retries: Counter[str] = Counter()
+
+    def result(self, user: str) -> UserStats:
+        return UserStats(
+            user=user, submitted=self.submitted, outcomes=dict(sorted(self.outcomes.items())),
+            waits=len(self.waits), wait_p50_s=percentile(self.waits, 50),
+            wait_p95_s=percentile(self.waits, 95), gpu_hours=self.gpu_seconds / 3600,
+            retries=dict(sorted(self.retries.items())),
+        )
+
+
+def stats(db_path: str | Path, since: float, until: float) -> Stats:
+    """Per-user and overall statistics of the window [since, until)."""
+    accs: dict[str, _Acc] = {}
+    tasks: dict[str, TaskView] = {}
+    wait_start: dict[str, float] = {}
+    last_time = since
+
+    def inside(t: float) -> bool:
+        return since <= t < until
+
+    def acc(user: str) -> _Acc:
+        return accs.setdefault(user, _Acc())
+
+    def gpu_seconds(view: TaskView, a: AttemptView, end: float) -> float:
+        if a.started_at is None:
+            return 0.0  # never ran: verl held no GPUs
+        overlap = min(end, until) - max(a.started_at, since)
+        return max(0.0, overlap) * view.demand.total_gpus
+
+    with open_log(db_path) as source:
+        for rec in iter_log(source.conn, types=TASK_EVENT_TYPES):
+            e = rec.event
+            task_id: str = e.task_id  # type: ignore[attr-defined]
+            t = event_time(rec)
+            last_time = max(last_time, t)
+            view = evolve_task(tasks.get(task_id), rec)
+            if view.state.is_terminal():
+                tasks.pop(task_id, None)
+            else:
+                tasks[task_id] = view
+            user = view.user
+            if isinstance(e, TaskSubmitted):
+                wait_start[task_id] = t
+                if inside(t):
+                    acc(user).submitted += 1
+            elif isinstance(e, AttemptStarting):
+                start = wait_start.pop(task_id, None)
+                if start is not None and inside(t):
+                    acc(user).waits.append(t - start)
+            elif isinstance(e, AttemptEnded):
+                attempt = next(a for a in view.attempts if a.attempt_no == e.attempt_no)
+                acc(user).gpu_seconds += gpu_seconds(view, attempt, e.ended_at)
+            elif isinstance(e, RetryScheduled):
+                wait_start[task_id] = t
+                if inside(t):
+                    acc(user).retries[e.failure_kind.value] += 1
+            outcome = _OUTCOMES.get(rec.type)
+            if outcome is not None:
+                wait_start.pop(task_id, None)
+                if inside(t):
+                    acc(user).outcomes[outcome] += 1
+    # Attempts still running at the end of the log count up to then (or to ``until``).
+    for view in tasks.values():
+        for a in view.attempts:
+            if a.ended_at is None:
+                acc(view.user).gpu_seconds += gpu_seconds(view, a, last_time)
+    overall = _Acc()
+    for a in accs.values():
+        overall.submitted += a.submitted
+        overall.outcomes.update(a.outcomes)
+        overall.waits.extend(a.waits)
+        overall.gpu_seconds += a.gpu_seconds
+        overall.retries.update(a.retries)
+    users = [accs[u].result(u) for u in sorted(accs)]
+    users = [u for u in users if u.submitted or u.outcomes or u.waits or u.gpu_hours or u.retries]
+    return Stats(since=since, until=until, overall=overall.result("*"), users=users)

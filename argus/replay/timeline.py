@@ -1,0 +1,196 @@
+"""``task ID``: one task's whole life — every event with its time, actor and what changed.
+
+"What changed" is the difference between the TaskView before and after each event, both
+computed with ``projections.tasks.evolve_task`` (the same fold as the read model).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from argus.events import Recorded, task_stream
+from argus.replay.source import ReplayError, open_log
+from argus.replay.waits import WaitSegment, event_time, wait_by_reason, wait_segments
+from argus.store.rows import EVENT_COLUMNS, decode_row
+from projections.tasks import AttemptView, TaskView, evolve_task
+
+__all__ = [
+    "SOURCES",
+    "TaskNotFound",
+    "TaskTimeline",
+    "TimelineEntry",
+    "build_timeline",
+    "diff_views",
+    "load_task_events",
+    "nodes_phrase",
+    "summarize",
+    "task_timeline",
+]
+
+# Which part of the system a fact comes from (the API takes commands, the scheduler
+# decides, Ray reports what its jobs did).
+SOURCES: dict[str, str] = {
+    "TaskSubmitted": "api",
+    "TaskCancelRequested": "api",
+    "TaskDeferred": "scheduler",
+    "AttemptStarting": "scheduler",
+    "RetryScheduled": "scheduler",
+    "TaskSucceeded": "scheduler",
+    "TaskFailed": "scheduler",
+    "AttemptSubmitted": "ray",
+    "AttemptRunning": "ray",
+    "AttemptEnded": "ray",
+    "TaskCanceled": "ray",
+}
+
+# Fields that change with every event and say nothing on their own.
+_NOISE = {"updated_at", "stream_version", "attempts"}
+
+
+class TaskNotFound(ReplayError):
+    """No events for this task id in the log."""
+
+
+class TimelineEntry(msgspec.Struct, frozen=True, kw_only=True):
+    position: int
+    version: int
+    time: float  # the fact's own time (see waits.event_time)
+    recorded_at: float
+    actor: str
+    source: str  # api | scheduler | ray
+    type: str
+    summary: str
+    changes: list[str]  # "field: before → after"
+
+
+class TaskTimeline(msgspec.Struct, frozen=True, kw_only=True):
+    task: TaskView
+    entries: list[TimelineEntry]
+    attempts: list[AttemptView]
+    waits: list[WaitSegment]
+    wait_by_reason: dict[str, float]
+    waited_s: float  # closed waits only
+
+
+def load_task_events(conn: sqlite3.Connection, task_id: str) -> list[Recorded]:
+    rows = conn.execute(
+        f"SELECT {EVENT_COLUMNS} FROM events WHERE stream = ? ORDER BY version",
+        (task_stream(task_id),),
+    ).fetchall()
+    if not rows:
+        raise TaskNotFound(f"no task {task_id!r} in the log")
+    return [decode_row(r) for r in rows]
+
+
+def task_timeline(db_path: str | Path, task_id: str) -> TaskTimeline:
+    """Every event of ``task_id`` with what it changed, its attempts and its waits."""
+    with open_log(db_path) as source:
+        records = load_task_events(source.conn, task_id)
+    return build_timeline(records)
+
+
+def build_timeline(records: list[Recorded]) -> TaskTimeline:
+    view: TaskView | None = None
+    entries: list[TimelineEntry] = []
+    for rec in records:
+        after = evolve_task(view, rec)
+        entries.append(TimelineEntry(
+            position=rec.position, version=rec.version, time=event_time(rec),
+            recorded_at=rec.recorded_at, actor=rec.meta.actor, source=SOURCES.get(rec.type, "?"),
+            type=rec.type, summary=summarize(rec), changes=diff_views(view, after),
+        ))
+        view = after
+    assert view is not None
+    waits = wait_segments(records)
+    per_reason = wait_by_reason(waits)
+    return TaskTimeline(task=view, entries=entries, attempts=list(view.attempts), waits=waits,
+                        wait_by_reason=per_reason, waited_s=sum(per_reason.values()))
+
+
+def _show(value: Any, field: str = "") -> str:
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, (int, float)) and (field.endswith("_at") or field == "waiting_since"):
+        return dt.datetime.fromtimestamp(value, dt.timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+    if hasattr(value, "value"):  # enums
+        return str(value.value)
+    if isinstance(value, float):
+        return f"{value:.3f}".rstrip("0").rstrip(".")
+    return str(value)
+
+
+def diff_views(before: TaskView | None, after: TaskView) -> list[str]:
+    """Human-readable field changes between two TaskViews (attempt fields as ``aN.field``)."""
+    if before is None:
+        return [f"state: - → {after.state.value}"]
+    changes: list[str] = []
+    for field in after.__struct_fields__:
+        if field in _NOISE:
+            continue
+        old, new = getattr(before, field), getattr(after, field)
+        if old != new:
+            changes.append(f"{field}: {_show(old, field)} → {_show(new, field)}")
+    old_attempts = {a.attempt_no: a for a in before.attempts}
+    for attempt in after.attempts:
+        prev = old_attempts.get(attempt.attempt_no)
+        if prev is None:
+            changes.append(f"a{attempt.attempt_no}: new attempt {attempt.submission_id}")
+            continue
+        for field in attempt.__struct_fields__:
+            old, new = getattr(prev, field), getattr(attempt, field)
+            if old != new:
+                changes.append(f"a{attempt.attempt_no}.{field}: {_show(old, field)} → {_show(new, field)}")
+    return changes
+
+
+def nodes_phrase(n: int) -> str:
+    return f"{n} node" if n == 1 else f"{n} nodes"
+
+
+def _gpus(free: list[float]) -> str:
+    return "[" + ", ".join(_show(float(x)) for x in free) + "]"
+
+
+def summarize(rec: Recorded) -> str:
+    """One line of the facts an event carries."""
+    e: Any = rec.event
+    t = rec.type
+    if t == "TaskSubmitted":
+        d = e.demand
+        return (f"{e.user} submitted {e.kind} {e.workload}: {nodes_phrase(d.nnodes)} × "
+                f"{d.n_gpus_per_node} GPUs, priority {e.priority}, max {e.max_attempts} attempts")
+    if t == "TaskDeferred":
+        free = _gpus(e.free_gpus_per_node) if e.free_gpus_per_node else ""
+        extra = f" (free GPUs per node {free})" if free and free not in e.message else ""
+        return f"deferred ({e.reason}): {e.message}{extra}"
+    if t == "AttemptStarting":
+        return f"attempt {e.attempt_no} starting as {e.submission_id}"
+    if t == "AttemptSubmitted":
+        return f"attempt {e.attempt_no} accepted by Ray" + (" (recovered after a crash)" if e.recovered else "")
+    if t == "AttemptRunning":
+        return f"attempt {e.attempt_no} running"
+    if t == "AttemptEnded":
+        parts = [f"attempt {e.attempt_no} ended {e.ray_status}"]
+        if e.failure_kind is not None:
+            parts.append(e.failure_kind.value)
+        if e.exit_code is not None:
+            parts.append(f"exit code {e.exit_code}")
+        text = ", ".join(parts)
+        return text + (f": {e.evidence!r}" if e.evidence else "")
+    if t == "RetryScheduled":
+        return (f"attempt {e.failed_attempt_no} failed {e.failure_kind.value}; "
+                f"retry in {e.delay_s:.0f} s")
+    if t == "TaskSucceeded":
+        return f"succeeded with attempt {e.attempt_no}"
+    if t == "TaskFailed":
+        return f"failed ({e.failure_kind.value}) after attempt {e.attempt_no}: {e.error_summary}"
+    if t == "TaskCancelRequested":
+        return f"cancel requested by {e.by}"
+    if t == "TaskCanceled":
+        return f"canceled by {e.by}" + (f" (Ray status {e.ray_status})" if e.ray_status else "")
+    return t

@@ -1,0 +1,302 @@
+"""Admission policy: which queued tasks may start now, and why the others may not.
+
+``decide(queue, running, capacity, now, config)`` is pure and deterministic: the same
+inputs give the same decisions, so a replay of the log reproduces every admission.
+
+Rules (DESIGN.md §5):
+- A task is admitted only when its whole gang fits *per node*: ``nnodes`` distinct alive
+  worker nodes, each with ≥ ``n_gpus_per_node`` free GPUs and ≥ ``cpus_per_node`` free
+  CPUs, after subtracting what earlier admissions of the same pass took (verl itself
+  checks only the total and then hangs in its placement group when it is fragmented).
+- ``max_running_tasks`` caps concurrency (and ``max_running_per_user`` per user, if set).
+- Unknown capacity (Ray unreachable) admits nothing: ``capacity_unknown``.
+- Tasks whose ``next_run_at`` is in the future are skipped (``retry_backoff``); they do not
+  hold their place in line while they wait.
+- **Strict FIFO by default, with head-of-line blocking**: when the first eligible task does
+  not fit, no task behind it is admitted even if it would fit (``blocked_by_head``) — big
+  tasks are never starved by a stream of small ones. ``backfill=True`` lets smaller tasks
+  pass a blocked head (better utilisation, but the head may wait indefinitely).
+- Policy ``priority``: higher ``priority`` first, FIFO within a priority.
+
+Cost: one pass is O(queue) plus O(nodes) per distinct demand shape per admission; placement
+results are cached by shape and dropped on each admission, and once nothing more can be
+admitted the rest of the queue gets a shared, preformatted deferral.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Union
+
+import msgspec
+
+from argus.config import SchedulerConfig
+from argus.events.catalog import Demand, NodeCapacity
+
+__all__ = [
+    "Admit",
+    "Capacity",
+    "Decision",
+    "Defer",
+    "POLICIES",
+    "PolicyConfig",
+    "QueuedTask",
+    "Reason",
+    "RunningTask",
+    "decide",
+    "register_policy",
+]
+
+
+class Reason:
+    """Deferral reason codes (stable strings: they are stored in TaskDeferred events)."""
+
+    NO_CAPACITY_PER_NODE = "no_capacity_per_node"
+    INSUFFICIENT_GPUS = "insufficient_gpus"
+    MAX_RUNNING = "max_running"
+    USER_LIMIT = "user_limit"
+    CAPACITY_UNKNOWN = "capacity_unknown"
+    RETRY_BACKOFF = "retry_backoff"
+    BLOCKED_BY_HEAD = "blocked_by_head"
+
+
+class QueuedTask(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A waiting task (QUEUED or PENDING_RESOURCES), in submission order in the queue."""
+
+    task_id: str
+    demand: Demand
+    priority: int = 0
+    user: str = ""
+    next_run_at: float | None = None
+
+
+class RunningTask(msgspec.Struct, frozen=True, kw_only=True):
+    """A task holding (or about to hold) a Ray job. ``node_ids``: where it was admitted.
+    ``claimed=False`` means its resources may not show in Ray's free counts yet (job just
+    submitted): the policy then reserves its demand on ``node_ids`` so the next tick does
+    not hand the same GPUs out twice."""
+
+    task_id: str
+    demand: Demand
+    user: str = ""
+    node_ids: tuple[str, ...] = ()
+    claimed: bool = True
+
+
+class Capacity(msgspec.Struct, frozen=True, kw_only=True):
+    """Free resources of the alive worker nodes, as the Ray gateway observed them."""
+
+    nodes: tuple[NodeCapacity, ...]
+
+
+class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
+    policy: str = "fifo"
+    max_running_tasks: int = 8
+    max_running_per_user: int = 0  # 0: no per-user limit
+    backfill: bool = False
+
+    @classmethod
+    def from_scheduler(cls, cfg: SchedulerConfig, **overrides: object) -> "PolicyConfig":
+        return cls(policy=cfg.policy, max_running_tasks=cfg.max_running_tasks, **overrides)  # type: ignore[arg-type]
+
+
+# gc=False: a pass creates one decision per queued task; these hold only strings and
+# tuples (no cycles), and keeping them out of the cyclic GC avoids multi-ms collections.
+class Admit(msgspec.Struct, frozen=True, kw_only=True, tag="admit", gc=False):
+    task_id: str
+    node_ids: tuple[str, ...]  # one per gang member, distinct
+
+
+class Defer(msgspec.Struct, frozen=True, kw_only=True, tag="defer", gc=False):
+    task_id: str
+    reason: str
+    message: str
+    free_gpus_per_node: tuple[float, ...] = ()
+
+
+Decision = Union[Admit, Defer]
+PolicyFn = Callable[
+    [Sequence[QueuedTask], Sequence[RunningTask], "Capacity | None", float, PolicyConfig], list[Decision]
+]
+POLICIES: dict[str, PolicyFn] = {}
+
+
+def register_policy(name: str) -> Callable[[PolicyFn], PolicyFn]:
+    def add(fn: PolicyFn) -> PolicyFn:
+        POLICIES[name] = fn
+        return fn
+
+    return add
+
+
+def decide(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
+           now: float, config: PolicyConfig) -> list[Decision]:
+    """Run the policy named in ``config`` (KeyError for an unknown name)."""
+    return POLICIES[config.policy](queue, running, capacity, now, config)
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _list(values: Sequence[float], limit: int = 16) -> str:
+    shown = ", ".join(_num(v) for v in values[:limit])
+    more = f", …(+{len(values) - limit} more)" if len(values) > limit else ""
+    return f"[{shown}{more}]"
+
+
+def _needs(d: Demand) -> str:
+    return (f"needs {d.nnodes} node{'s' if d.nnodes != 1 else ''} × {d.n_gpus_per_node} GPUs "
+            f"(+{_num(d.cpus_per_node)} CPUs each)")
+
+
+class _Pool:
+    """Mutable free-resource view for one pass (arrays indexed like ``ids``)."""
+
+    def __init__(self, nodes: Sequence[NodeCapacity], running: Sequence[RunningTask]) -> None:
+        ordered = sorted(nodes, key=lambda n: n.node_id)
+        self.ids = [n.node_id for n in ordered]
+        self.gpus = [max(0.0, n.free_gpus) for n in ordered]
+        self.cpus = [max(0.0, n.free_cpus) for n in ordered]
+        index = {nid: i for i, nid in enumerate(self.ids)}
+        for task in running:
+            if task.claimed:
+                continue
+            for nid in task.node_ids:
+                i = index.get(nid)
+                if i is not None:
+                    self.gpus[i] = max(0.0, self.gpus[i] - task.demand.n_gpus_per_node)
+                    self.cpus[i] = max(0.0, self.cpus[i] - task.demand.cpus_per_node)
+        self._cache: dict[tuple[int, int, float], tuple[int, ...] | None] = {}
+        self._snapshot: tuple[float, ...] | None = None
+
+    def free_gpus(self) -> tuple[float, ...]:
+        if self._snapshot is None:
+            self._snapshot = tuple(self.gpus)
+        return self._snapshot
+
+    def place(self, d: Demand) -> tuple[int, ...] | None:
+        """Best-fit nodes for the gang (fewest free GPUs first, then id), or None."""
+        key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node)
+        if key in self._cache:
+            return self._cache[key]
+        g, c = d.n_gpus_per_node, d.cpus_per_node
+        gpus, cpus = self.gpus, self.cpus
+        fits = [i for i in range(len(gpus)) if gpus[i] >= g and cpus[i] >= c]
+        result: tuple[int, ...] | None = None
+        if len(fits) >= d.nnodes > 0:
+            fits.sort(key=lambda i: (gpus[i], cpus[i], self.ids[i]))
+            result = tuple(fits[: d.nnodes])
+        self._cache[key] = result
+        return result
+
+    def take(self, picked: tuple[int, ...], d: Demand) -> None:
+        for i in picked:
+            self.gpus[i] -= d.n_gpus_per_node
+            self.cpus[i] -= d.cpus_per_node
+        # Free resources only shrink within a pass: a shape that did not fit still does not,
+        # so only the successful placements are forgotten.
+        self._cache = {k: v for k, v in self._cache.items() if v is None}
+        self._snapshot = None
+
+    def explain(self, d: Demand) -> Defer:
+        """Why ``d`` does not fit: not even in total, or only not per node."""
+        free = self.free_gpus()
+        total = sum(free)
+        if total < d.total_gpus:
+            return Defer(task_id="", reason=Reason.INSUFFICIENT_GPUS, free_gpus_per_node=free, message=(
+                f"{_needs(d)} = {d.total_gpus} GPUs; only {_num(total)} GPUs free in total "
+                f"on {len(free)} worker node(s); free GPUs per node: {_list(free)}"))
+        ok = sum(1 for i in range(len(free)) if free[i] >= d.n_gpus_per_node and self.cpus[i] >= d.cpus_per_node)
+        return Defer(task_id="", reason=Reason.NO_CAPACITY_PER_NODE, free_gpus_per_node=free, message=(
+            f"{_needs(d)}; fits in total ({_num(total)} ≥ {d.total_gpus} GPUs free) but not per node: "
+            f"only {ok} node(s) have ≥ {d.n_gpus_per_node} free GPUs and ≥ {_num(d.cpus_per_node)} "
+            f"free CPUs; free GPUs per node: {_list(free)}; free CPUs per node: {_list(self.cpus)}"))
+
+
+_BLOCKED_MSG = "waiting in line: an earlier task that does not fit yet is at the head of the FIFO queue"
+_UNKNOWN_MSG = "cluster capacity is unknown (Ray unreachable); nothing is admitted until it is observed"
+
+
+def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
+         now: float, config: PolicyConfig) -> list[Decision]:
+    out: list[Decision] = []
+    append = out.append
+    if capacity is None:
+        for t in queue:
+            if t.next_run_at is not None and t.next_run_at > now:
+                append(Defer(task_id=t.task_id, reason=Reason.RETRY_BACKOFF,
+                             message=f"retry not before t={t.next_run_at:.0f} ({t.next_run_at - now:.0f}s)"))
+            else:
+                append(Defer(task_id=t.task_id, reason=Reason.CAPACITY_UNKNOWN, message=_UNKNOWN_MSG))
+        return out
+
+    pool = _Pool(capacity.nodes, running)
+    n_running = len(running)
+    per_user: dict[str, int] = {}
+    if config.max_running_per_user > 0:
+        for r in running:
+            per_user[r.user] = per_user.get(r.user, 0) + 1
+    explained: dict[tuple[int, int, float], Defer] = {}
+    blocked = False  # strict FIFO: the head did not fit
+    full_msg = f"{config.max_running_tasks} task(s) already running (max_running_tasks)"
+    for t in queue:
+        if t.next_run_at is not None and t.next_run_at > now:
+            append(Defer(task_id=t.task_id, reason=Reason.RETRY_BACKOFF,
+                         message=f"retry not before t={t.next_run_at:.0f} ({t.next_run_at - now:.0f}s)"))
+            continue
+        if blocked:
+            append(Defer(task_id=t.task_id, reason=Reason.BLOCKED_BY_HEAD, message=_BLOCKED_MSG,
+                         free_gpus_per_node=pool.free_gpus()))
+            continue
+        if n_running >= config.max_running_tasks:
+            append(Defer(task_id=t.task_id, reason=Reason.MAX_RUNNING, message=full_msg))
+            continue
+        if config.max_running_per_user > 0 and per_user.get(t.user, 0) >= config.max_running_per_user:
+            append(Defer(task_id=t.task_id, reason=Reason.USER_LIMIT, message=(
+                f"user {t.user!r} already runs {per_user[t.user]} task(s) "
+                f"(max_running_per_user={config.max_running_per_user})")))
+            continue
+        d = t.demand
+        key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node)
+        why = explained.get(key)
+        if why is not None:  # this shape already failed in this pass: it still fails
+            append(Defer(task_id=t.task_id, reason=why.reason, message=why.message,
+                         free_gpus_per_node=why.free_gpus_per_node))
+            if not config.backfill:
+                blocked = True
+            continue
+        picked = pool.place(d)
+        if picked is not None:
+            pool.take(picked, d)
+            n_running += 1
+            if config.max_running_per_user > 0:
+                per_user[t.user] = per_user.get(t.user, 0) + 1
+            append(Admit(task_id=t.task_id, node_ids=tuple(pool.ids[i] for i in picked)))
+            continue
+        # Explained once per shape and pass: the message shows the free resources at the
+        # moment the shape was first found not to fit (they only shrink afterwards).
+        why = explained[key] = pool.explain(d)
+        append(Defer(task_id=t.task_id, reason=why.reason, message=why.message,
+                     free_gpus_per_node=why.free_gpus_per_node))
+        if not config.backfill:
+            blocked = True
+    return out
+
+
+@register_policy("fifo")
+def fifo(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
+         now: float, config: PolicyConfig) -> list[Decision]:
+    """Submission order; priorities are ignored."""
+    return _run(queue, running, capacity, now, config)
+
+
+@register_policy("priority")
+def priority(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
+             now: float, config: PolicyConfig) -> list[Decision]:
+    """Higher ``priority`` first; FIFO within a priority (stable sort)."""
+    ordered = sorted(queue, key=lambda t: -t.priority)
+    return _run(ordered, running, capacity, now, config)

@@ -1,0 +1,75 @@
+"""Tokens and who holds them: hashing, and a cache from token hash to principal."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from typing import TYPE_CHECKING
+
+import msgspec
+
+if TYPE_CHECKING:
+    from argus.store import EventStore
+
+__all__ = ["AuthCache", "Principal", "hash_token", "new_token"]
+
+
+class Principal(msgspec.Struct, frozen=True, kw_only=True):
+    """The caller of a request, as the users projection says now."""
+
+    user_id: str
+    is_admin: bool
+    disabled: bool
+    display_name: str = ""
+    token_id: str = ""
+
+    @property
+    def actor(self) -> str:
+        return f"user:{self.user_id}"
+
+
+def new_token() -> str:
+    """A fresh random token (shown to its owner once)."""
+    return secrets.token_urlsafe(32)
+
+
+def hash_token(token: str) -> str:
+    """What the log and the tokens table keep: SHA-256 hex of the token."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+_LOOKUP = (
+    "SELECT u.user_id, u.is_admin, u.disabled, u.display_name, t.token_id FROM tokens t "
+    "JOIN users u ON u.user_id = t.user_id WHERE t.token_hash = ? AND t.revoked = 0"
+)
+
+
+class AuthCache:
+    """token hash → Principal, read through from the projection. Cleared whenever a user
+    event is appended here or seen by the event tailer, so a disabled user or a revoked
+    token is refused at once."""
+
+    def __init__(self, store: "EventStore", max_entries: int = 10_000) -> None:
+        self._store = store
+        self._cache: dict[str, Principal | None] = {}
+        self._max = max_entries
+
+    def invalidate(self) -> None:
+        self._cache.clear()
+
+    async def lookup(self, token: str) -> Principal | None:
+        digest = hash_token(token)
+        if digest in self._cache:
+            return self._cache[digest]
+        rows = await self._store.query(_LOOKUP, (digest,))
+        principal = None
+        if rows:
+            uid, admin, disabled, name, token_id = rows[0]
+            principal = Principal(
+                user_id=uid, is_admin=bool(admin), disabled=bool(disabled),
+                display_name=name, token_id=token_id,
+            )
+        if len(self._cache) >= self._max:
+            self._cache.clear()
+        self._cache[digest] = principal
+        return principal

@@ -1,0 +1,254 @@
+"""Command handlers: submit, cancel, users and tokens → events.
+
+Each handler validates against the read models, decides the events, and appends them
+with optimistic concurrency. Errors are :class:`CommandError` (``status`` is the HTTP
+status the API answers with); nothing is written when one is raised.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import msgspec
+
+from argus.events import (
+    EventMeta,
+    TaskCanceled,
+    TaskCancelRequested,
+    TaskSubmitted,
+    TokenIssued,
+    TokenRevoked,
+    UserCreated,
+    UserDisabled,
+    UserEnabled,
+    task_stream,
+    user_stream,
+)
+from argus.lifecycle import IllegalTransition, TaskState, check_transition
+from argus.service.auth import AuthCache, Principal, hash_token, new_token
+from argus.service.batcher import GroupCommitter
+from argus.service.ids import USER_ID_RE, new_task_id, new_token_id
+from argus.store import AppendBatch, ConcurrencyConflict, InvariantViolation, PayloadTooLarge
+
+if TYPE_CHECKING:
+    from argus.config import ArgusConfig
+    from argus.store import EventStore
+    from projections import TaskView
+
+__all__ = ["CommandError", "Commands", "NotFound", "SubmitResult", "USER_DIRS"]
+
+USER_DIRS = ("datasets", "models", "code", "jobs")
+
+
+class CommandError(Exception):
+    """A refused command: ``status`` (4xx), ``detail`` (what to change), ``extra``."""
+
+    def __init__(self, status: int, detail: str, extra: dict[str, Any] | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.extra = extra or {}
+
+
+class NotFound(CommandError):
+    def __init__(self, what: str) -> None:
+        super().__init__(404, f"{what} not found")
+
+
+class SubmitResult(msgspec.Struct, frozen=True, kw_only=True):
+    task_id: str
+    state: str
+    warnings: list[str]
+
+
+_decode_task = msgspec.json.Decoder().decode
+
+
+class Commands:
+    """The write side of the API."""
+
+    def __init__(
+        self, store: "EventStore", config: "ArgusConfig", auth: AuthCache,
+        *, group_commit: bool = True, observe: Callable[[float, int], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.auth = auth
+        self.shared_root = Path(config.shared_root)
+        self.committer = GroupCommitter(store, observe=observe) if group_commit else None
+        self._observe = observe
+
+    async def close(self) -> None:
+        if self.committer is not None:
+            await self.committer.close()
+
+    async def _append(self, batches: list[AppendBatch], meta: EventMeta) -> list[int]:
+        started = time.perf_counter()
+        try:
+            return await self.store.append_batches(batches, meta=meta)
+        finally:
+            if self._observe is not None:
+                self._observe(time.perf_counter() - started, len(batches))
+
+    # ------------------------------------------------------------------ tasks
+    def prepare(self, document: str | dict[str, Any], user: str, task_id: str | None = None) -> Any:
+        """Parse and check a TaskSpec for ``user``; raises CommandError(400/413)."""
+        from argus.taskspec import TaskSpecError, parse_taskspec, prepare_task
+
+        cfg = self.config.v2.taskspec
+        try:
+            if task_id is None:
+                spec = parse_taskspec(document, config=cfg)
+                task_id = new_task_id(user, spec.workload)
+            return task_id, prepare_task(
+                document, user=user, task_id=task_id, shared_root=self.shared_root, config=cfg
+            )
+        except TaskSpecError as exc:
+            raise CommandError(400, f"{exc.field}: {exc.message}",
+                               {"errors": [{"field": exc.field, "message": exc.message}]}) from exc
+
+    async def submit(self, who: Principal, document: str | dict[str, Any]) -> SubmitResult:
+        """Validate the TaskSpec and append TaskSubmitted (the task enters the queue)."""
+        task_id, prepared = self.prepare(document, who.user_id)
+        raw = document if isinstance(document, str) else msgspec.json.encode(document).decode()
+        for _ in range(5):
+            event = TaskSubmitted(
+                task_id=task_id, user=who.user_id, workload=prepared.workload,
+                kind=prepared.kind, spec_raw=raw, spec=dict(prepared.spec),
+                command_raw=prepared.command_raw, command=prepared.command,
+                demand=prepared.demand, priority=prepared.priority,
+                max_attempts=prepared.max_attempts, warnings=list(prepared.warnings),
+                submitted_at=time.time(),
+            )
+            batch = AppendBatch(stream=task_stream(task_id), expected_version=0,
+                                events=[event], owner=who.user_id)
+            try:
+                if self.committer is not None:
+                    await self.committer.append(batch, EventMeta(actor=who.actor))
+                else:
+                    await self._append([batch], EventMeta(actor=who.actor))
+            except ConcurrencyConflict:
+                task_id = new_task_id(who.user_id, prepared.workload)
+                continue
+            except PayloadTooLarge as exc:
+                raise CommandError(413, f"the task is too large to record: {exc}") from exc
+            return SubmitResult(task_id=task_id, state=TaskState.QUEUED.value,
+                                warnings=list(prepared.warnings))
+        raise CommandError(409, "could not allocate a unique task id; submit again")
+
+    async def load_task(self, who: Principal, task_id: str) -> "TaskView":
+        """The task if ``who`` may see it; else NotFound (never 403: ids must not leak)."""
+        from projections import TaskView
+
+        rows = await self.store.query("SELECT user, view FROM tasks WHERE task_id = ?", (task_id,))
+        if not rows or (rows[0][0] != who.user_id and not who.is_admin):
+            raise NotFound("task")  # no echo: another user's id must look like a typo
+        return msgspec.json.decode(rows[0][1], type=TaskView)
+
+    async def cancel(self, who: Principal, task_id: str, request_id: str = "") -> str:
+        """Ask to cancel. A task without a Ray job is canceled at once; otherwise the
+        reactor stops its job and records TaskCanceled. Returns the state after."""
+        for _ in range(5):
+            view = await self.load_task(who, task_id)
+            if view.state is TaskState.CANCELING:
+                return view.state.value
+            try:
+                check_transition(view.state, "TaskCancelRequested")
+            except IllegalTransition as exc:
+                raise CommandError(409, f"task {task_id} is already {view.state.value}; "
+                                   "only unfinished tasks can be canceled") from exc
+            now = time.time()
+            events: list[Any] = [TaskCancelRequested(task_id=task_id, by=who.user_id, requested_at=now)]
+            if view.state.is_waiting():
+                events.append(TaskCanceled(task_id=task_id, by=who.user_id, canceled_at=now))
+            batch = AppendBatch(stream=task_stream(task_id), expected_version=view.stream_version,
+                                events=events, owner=view.user)
+            try:
+                await self._append([batch], EventMeta(actor=who.actor, request_id=request_id))
+            except (ConcurrencyConflict, InvariantViolation):
+                continue  # the reactor moved it meanwhile: look again
+            return (TaskState.CANCELED if len(events) == 2 else TaskState.CANCELING).value
+        raise CommandError(409, f"task {task_id} keeps changing; try again")
+
+    # ------------------------------------------------------------------ users
+    def ensure_user_dirs(self, user_id: str) -> None:
+        home = self.shared_root / "users" / user_id
+        for name in USER_DIRS:
+            (home / name).mkdir(parents=True, exist_ok=True)
+
+    async def user_exists(self, user_id: str) -> tuple[bool, bool]:
+        rows = await self.store.query("SELECT disabled FROM users WHERE user_id = ?", (user_id,))
+        return (bool(rows), bool(rows[0][0]) if rows else False)
+
+    async def _user_append(self, user_id: str, events: list[Any], who: str, request_id: str,
+                           expected: int | None = None) -> None:
+        batch = AppendBatch(stream=user_stream(user_id), expected_version=expected,
+                            events=events, owner=user_id)
+        try:
+            await self._append([batch], EventMeta(actor=who, request_id=request_id))
+        except ConcurrencyConflict as exc:
+            raise CommandError(409, f"user {user_id!r} already exists") from exc
+        except InvariantViolation as exc:
+            raise CommandError(409, str(exc)) from exc
+        finally:
+            self.auth.invalidate()
+
+    async def create_user(self, who: str, user_id: str, display_name: str = "",
+                          is_admin: bool = False, request_id: str = "") -> None:
+        if not USER_ID_RE.match(user_id):
+            raise CommandError(400, "user_id must be 1-32 characters: a lowercase letter, then "
+                               "lowercase letters, digits, '_' or '-'")
+        event = UserCreated(user_id=user_id, display_name=display_name, is_admin=is_admin,
+                            by=who, created_at=time.time())
+        await self._user_append(user_id, [event], who, request_id, expected=0)
+        self.ensure_user_dirs(user_id)
+
+    async def set_disabled(self, who: Principal, user_id: str, disabled: bool,
+                           request_id: str = "") -> None:
+        exists, is_disabled = await self.user_exists(user_id)
+        if not exists:
+            raise NotFound(f"user {user_id!r}")
+        if disabled and user_id == who.user_id:
+            raise CommandError(409, "you cannot disable yourself; ask another admin")
+        if is_disabled == disabled:
+            return  # already so: nothing to record
+        now = time.time()
+        event: Any = (UserDisabled if disabled else UserEnabled)(user_id=user_id, by=who.user_id, at=now)
+        await self._user_append(user_id, [event], who.actor, request_id)
+
+    async def issue_token(self, who: str, user_id: str, label: str = "",
+                          token: str | None = None, request_id: str = "") -> tuple[str, str]:
+        """Issue a token (random unless given); returns ``(token_id, token)``."""
+        exists, _ = await self.user_exists(user_id)
+        if not exists:
+            raise NotFound(f"user {user_id!r}")
+        token = token or new_token()
+        token_id = new_token_id()
+        event = TokenIssued(user_id=user_id, token_id=token_id, token_hash=hash_token(token),
+                            label=label, by=who, issued_at=time.time())
+        await self._user_append(user_id, [event], who, request_id)
+        return token_id, token
+
+    async def revoke_token(self, who: Principal, user_id: str, token_id: str,
+                           request_id: str = "") -> None:
+        rows = await self.store.query(
+            "SELECT revoked FROM tokens WHERE token_id = ? AND user_id = ?", (token_id, user_id))
+        if not rows:
+            raise NotFound(f"token {token_id!r}")
+        if rows[0][0]:
+            return
+        event = TokenRevoked(user_id=user_id, token_id=token_id, by=who.user_id, at=time.time())
+        await self._user_append(user_id, [event], who.actor, request_id)
+
+    async def bootstrap_admin(self, token: str) -> None:
+        """Make sure the admin user exists and ``token`` is one of its tokens (idempotent)."""
+        admin = self.config.v2.auth.admin_user
+        exists, _ = await self.user_exists(admin)
+        if not exists:
+            await self.create_user("system", admin, "bootstrap admin", True)
+        rows = await self.store.query("SELECT 1 FROM tokens WHERE token_hash = ?", (hash_token(token),))
+        if not rows:
+            await self.issue_token("system", admin, "bootstrap", token=token)
+        self.ensure_user_dirs(admin)

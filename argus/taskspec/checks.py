@@ -1,0 +1,126 @@
+"""The checks of seed 000 §2.4 over an expanded command: hard ones raise, soft ones return
+warnings that are shown to the user and kept on the task."""
+
+from __future__ import annotations
+
+import re
+
+from argus.taskspec.command import ParsedCommand, parse_command, split_override
+from argus.taskspec.errors import TaskSpecError
+from argus.taskspec.paths import PathPolicy
+
+__all__ = ["DATA_KEYS", "check_command", "is_model_key", "is_reward_key", "split_list"]
+
+DATA_KEYS = frozenset({"data.train_files", "data.val_files"})
+_MODEL_KEY_RE = re.compile(
+    r"(?:^|\.)model\.(?:path|tokenizer_path|hf_config_path|lora_adapter_path)$"
+)
+_NULLS = frozenset({"", "null", "None", "~"})
+_RAY_ADDRESS_KEY = "ray_kwargs.ray_init.address"
+
+
+def is_model_key(key: str) -> bool:
+    """``actor_rollout_ref.model.path``, ``critic.model.path``, SFT's ``model.path``..."""
+    return bool(_MODEL_KEY_RE.search(key))
+
+
+def is_reward_key(key: str) -> bool:
+    """``custom_reward_function.path`` wherever verl nests it."""
+    return key == "custom_reward_function.path" or key.endswith(".custom_reward_function.path")
+
+
+def split_list(value: str) -> list[str]:
+    """The items of a Hydra value: ``[a,b]``, ``a,b`` or ``a``, quotes stripped."""
+    value = value.strip()
+    if value.startswith("[") and value.endswith("]"):
+        value = value[1:-1]
+    items = [item.strip().strip("'\"").strip() for item in value.split(",")]
+    return [item for item in items if item not in _NULLS]
+
+
+def check_override_paths(key: str, value: str, policy: PathPolicy, field: str) -> None:
+    """Apply the allow-list that ``key`` calls for, then the rule for every path."""
+    if key in DATA_KEYS:
+        for item in split_list(value):
+            policy.check_data(item, field)
+    elif is_reward_key(key):
+        for item in split_list(value):
+            policy.check_reward(item, field)
+    elif is_model_key(key):
+        for item in split_list(value):
+            policy.check_model(item, field)
+    policy.check_any(value, field)
+
+
+def _check_gang(key: str, value: str, expected: int, spec_field: str) -> None:
+    try:
+        given = int(value.strip().strip("'\""))
+    except ValueError:
+        given = None
+    if given != expected:
+        raise TaskSpecError(
+            f"command[{key}]",
+            f"{key}={value[:40]} disagrees with the spec's {spec_field}: {expected}; Argus "
+            f"reserves {spec_field} from the spec, so write {key}={expected} "
+            f"(or change {spec_field})",
+        )
+
+
+def check_command(
+    command: str,
+    *,
+    policy: PathPolicy,
+    nnodes: int,
+    n_gpus_per_node: int,
+    workload: str,
+    allowed_modules: list[str],
+) -> tuple[ParsedCommand, list[str]]:
+    """Check an expanded command; return its parts and the soft warnings."""
+    parsed = parse_command(command, allowed_modules=allowed_modules)
+    for name, value in parsed.assignments:
+        policy.check_any(value, f"command[{name}]")
+    seen: set[str] = set()
+    for arg in parsed.args:
+        override = split_override(arg)
+        if override is None:
+            policy.check_any(arg, f"command[{arg[:60]}]")
+            continue
+        _prefix, key, value = override
+        seen.add(key)
+        if value is None:
+            continue
+        field = f"command[{key}]"
+        check_override_paths(key, value, policy, field)
+        if key == "trainer.nnodes":
+            _check_gang(key, value, nnodes, "nnodes")
+        elif key == "trainer.n_gpus_per_node":
+            _check_gang(key, value, n_gpus_per_node, "n_gpus_per_node")
+    policy.scan_text(command, "command")
+
+    warnings: list[str] = []
+    if "data.train_files" not in seen:
+        warnings.append(
+            "command: no data.train_files= found; if the data comes from a config file, "
+            "Argus could not check its path"
+        )
+    if parsed.module == "verl.trainer.main_ppo" and _RAY_ADDRESS_KEY not in seen:
+        warnings.append(
+            "command: no +ray_kwargs.ray_init.address=auto; recommended so that verl joins "
+            "the cluster the job runs on"
+        )
+    if parsed.module.startswith("verl.trainer."):
+        for key, spec_field, value in (
+            ("trainer.nnodes", "nnodes", nnodes),
+            ("trainer.n_gpus_per_node", "n_gpus_per_node", n_gpus_per_node),
+        ):
+            if key not in seen:
+                warnings.append(
+                    f"command: no {key}=; verl will use its default while Argus reserves "
+                    f"{spec_field}={value}; add {key}={value}"
+                )
+    is_sft_module = "sft" in parsed.module.rsplit(".", 1)[-1]
+    if parsed.module == "verl.trainer.main_ppo" and workload == "sft":
+        warnings.append("workload: sft, but the command runs verl.trainer.main_ppo (ppo/grpo)")
+    elif is_sft_module and workload in ("ppo", "grpo"):
+        warnings.append(f"workload: {workload}, but the command runs {parsed.module} (sft)")
+    return parsed, warnings

@@ -1,0 +1,266 @@
+"""Path policy: which paths a user's task may name (DESIGN.md §6, seed 000 §2.4, §4).
+
+Every path is checked after ``$HOME`` expansion, with ``//``, ``.`` and ``..`` normalised
+and, under the shared root, symlinks resolved the way ``os.path.realpath`` does. Only the
+shared root is resolved: it is the one filesystem the API server and the workers both
+see; a worker's ``/tmp`` is not the server's.
+
+Rules:
+- No path may reach another user's home (``<shared>/users/<other>``), or the ``users``
+  directory itself, lexically or through a symlink.
+- ``data.train_files`` / ``data.val_files``: under ``<shared>/users/<me>/datasets/``,
+  ``<shared>/datasets/`` or the legacy ``<shared>/common/datasets/``.
+- ``custom_reward_function.path``: under ``<shared>/users/<me>/code/``.
+- Model paths: under ``<shared>/users/<me>/models/``, ``<shared>/hf/``, or a hub id.
+- ``${ARGUS_JOB_DIR}`` (and the other ``ARGUS_*`` runtime variables) stand for the
+  server-computed job directory inside the user's home, so they are allowed prefixes.
+- Percent-encoded characters (``%2e%2e``), control characters and relative paths with
+  ``..`` are rejected outright.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from pathlib import Path
+
+from argus.taskspec.errors import TaskSpecError
+from argus.taskspec.expand import home_dir
+
+__all__ = ["RUNTIME_VARIABLES", "PathPolicy", "substitute_runtime_vars"]
+
+# Exported by the driver wrapper before it runs `bash -lc <command>`.
+RUNTIME_VARIABLES: tuple[str, ...] = (
+    "ARGUS_JOB_DIR",
+    "ARGUS_SUBMISSION_ID",
+    "ARGUS_TASK_ID",
+    "ARGUS_USER",
+)
+_RUNTIME_RE = re.compile(r"\$(?:\{(" + "|".join(RUNTIME_VARIABLES) + r")\}|("
+                         + "|".join(RUNTIME_VARIABLES) + r")(?![A-Za-z0-9_]))")
+_DOTDOT_RE = re.compile(r"(?:^|/)\.\.(?:/|$)")
+_PERCENT_RE = re.compile(r"%[0-9A-Fa-f]{2}")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_HUB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(?:/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+# Separators inside one argument value: Hydra lists [a,b], quotes, key=value, PATH-style
+# lists and URL schemes (file:///x splits into "file" and "///x").
+_PIECE_SPLIT_RE = re.compile(r"[\s,\[\]'\"=:;{}()]+")
+
+
+def substitute_runtime_vars(text: str, *, home: str) -> str:
+    """Replace ``$ARGUS_*`` / ``${ARGUS_*}`` with stand-ins that have the same meaning for
+    the path checks: the job directory is inside the user's home."""
+
+    def repl(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        if name == "ARGUS_JOB_DIR":
+            return f"{home}/jobs/ARGUS_SUBMISSION_ID"
+        if name == "ARGUS_USER":
+            return posixpath.basename(home)
+        return name
+
+    return _RUNTIME_RE.sub(repl, text)
+
+
+def _normalise(path: str) -> str:
+    # normpath keeps a leading "//" (POSIX allows it a special meaning); collapse first.
+    return posixpath.normpath(re.sub(r"/{2,}", "/", path))
+
+
+def _inside(path: str, root: str, *, strictly: bool = True) -> bool:
+    root = root.rstrip("/")
+    if not strictly and path == (root or "/"):
+        return True
+    return path.startswith(root + "/")
+
+
+class PathPolicy:
+    """The allow-lists for one user under one shared root."""
+
+    def __init__(self, *, shared_root: Path | str, user: str) -> None:
+        self.root = _normalise(str(shared_root))
+        self.user = user
+        self.home = home_dir(self.root, user)
+        self.users_dir = posixpath.join(self.root, "users")
+        self._root_real = os.path.realpath(self.root)
+        self._users_real = os.path.realpath(self.users_dir)
+        self._home_real = os.path.realpath(self.home)
+        self.data_roots = (
+            f"{self.home}/datasets",
+            f"{self.root}/datasets",
+            f"{self.root}/common/datasets",
+        )
+        self.model_roots = (f"{self.home}/models", f"{self.root}/hf")
+        self.reward_roots = (f"{self.home}/code",)
+        self._linked_homes = self._scan_linked_homes()
+
+    def _scan_linked_homes(self) -> dict[str, str]:
+        """Other users' homes that are symlinks, by resolved target: a path that resolves
+        into one of them reaches that user's files even though it is not under users/."""
+        linked: dict[str, str] = {}
+        try:
+            with os.scandir(self.users_dir) as entries:
+                for entry in entries:
+                    if entry.name != self.user and entry.is_symlink():
+                        linked[os.path.realpath(entry.path)] = entry.name
+        except OSError:
+            pass  # no users directory yet: nothing to resolve into
+        return linked
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _real(self, normalised: str) -> str:
+        """realpath for paths under the shared root; other paths are taken as written."""
+        if _inside(normalised, self.root, strictly=False):
+            return os.path.realpath(normalised)
+        return normalised
+
+    def _basic_checks(self, value: str, field: str) -> str:
+        if _CONTROL_RE.search(value):
+            raise TaskSpecError(
+                field, f"{value[:120]!r} contains a control character (NUL, newline, ...)"
+            )
+        encoded = _PERCENT_RE.search(value)
+        if encoded:
+            raise TaskSpecError(
+                field,
+                f"{value[:120]!r} contains percent-encoding ({encoded.group(0)}); "
+                "paths are plain text, write the characters themselves",
+            )
+        return substitute_runtime_vars(value, home=self.home)
+
+    def _other_home(self, path: str, users_dir: str) -> str | None:
+        """The user whose home ``path`` is in (``""`` for the users dir itself), else None."""
+        if path == users_dir:
+            return ""
+        if not _inside(path, users_dir):
+            return None
+        owner = path[len(users_dir.rstrip("/")) + 1:].split("/", 1)[0]
+        return None if owner == self.user else owner
+
+    def _reject_other_home(self, shown: str, field: str, owner: str, how: str) -> None:
+        where = "the users directory" if owner == "" else f"another user's home ({owner})"
+        raise TaskSpecError(
+            field,
+            f"{shown[:160]!r} {how}{where}; a task may only use its own home "
+            f"{self.home}/ ($HOME/), the shared datasets and hf folders, and ${{ARGUS_JOB_DIR}}",
+        )
+
+    def check_any(self, value: str, field: str) -> None:
+        """The rule for every path: no other user's home, no relative ``..``."""
+        value = self._basic_checks(value, field)
+        if "${" in value and _DOTDOT_RE.search(value):
+            # ${oc.env:X}/../.. resolves at run time to something we cannot see here.
+            raise TaskSpecError(
+                field, f"{value[:160]!r} combines a Hydra interpolation with '..'; "
+                "write the absolute path instead",
+            )
+        for piece in _PIECE_SPLIT_RE.split(value):
+            if not piece or not ("/" in piece or piece.startswith("..")):
+                continue
+            if not piece.startswith("/"):
+                if ".." in piece.split("/"):
+                    raise TaskSpecError(
+                        field,
+                        f"{piece[:160]!r} is a relative path with '..'; write an absolute path "
+                        "such as $HOME/datasets/<file>",
+                    )
+                continue
+            self._check_absolute(piece, field)
+
+    def _check_absolute(self, piece: str, field: str) -> str:
+        path = _normalise(piece)
+        owner = self._other_home(path, self.users_dir)
+        if owner is not None:
+            how = "is in " if path == piece.rstrip("/") else f"normalises to {path}, which is in "
+            self._reject_other_home(piece, field, owner, how)
+        real = self._real(path)
+        if real != path and not _inside(real, self._home_real, strictly=False):
+            owner = self._other_home(real, self._users_real)
+            if owner is None:
+                owner = next(
+                    (name for target, name in self._linked_homes.items()
+                     if _inside(real, target, strictly=False)),
+                    None,
+                )
+            if owner is not None:
+                self._reject_other_home(
+                    piece, field, owner, f"resolves through a symlink to {real}, in "
+                )
+        return path
+
+    # -- allow-lists -----------------------------------------------------------------
+
+    def _check_allowed(self, value: str, field: str, roots: tuple[str, ...], what: str) -> str:
+        self.check_any(value, field)
+        value = substitute_runtime_vars(value, home=self.home)
+        self._no_interpolation(value, field, what)
+        if not value.startswith("/"):
+            raise TaskSpecError(field, f"{value[:160]!r} is not an absolute path; {what}")
+        path = self._check_absolute(value, field)
+        if not any(_inside(path, root) for root in roots):
+            raise TaskSpecError(field, f"{value[:160]!r} is not allowed; {what}")
+        real = self._real(path)
+        if not any(_inside(real, os.path.realpath(root)) for root in roots):
+            raise TaskSpecError(
+                field, f"{value[:160]!r} resolves through a symlink to {real}; {what}"
+            )
+        return path
+
+    @staticmethod
+    def _no_interpolation(value: str, field: str, what: str) -> None:
+        if "${" in value:
+            raise TaskSpecError(
+                field, f"{value[:160]!r} uses a Hydra interpolation, which Argus cannot check "
+                f"before the run; {what}",
+            )
+
+    def _describe(self, roots: tuple[str, ...]) -> str:
+        return ", ".join(f"{root}/" for root in roots)
+
+    def check_data(self, value: str, field: str) -> str:
+        """A train/val file: the user's datasets, the shared datasets (or the legacy
+        ``common/datasets``)."""
+        what = (
+            "data files must be under $HOME/datasets/ or $HOME/common/datasets/ "
+            f"(accepted: {self._describe(self.data_roots)})"
+        )
+        return self._check_allowed(value, field, self.data_roots, what)
+
+    def check_reward(self, value: str, field: str) -> str:
+        """A custom reward file: the user's ``code/`` only."""
+        what = (
+            "reward functions must be under $HOME/code/ "
+            f"(accepted: {self._describe(self.reward_roots)})"
+        )
+        return self._check_allowed(value, field, self.reward_roots, what)
+
+    def check_model(self, value: str, field: str) -> str:
+        """A model: a hub id (``org/name``) or a path under the user's ``models/`` or the
+        shared ``hf/``."""
+        what = (
+            "models must be a hub id like Qwen/Qwen2.5-0.5B-Instruct or a path under "
+            f"$HOME/models/ or $HOME/common/hf/ (accepted: {self._describe(self.model_roots)})"
+        )
+        self.check_any(value, field)
+        checked = substitute_runtime_vars(value, home=self.home)
+        self._no_interpolation(checked, field, what)
+        if not checked.startswith("/"):
+            if _HUB_ID_RE.match(checked) and ".." not in checked:
+                return checked
+            raise TaskSpecError(
+                field, f"{value[:160]!r} is neither a hub id nor an absolute path; {what}"
+            )
+        return self._check_allowed(value, field, self.model_roots, what)
+
+    def scan_text(self, text: str, field: str) -> None:
+        """Backstop over a whole command: any spelling of ``<shared>/users/<other>`` that
+        survives in the text is rejected, wherever it sits in a token."""
+        text = substitute_runtime_vars(text, home=self.home)
+        root = re.escape(self.root.rstrip("/"))
+        pattern = r"(?<![A-Za-z0-9_.\-])" + root + r"/+users/+([^/\s'\",\]\[=:;]*)"
+        for match in re.finditer(pattern, text):
+            owner = match.group(1)
+            if owner != self.user:
+                self._reject_other_home(match.group(0), field, owner, "is in ")

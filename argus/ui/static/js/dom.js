@@ -1,0 +1,117 @@
+// Tiny DOM helpers. Every piece of text goes in through text nodes (never parsed as HTML),
+// so server data can never become markup.
+
+/**
+ * h("a", {href: "#/x", class: "btn", onclick: fn}, "text", child, [more])
+ * Attributes: class, for, data-*, aria-*, boolean flags (true sets "", false/null omits),
+ * on<event> functions become listeners. Children: strings/numbers become text nodes,
+ * null/undefined/false are skipped, arrays are flattened.
+ */
+export function h(tag, attrs = {}, ...children) {
+  const el = tag === "svg" || SVG_TAGS.has(tag)
+    ? document.createElementNS("http://www.w3.org/2000/svg", tag)
+    : document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key.startsWith("on") && typeof value === "function") {
+      el.addEventListener(key.slice(2), value);
+    } else if (key === "value" && "value" in el && !(el instanceof SVGElement)) {
+      el.value = value;
+    } else if (key === "checked" || key === "selected") {
+      el[key] = Boolean(value);
+    } else {
+      el.setAttribute(key, value === true ? "" : String(value));
+    }
+  }
+  append(el, children);
+  return el;
+}
+
+const SVG_TAGS = new Set(["path", "polyline", "line", "circle", "text", "g", "rect", "title"]);
+
+export function append(el, ...children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+/** Replace all children of el. */
+export function replace(el, ...children) {
+  el.replaceChildren();
+  return append(el, children);
+}
+
+/** "2026-11-21 09:05:59" in the browser's local time; "" for null. */
+export function fmtTime(ts) {
+  if (ts === null || ts === undefined || ts === "") return "";
+  const d = typeof ts === "number" ? new Date(ts * 1000) : new Date(ts);
+  if (Number.isNaN(d.getTime())) return String(ts);
+  const p = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ` +
+    `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
+
+/** A <time> element with the full timestamp as its machine-readable value. */
+export function timeEl(ts) {
+  if (ts === null || ts === undefined || ts === "") return h("span", { class: "muted" }, "—");
+  const d = typeof ts === "number" ? new Date(ts * 1000) : new Date(ts);
+  return h("time", { datetime: Number.isNaN(d.getTime()) ? null : d.toISOString() }, fmtTime(ts));
+}
+
+export function fmtBytes(n) {
+  if (n === null || n === undefined) return "";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let v = Number(n);
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) { v /= 1024; i += 1; }
+  return i === 0 ? `${v} B` : `${v.toFixed(1)} ${units[i]}`;
+}
+
+export const STATES = [
+  "QUEUED", "PENDING_RESOURCES", "SUBMITTING", "SUBMITTED", "RUNNING",
+  "SUCCEEDED", "FAILED", "CANCELING", "CANCELED",
+];
+export const TERMINAL = new Set(["SUCCEEDED", "FAILED", "CANCELED"]);
+
+export function stateBadge(state) {
+  const s = String(state || "UNKNOWN");
+  return h("span", { class: `badge state-${s.toLowerCase()}`, "data-state": s }, s);
+}
+
+/** "2 × 4 GPU" from a demand object (nnodes, n_gpus_per_node[, cpus_per_node]). */
+export function fmtDemand(d) {
+  if (!d) return "";
+  const base = `${d.nnodes} × ${d.n_gpus_per_node} GPU`;
+  return d.cpus_per_node ? `${base}, ${d.cpus_per_node} CPU/node` : base;
+}
+
+/** A <dl> from [label, value] pairs; values may be nodes or text; empty ones are skipped. */
+export function dl(pairs, cls = "facts") {
+  const out = h("dl", { class: cls });
+  for (const [label, value] of pairs) {
+    if (value === null || value === undefined || value === "") continue;
+    append(out, [h("dt", {}, label), h("dd", {}, value)]);
+  }
+  return out;
+}
+
+/** A status / error message box; kind is "error", "warning", "ok" or "info". */
+export function notice(kind, ...children) {
+  return h("div", { class: `notice notice-${kind}`, role: kind === "error" ? "alert" : "status" },
+    ...children);
+}
+
+/** Call fn at most once per `ms`, with the latest arguments (trailing edge). */
+export function debounce(fn, ms) {
+  let timer = null;
+  return (...args) => {
+    clearTimeout(timer);
+    timer = setTimeout(() => fn(...args), ms);
+  };
+}
+
+export function pretty(value) {
+  try { return JSON.stringify(value, null, 2); } catch { return String(value); }
+}

@@ -1,0 +1,91 @@
+// Cluster: worker nodes with free/total GPUs and CPUs, the head (from its discovery
+// record), and when Argus last looked.
+
+import { get, errorText } from "../api.js";
+import { onEvent } from "../events.js";
+import { h, replace, timeEl, dl, notice, debounce, pretty } from "../dom.js";
+
+function fmtNum(v) {
+  if (v === null || v === undefined) return "?";
+  return Number.isInteger(v) ? String(v) : Number(v).toFixed(1);
+}
+
+function usage(free, total, label) {
+  const used = Math.max(0, (total || 0) - (free || 0));
+  return h("div", { class: "usage" },
+    h("meter", { min: 0, max: total || 1, value: used, "aria-label": `${label} in use` }),
+    h("span", {}, `${fmtNum(free)} free / ${fmtNum(total)}`));
+}
+
+export async function render(main, _params, ctx) {
+  ctx.setTitle("Cluster");
+  const summary = h("div");
+  const head = h("section", { class: "card", id: "head-node", "aria-labelledby": "head-h" });
+  const tbody = h("tbody");
+  const errorBox = h("div");
+  replace(main,
+    h("div", { class: "page-head" }, h("h1", {}, "Cluster")),
+    errorBox, summary,
+    h("section", { "aria-labelledby": "nodes-h" },
+      h("h2", { id: "nodes-h" }, "Nodes"),
+      h("div", { class: "table-wrap" }, h("table", { class: "data", id: "nodes-table" },
+        h("thead", {}, h("tr", {}, ["Node", "IP", "Role", "GPUs", "CPUs", "Last seen"].map((c) => h("th", { scope: "col" }, c)))),
+        tbody))),
+    head);
+
+  async function load() {
+    let c;
+    try {
+      c = await get("/cluster");
+      replace(errorBox);
+    } catch (err) {
+      replace(errorBox, notice("error", errorText(err)));
+      return;
+    }
+    const nodes = c.nodes || [];
+    const freeG = nodes.reduce((s, n) => s + (n.free_gpus || 0), 0);
+    const totalG = nodes.reduce((s, n) => s + (n.total_gpus || 0), 0);
+    replace(summary,
+      c.reachable === false
+        ? notice("error", "Ray is not reachable", c.error ? `: ${c.error}` : ".")
+        : null,
+      dl([
+        ["Worker nodes", String(nodes.filter((n) => !n.is_head).length)],
+        ["GPUs free", `${fmtNum(freeG)} of ${fmtNum(totalG)}`],
+        ["Observed", timeEl(c.observed_at)],
+      ], "facts facts-row"));
+    const headIp = c.head && (c.head.ip || c.head.node_ip || c.head.host);
+    const rows = nodes.map((n) => {
+      const isHead = n.is_head || (headIp && n.ip === headIp && !n.total_gpus);
+      return h("tr", { "data-node-id": n.node_id, class: isHead ? "is-head" : null },
+        h("td", { class: "mono" }, String(n.node_id || "").slice(0, 16), isHead ? h("span", { class: "tag tag-head" }, "head") : null),
+        h("td", { class: "mono" }, n.ip || ""),
+        h("td", {}, isHead ? "head (runs no training)" : "worker"),
+        h("td", {}, usage(n.free_gpus, n.total_gpus, "GPUs")),
+        h("td", {}, usage(n.free_cpus, n.total_cpus, "CPUs")),
+        h("td", {}, timeEl(n.last_seen ?? n.observed_at ?? c.observed_at)));
+    });
+    if (c.head && !nodes.some((n) => n.is_head)) {
+      rows.unshift(h("tr", { class: "is-head" },
+        h("td", { class: "mono" }, "head", h("span", { class: "tag tag-head" }, "head")),
+        h("td", { class: "mono" }, headIp || c.head.address || ""),
+        h("td", {}, "head (runs no training)"),
+        h("td", {}, "—"), h("td", {}, "—"),
+        h("td", {}, timeEl(c.head.updated_at))));
+    }
+    replace(tbody, rows.length ? rows : h("tr", {}, h("td", { colspan: 6, class: "empty" }, "No nodes seen.")));
+    replace(head, h("h2", { id: "head-h" }, "Head discovery record"),
+      c.head ? [dl([
+        ["Address", c.head.address || c.head.gcs_address || headIp || ""],
+        ["Job server", c.head.job_server_url || c.head.dashboard_url || ""],
+        ["Updated", timeEl(c.head.updated_at)],
+        ["Expires", timeEl(c.head.expires_at)],
+      ]), h("details", {}, h("summary", {}, "Raw record"), h("pre", { class: "code" }, pretty(c.head)))]
+        : h("p", { class: "muted" }, "No head.json found: the head has not published its address."));
+  }
+  const reload = debounce(load, 300);
+  const off = onEvent((rec) => { if (rec.stream === "cluster") reload(); });
+  const timer = setInterval(load, 10000);
+  await load();
+  return () => { off(); clearInterval(timer); };
+}

@@ -1,0 +1,152 @@
+// Data: browse your datasets/ models/ code/ and the shared read-only common/ folders;
+// upload (with progress), download, delete.
+
+import { get, del, upload, encodePath, errorText, API } from "../api.js";
+import { h, replace, timeEl, fmtBytes, notice } from "../dom.js";
+
+const AREAS = [
+  { id: "datasets", label: "datasets", writable: true, path: "$HOME/datasets", help: "Your training data (parquet, jsonl). Use as data.train_files=$HOME/datasets/… or train_file: $HOME/datasets/…" },
+  { id: "models", label: "models", writable: true, path: "$HOME/models", help: "Your models and checkpoints. Use as model_id: $HOME/models/…" },
+  { id: "code", label: "code", writable: true, path: "$HOME/code", help: "Your code, e.g. a reward function: custom_reward_function.path=$HOME/code/reward.py" },
+  { id: "common/datasets", label: "common/datasets", writable: false, path: "$HOME/common/datasets", help: "Shared datasets, read-only. Training sees them at /private/datasets; write $HOME/common/datasets/… in a spec." },
+  { id: "common/hf", label: "common/hf", writable: false, path: "$HOME/common/hf", help: "The shared Hugging Face cache, read-only (/private/hf for training); hub ids such as Qwen/Qwen2.5-0.5B-Instruct resolve through it." },
+];
+
+function split(areaPath) {
+  const parts = (areaPath || "").split("/").filter(Boolean);
+  const two = parts.slice(0, 2).join("/");
+  const area = AREAS.find((a) => a.id === two) || AREAS.find((a) => a.id === parts[0]) || AREAS[0];
+  const n = area.id.split("/").length;
+  const matched = parts.slice(0, n).join("/") === area.id;
+  return { area, dir: matched ? parts.slice(n).join("/") : "" };
+}
+
+const link = (area, dir) => `#/data/${[area, dir].filter(Boolean).map(encodePath).join("/")}`;
+
+export async function render(main, params, ctx) {
+  ctx.setTitle("Data");
+  const { area, dir } = split(params.area);
+  const listing = h("div");
+  const flash = h("div", { role: "status", "aria-live": "polite" });
+
+  const tabs = h("nav", { class: "tabs", "aria-label": "Folders" }, h("ul", {}, AREAS.map((a) =>
+    h("li", {}, h("a", { href: link(a.id, ""), "aria-current": a.id === area.id ? "page" : null },
+      a.label, a.writable ? null : h("span", { class: "tag" }, "read-only"))))));
+
+  const crumbs = [h("a", { href: link(area.id, "") }, area.path)];
+  let acc = "";
+  for (const part of dir.split("/").filter(Boolean)) {
+    acc = acc ? `${acc}/${part}` : part;
+    crumbs.push(" / ", h("a", { href: link(area.id, acc) }, part));
+  }
+
+  const uploadForm = area.writable ? uploadPanel(area, dir, flash, () => load()) : null;
+
+  replace(main,
+    h("div", { class: "page-head" }, h("h1", {}, "Data")),
+    h("details", { class: "help-box", open: true },
+      h("summary", {}, "Where your files are, and how tasks see them"),
+      h("ul", {},
+        h("li", {}, h("code", {}, "$HOME/datasets"), ", ", h("code", {}, "$HOME/models"), ", ", h("code", {}, "$HOME/code"),
+          ": your own folders (read and write). $HOME is /private/users/<you> for training."),
+        h("li", {}, h("code", {}, "$HOME/common/datasets"), " → /private/datasets and ", h("code", {}, "$HOME/common/hf"),
+          " → /private/hf: shared and read-only."),
+        h("li", {}, "In a TaskSpec or command always write the $HOME/… form; the server expands it before the task runs."),
+        h("li", {}, "Task outputs are written to $HOME/jobs/<submission id>/ by the platform."))),
+    tabs,
+    h("p", { class: "help" }, area.help),
+    h("nav", { class: "crumbs", "aria-label": "Current folder" }, crumbs),
+    flash, uploadForm, listing);
+
+  async function load() {
+    const path = `/files/${encodePath(area.id)}${dir ? `/${encodePath(dir)}` : ""}`;
+    let answer;
+    try {
+      answer = await get(path);
+    } catch (err) {
+      replace(listing, err.status === 404
+        ? notice("info", dir ? "This folder does not exist (yet). Uploading here creates it." : "This folder is empty.")
+        : notice("error", errorText(err)));
+      return;
+    }
+    const entries = (answer && answer.entries) || [];
+    entries.sort((a, b) => (b.is_dir - a.is_dir) || String(a.name).localeCompare(String(b.name)));
+    const rows = entries.map((e) => {
+      const child = dir ? `${dir}/${e.name}` : e.name;
+      const fileUrl = `${API}/files/${encodePath(area.id)}/${encodePath(child)}`;
+      return h("tr", { "data-name": e.name },
+        h("td", {}, e.is_dir
+          ? h("a", { href: link(area.id, child), class: "dir" }, `${e.name}/`)
+          : h("a", { href: fileUrl, download: e.name, class: "file" }, e.name)),
+        h("td", { class: "num" }, e.is_dir ? "" : fmtBytes(e.size)),
+        h("td", {}, timeEl(e.modified)),
+        h("td", { class: "row-actions" },
+          e.is_dir ? null : h("a", { href: fileUrl, download: e.name, class: "btn btn-small", "aria-label": `Download ${e.name}` }, "Download"),
+          area.writable && !e.is_dir ? h("button", {
+            type: "button", class: "btn btn-small btn-danger", "aria-label": `Delete ${e.name}`,
+            onclick: () => remove(child, e.name),
+          }, "Delete") : null));
+    });
+    replace(listing, h("div", { class: "table-wrap" }, h("table", { class: "data", id: "files-table" },
+      h("caption", { class: "visually-hidden" }, `Files in ${area.path}${dir ? `/${dir}` : ""}`),
+      h("thead", {}, h("tr", {}, ["Name", "Size", "Modified", h("span", { class: "visually-hidden" }, "Actions")].map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 4, class: "empty" }, "This folder is empty."))))));
+  }
+
+  async function remove(child, name) {
+    if (!window.confirm(`Delete ${area.path}/${child}? This cannot be undone.`)) return;
+    try {
+      await del(`/files/${encodePath(area.id)}/${encodePath(child)}`);
+      replace(flash, notice("ok", `Deleted ${name}.`));
+    } catch (err) {
+      replace(flash, notice("error", errorText(err)));
+    }
+    load();
+  }
+
+  await load();
+  return undefined;
+}
+
+function uploadPanel(area, dir, flash, reload) {
+  const input = h("input", { type: "file", id: "upload-file", multiple: true, required: true });
+  const bar = h("progress", { id: "upload-progress", max: 100, value: 0, hidden: true, "aria-label": "Upload progress" });
+  const pct = h("span", { class: "muted", "aria-live": "polite" });
+  const button = h("button", { type: "submit", class: "btn btn-primary" }, "Upload");
+  const form = h("form", { class: "card upload", id: "upload-form" },
+    h("label", { for: "upload-file" }, `Upload to ${area.path}${dir ? `/${dir}` : ""}/`),
+    h("div", { class: "upload-row" }, input, button, bar, pct));
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const files = [...input.files];
+    if (!files.length) return;
+    button.disabled = true;
+    bar.hidden = false;
+    bar.value = 0;
+    const total = files.reduce((s, f) => s + f.size, 0) || 1;
+    let before = 0;
+    try {
+      for (const file of files) {
+        const target = `/files/${encodePath(area.id)}/${encodePath(dir ? `${dir}/${file.name}` : file.name)}`;
+        await upload(target, file, (loaded) => {
+          const p = Math.round(((before + loaded) / total) * 100);
+          bar.value = p;
+          pct.textContent = `${p}% — ${file.name}`;
+        });
+        before += file.size;
+      }
+      bar.value = 100;
+      pct.textContent = "100% — done";
+      replace(flash, notice("ok", `Uploaded ${files.map((f) => f.name).join(", ")}.`));
+      input.value = "";
+    } catch (err) {
+      bar.hidden = true;
+      pct.textContent = "";
+      replace(flash, notice("error", `Upload failed: ${errorText(err)}`));
+    } finally {
+      button.disabled = false;
+      reload();
+    }
+  });
+  return form;
+}

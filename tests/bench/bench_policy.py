@@ -1,0 +1,68 @@
+"""Scheduler pass time: 10,000 queued tasks, 200 simulated worker nodes.
+
+    python tests/bench/bench_policy.py
+
+Scenarios: strict FIFO with a blocked head (the common busy case), FIFO where many admits
+happen, backfill over a fragmented cluster, priority ordering, and unknown capacity.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+
+from argus.events.catalog import Demand, NodeCapacity
+from argus.scheduler import Capacity, PolicyConfig, QueuedTask, RunningTask, decide
+
+N_TASKS, N_NODES, RUNS = 10_000, 200, 50
+
+
+def cluster(rng: random.Random, busy: float) -> Capacity:
+    nodes = []
+    for i in range(N_NODES):
+        free = 0 if rng.random() < busy else rng.choice([1, 2, 4, 8])
+        nodes.append(NodeCapacity(node_id=f"node-{i:04d}", ip="10.0.0.1", total_gpus=8,
+                                  free_gpus=free, total_cpus=96, free_cpus=free * 12))
+    return Capacity(nodes=tuple(nodes))
+
+
+def queue(rng: random.Random) -> list[QueuedTask]:
+    shapes = [Demand(nnodes=n, n_gpus_per_node=g, cpus_per_node=3 * g + 1)
+              for n, g in [(1, 1), (1, 2), (1, 4), (1, 8), (2, 8), (4, 8)]]
+    return [QueuedTask(task_id=f"t{i:05d}", demand=rng.choice(shapes), priority=rng.randint(0, 3),
+                       user=f"u{i % 17}", next_run_at=(1e9 if i % 10 == 0 else None))
+            for i in range(N_TASKS)]
+
+
+def bench(name: str, q, running, cap, config) -> None:
+    times = []
+    for _ in range(RUNS):
+        t0 = time.perf_counter()
+        decisions = decide(q, running, cap, 1000.0, config)
+        times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    admits = sum(1 for d in decisions if d.__struct_config__.tag == "admit")
+    p99 = times[min(len(times) - 1, int(len(times) * 0.99))]
+    print(f"{name:<34} p50 {statistics.median(times):6.2f} ms   p99 {p99:6.2f} ms   "
+          f"admits {admits:4d} / decisions {len(decisions)}")
+
+
+def main() -> None:
+    rng = random.Random(7)
+    q = queue(rng)
+    running = [RunningTask(task_id=f"r{i}", demand=Demand(nnodes=1, n_gpus_per_node=8, cpus_per_node=25),
+                           node_ids=(f"node-{i:04d}",), claimed=i % 2 == 0) for i in range(50)]
+    print(f"{N_TASKS} queued tasks, {N_NODES} nodes, {RUNS} runs each")
+    bench("fifo, blocked head (busy cluster)", q, running, cluster(rng, 0.97), PolicyConfig())
+    bench("fifo, many admits (max_running 500)", q, running, cluster(rng, 0.0),
+          PolicyConfig(max_running_tasks=500))
+    bench("fifo+backfill, fragmented", q, running, cluster(rng, 0.5),
+          PolicyConfig(max_running_tasks=500, backfill=True))
+    bench("priority+backfill, fragmented", q, running, cluster(rng, 0.5),
+          PolicyConfig(policy="priority", max_running_tasks=500, backfill=True))
+    bench("capacity unknown", q, running, None, PolicyConfig())
+
+
+if __name__ == "__main__":
+    main()

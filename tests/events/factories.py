@@ -1,0 +1,149 @@
+"""Small builders for valid events, shared by the store, projection and event tests."""
+
+from __future__ import annotations
+
+from argus.events import (
+    AttemptEnded,
+    AttemptRunning,
+    AttemptStarting,
+    AttemptSubmitted,
+    CapacityObserved,
+    ClusterUnreachable,
+    Demand,
+    FailureKind,
+    NodeCapacity,
+    RetryScheduled,
+    SubmissionPayload,
+    TaskCanceled,
+    TaskCancelRequested,
+    TaskDeferred,
+    TaskFailed,
+    TaskSubmitted,
+    TaskSucceeded,
+    TokenIssued,
+    TokenRevoked,
+    UserCreated,
+    UserDisabled,
+    UserEnabled,
+)
+from argus.events.catalog import EventBase
+
+T0 = 1_700_000_000.0
+DEMAND = Demand(nnodes=1, n_gpus_per_node=4, cpus_per_node=8.0)
+
+
+def submitted(task_id: str, user: str = "alice", *, priority: int = 0, at: float = T0) -> TaskSubmitted:
+    return TaskSubmitted(
+        task_id=task_id, user=user, workload="ppo", kind="advanced", spec_raw="kind: advanced\n",
+        spec={"kind": "advanced"}, command_raw="python -m verl.trainer.main_ppo",
+        command="python -m verl.trainer.main_ppo", demand=DEMAND, priority=priority,
+        submitted_at=at,
+    )
+
+
+def deferred(task_id: str, reason: str = "no_capacity_per_node", at: float = T0) -> TaskDeferred:
+    return TaskDeferred(
+        task_id=task_id, reason=reason, message=f"{reason}: need 4 GPUs on one node",
+        needed=DEMAND, free_gpus_per_node=[2.0, 1.0], decided_at=at,
+    )
+
+
+def submission_id(task_id: str, attempt_no: int) -> str:
+    return f"{task_id}--a{attempt_no}"
+
+
+def starting(task_id: str, attempt_no: int = 1, at: float = T0) -> AttemptStarting:
+    sid = submission_id(task_id, attempt_no)
+    payload = SubmissionPayload(
+        submission_id=sid, entrypoint="python -m verl.trainer.main_ppo", entrypoint_num_cpus=1.0,
+        entrypoint_resources={"worker_node": 1.0}, runtime_env={"env_vars": {"A": "1"}},
+        metadata={"task_id": task_id},
+    )
+    return AttemptStarting(task_id=task_id, attempt_no=attempt_no, submission_id=sid, payload=payload, decided_at=at)
+
+
+def attempt_submitted(task_id: str, attempt_no: int = 1, at: float = T0, recovered: bool = False) -> AttemptSubmitted:
+    return AttemptSubmitted(
+        task_id=task_id, attempt_no=attempt_no, submission_id=submission_id(task_id, attempt_no),
+        recovered=recovered, submitted_at=at,
+    )
+
+
+def running(task_id: str, attempt_no: int = 1, at: float = T0) -> AttemptRunning:
+    return AttemptRunning(
+        task_id=task_id, attempt_no=attempt_no, submission_id=submission_id(task_id, attempt_no), started_at=at
+    )
+
+
+def ended(
+    task_id: str, attempt_no: int = 1, ray_status: str = "SUCCEEDED", *,
+    failure_kind: FailureKind | None = None, exit_code: int | None = 0, at: float = T0,
+) -> AttemptEnded:
+    return AttemptEnded(
+        task_id=task_id, attempt_no=attempt_no, submission_id=submission_id(task_id, attempt_no),
+        ray_status=ray_status, exit_code=exit_code, failure_kind=failure_kind,
+        evidence="" if failure_kind is None else f"evidence of {failure_kind.value}", ended_at=at,
+    )
+
+
+def retry(task_id: str, attempt_no: int = 1, kind: FailureKind = FailureKind.CLUSTER_LOST, at: float = T0) -> RetryScheduled:
+    return RetryScheduled(task_id=task_id, failed_attempt_no=attempt_no, failure_kind=kind, next_run_at=at + 60, delay_s=60.0)
+
+
+def succeeded(task_id: str, attempt_no: int = 1, at: float = T0) -> TaskSucceeded:
+    return TaskSucceeded(task_id=task_id, attempt_no=attempt_no, finished_at=at)
+
+
+def failed(task_id: str, attempt_no: int = 1, kind: FailureKind = FailureKind.USER_ERROR, at: float = T0) -> TaskFailed:
+    return TaskFailed(task_id=task_id, attempt_no=attempt_no, failure_kind=kind, error_summary="Traceback: boom", finished_at=at)
+
+
+def cancel_requested(task_id: str, by: str = "alice", at: float = T0) -> TaskCancelRequested:
+    return TaskCancelRequested(task_id=task_id, by=by, requested_at=at)
+
+
+def canceled(task_id: str, by: str = "alice", ray_status: str | None = None, at: float = T0) -> TaskCanceled:
+    return TaskCanceled(task_id=task_id, by=by, ray_status=ray_status, canceled_at=at)
+
+
+def happy_path(task_id: str, user: str = "alice") -> list[EventBase]:
+    """A task that is admitted, runs and succeeds: 7 events (the benchmark's typical task)."""
+    return [
+        submitted(task_id, user), deferred(task_id), starting(task_id), attempt_submitted(task_id),
+        running(task_id), ended(task_id), succeeded(task_id),
+    ]
+
+
+def user_created(user_id: str, *, is_admin: bool = False, at: float = T0) -> UserCreated:
+    return UserCreated(user_id=user_id, display_name=user_id.title(), is_admin=is_admin, by="admin", created_at=at)
+
+
+def user_disabled(user_id: str, at: float = T0) -> UserDisabled:
+    return UserDisabled(user_id=user_id, by="admin", at=at)
+
+
+def user_enabled(user_id: str, at: float = T0) -> UserEnabled:
+    return UserEnabled(user_id=user_id, by="admin", at=at)
+
+
+def token_issued(user_id: str, token_id: str, at: float = T0) -> TokenIssued:
+    return TokenIssued(
+        user_id=user_id, token_id=token_id, token_hash=f"sha256:{token_id}", label=f"label {token_id}",
+        by="admin", issued_at=at,
+    )
+
+
+def token_revoked(user_id: str, token_id: str, at: float = T0) -> TokenRevoked:
+    return TokenRevoked(user_id=user_id, token_id=token_id, by="admin", at=at)
+
+
+def capacity(free: dict[str, float], at: float = T0) -> CapacityObserved:
+    nodes = [
+        NodeCapacity(node_id=n, ip=f"10.0.0.{i + 1}", total_gpus=8.0, free_gpus=g, total_cpus=64.0, free_cpus=32.0)
+        for i, (n, g) in enumerate(sorted(free.items()))
+    ]
+    return CapacityObserved(nodes=nodes, observed_at=at)
+
+
+def unreachable(error: str = "connection refused", at: float = T0) -> ClusterUnreachable:
+    return ClusterUnreachable(error=error, observed_at=at)

@@ -1,0 +1,60 @@
+"""stats: outcomes, wait p50/p95, GPU-hours and retries, per user and overall."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from argus.cli.replay import replay
+from argus.replay import stats
+from argus.replay.stats import percentile
+from tests.replay.scenario import T0, Scenario, gpu_seconds
+
+
+def test_stats_over_the_whole_scenario(scenario: Scenario) -> None:
+    s = stats(scenario.db, T0 - 3600, T0 + 3600)
+    by_user = {u.user: u for u in s.users}
+    alice, bob, overall = by_user["alice"], by_user["bob"], s.overall
+    assert (alice.submitted, alice.outcomes) == (3, {"CANCELED": 1, "SUCCEEDED": 1})
+    assert (bob.submitted, bob.outcomes) == (2, {"FAILED": 1, "SUCCEEDED": 1})
+    assert overall.outcomes == {"CANCELED": 1, "FAILED": 1, "SUCCEEDED": 2}
+    # Waits ending at AttemptStarting: B a1 1 s, D 1 s, A 44 s, B a2 645 s (from the retry).
+    assert (alice.waits, alice.wait_p50_s, alice.wait_p95_s) == (1, 44.0, 44.0)
+    assert (bob.waits, bob.wait_p50_s, bob.wait_p95_s) == (3, 1.0, 645.0)
+    assert (overall.waits, overall.wait_p50_s, overall.wait_p95_s) == (4, 1.0, 645.0)
+    expected = gpu_seconds()
+    assert alice.gpu_hours == pytest.approx(expected["alice"] / 3600)
+    assert bob.gpu_hours == pytest.approx(expected["bob"] / 3600)
+    assert overall.gpu_hours == pytest.approx(sum(expected.values()) / 3600)
+    assert bob.retries == {"INSUFFICIENT_RESOURCES": 1} and alice.retries == {}
+
+
+def test_stats_window_clips_gpu_time_and_counts_what_happened_inside(scenario: Scenario) -> None:
+    # 10:05:00–10:15:00: A runs (10:00:55–10:10:55) → 5 min 55 s × 8 GPUs inside;
+    # B attempt 2 runs from 10:11:00 → 4 min × 8 GPUs inside. Nothing submitted but E.
+    s = stats(scenario.db, T0 + 300, T0 + 900)
+    by_user = {u.user: u for u in s.users}
+    assert by_user["alice"].gpu_hours == pytest.approx(355 * 8 / 3600)
+    assert by_user["bob"].gpu_hours == pytest.approx(240 * 8 / 3600)
+    assert by_user["alice"].submitted == 1 and by_user["alice"].outcomes == {"SUCCEEDED": 1}
+    assert by_user["bob"].waits == 1 and by_user["bob"].wait_p50_s == 645.0
+    assert s.overall.retries == {}
+    assert stats(scenario.db, T0 + 10_000, T0 + 20_000).users == []
+
+
+def test_percentile_nearest_rank() -> None:
+    assert percentile([], 50) is None
+    assert percentile([5.0], 95) == 5.0
+    samples = [float(x) for x in range(1, 101)]
+    assert (percentile(samples, 50), percentile(samples, 95)) == (50.0, 95.0)
+
+
+def test_cli_stats(scenario: Scenario) -> None:
+    runner = CliRunner()
+    args = ["--db", str(scenario.db), "stats", "--since", "2026-01-05T09:00:00Z", "--until", str(T0 + 3600)]
+    doc = json.loads(runner.invoke(replay, [*args, "--json"]).output)
+    assert doc["overall"]["outcomes"]["SUCCEEDED"] == 2
+    table = runner.invoke(replay, args)
+    assert table.exit_code == 0 and "INSUFFICIENT_RESOURCES 1" in table.output

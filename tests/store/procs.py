@@ -1,0 +1,105 @@
+"""Child processes for the multi-process store tests: ``python -m tests.store.procs <role> …``.
+
+Each role opens its own EventStore on the database given, as a separate OS process would
+in production (the API and the reactor share one database file)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+from argus.events import task_stream
+from argus.store import AppendBatch, EventStore
+from tests.events import factories as f
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def child_command(*args: object) -> list[str]:
+    return [sys.executable, "-m", "tests.store.procs", *map(str, args)]
+
+
+def child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
+    return env
+
+
+def task_batch(task_id: str, first: bool, size: int, tag: int) -> list[object]:
+    """``size`` legal events for one task: TaskSubmitted first, then TaskDeferred."""
+    events: list[object] = [f.submitted(task_id)] if first else []
+    events += [f.deferred(task_id, reason=f"r{tag}-{i}") for i in range(size - len(events))]
+    return events
+
+
+async def writer(db: str, task_id: str, transactions: int, size: int, start_file: str) -> None:
+    """Append ``transactions`` × ``size`` events to ``task-<task_id>``, once ``start_file``
+    exists (so that two writers start together)."""
+    store = await EventStore.open(db)
+    try:
+        while not os.path.exists(start_file):
+            time.sleep(0.001)
+        for n in range(transactions):
+            version = n * size
+            await store.append(task_stream(task_id), version, task_batch(task_id, n == 0, size, n))  # type: ignore[arg-type]
+    finally:
+        await store.close()
+
+
+async def storm(db: str, synchronous: str, pairs: int, size: int) -> None:
+    """Append forever (until killed): each transaction writes ``size`` events to each of two
+    task streams of one pair, round robin over ``pairs`` pairs."""
+    store = await EventStore.open(db, synchronous=synchronous)
+    versions = [0] * pairs
+    n = 0
+    while True:
+        k = n % pairs
+        streams = (f"p{k}-a", f"p{k}-b")
+        batches = [
+            AppendBatch(
+                stream=task_stream(tid), expected_version=versions[k],
+                events=task_batch(tid, versions[k] == 0, size, n),  # type: ignore[arg-type]
+            )
+            for tid in streams
+        ]
+        await store.append_batches(batches)
+        versions[k] += size
+        n += 1
+
+
+async def ticker(db: str, count: int, interval: float) -> None:
+    """Append ``count`` single events, one every ``interval`` seconds."""
+    store = await EventStore.open(db)
+    try:
+        await store.append(task_stream("x"), 0, [f.submitted("x")])
+        for i in range(1, count):
+            await store.append(task_stream("x"), i, [f.deferred("x", reason=f"tick{i}")])
+            await asyncio.sleep(interval)
+    finally:
+        await store.close()
+
+
+async def opener(db: str) -> None:
+    store = await EventStore.open(db)
+    await store.close()
+
+
+def main(argv: list[str]) -> None:
+    role, *args = argv
+    if role == "writer":
+        asyncio.run(writer(args[0], args[1], int(args[2]), int(args[3]), args[4]))
+    elif role == "storm":
+        asyncio.run(storm(args[0], args[1], int(args[2]), int(args[3])))
+    elif role == "ticker":
+        asyncio.run(ticker(args[0], int(args[1]), float(args[2])))
+    elif role == "opener":
+        asyncio.run(opener(args[0]))
+    else:
+        raise SystemExit(f"unknown role {role}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,149 @@
+"""The bash-level shape of a command: our lexer against a table, and against bash itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from argus.taskspec import TaskSpecError
+from argus.taskspec.command import parse_command, split_command
+
+ALLOWED = ["verl.trainer.", "argus.examples."]
+
+
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [
+        ("python3 -m verl.trainer.main_ppo a=1", ["a=1"]),
+        ("python3 -m verl.trainer.main_ppo \\\n  a=1 \\\n  b=2\n", ["a=1", "b=2"]),
+        ("python3 -m verl.trainer.main_ppo 'a=x y' \"b=$ARGUS_JOB_DIR/c\"", ["a=x y", "b=${ARGUS_JOB_DIR}/c"]),
+        ("python3 -m verl.trainer.main_ppo a=${ARGUS_JOB_DIR}/x", ["a=${ARGUS_JOB_DIR}/x"]),
+        ("python3 -m verl.trainer.main_ppo 'l=[\"a\",\"b\"]' 'd={k: 1}'", ['l=["a","b"]', "d={k: 1}"]),
+        ("python3 -m verl.trainer.main_ppo a='x;y' b=\"p|q\"", ["a=x;y", "b=p|q"]),
+        ("python3 -m verl.trainer.main_ppo l=[a,b] k=v#notacomment", ["l=[a,b]", "k=v#notacomment"]),
+        ("python3 -m verl.trainer.main_ppo n=[[a,b],[c]] [x]", ["n=[[a,b],[c]]", "[x]"]),
+        ("python3 -u -m argus.examples.toy --flag", ["--flag"]),
+        ("python3 -m verl.trainer.main_ppo \"q=\\\"x\\\"\"", ['q="x"']),
+        ("python3 -m verl.trainer.main_ppo\t+a.b=1  '~c'", ["+a.b=1", "~c"]),
+    ],
+)
+def test_accepted_shapes(command: str, args: list[str]) -> None:
+    parsed = parse_command(command, allowed_modules=ALLOWED)
+    assert parsed.args == args
+
+
+def test_assignments_and_flags() -> None:
+    parsed = parse_command(
+        "A=1 B='x y' python3 -u -B -m verl.trainer.main_ppo a=1", allowed_modules=ALLOWED
+    )
+    assert parsed.assignments == [("A", "1"), ("B", "x y")]
+    assert parsed.interpreter_flags == ["-u", "-B"]
+    assert parsed.module == "verl.trainer.main_ppo"
+
+
+@pytest.mark.parametrize(
+    ("command", "field", "fragment"),
+    [
+        ("python3 -m verl.trainer.main_ppo a=1; rm -rf /", "command[;]", "starts another one"),
+        ("python3 -m verl.trainer.main_ppo a=1 && rm -rf /", "command[&&]", "chains a second command"),
+        ("python3 -m verl.trainer.main_ppo a=1 || true", "command[||]", "chains a second command"),
+        ("python3 -m verl.trainer.main_ppo a=1 | tee x", "command[|]", "pipes"),
+        ("python3 -m verl.trainer.main_ppo a=1 &", "command[&]", "background"),
+        ("python3 -m verl.trainer.main_ppo a=`id`", "command[`]", "command substitution"),
+        ("python3 -m verl.trainer.main_ppo \"a=`id`\"", "command[`]", "command substitution"),
+        ("python3 -m verl.trainer.main_ppo a=$(id)", "command[$(]", "command substitution"),
+        ("python3 -m verl.trainer.main_ppo \"a=$(id)\"", "command[$(]", "command substitution"),
+        ("python3 -m verl.trainer.main_ppo a=$((1+1))", "command[$(]", "command substitution"),
+        ("python3 -m verl.trainer.main_ppo a=<(cat /etc/passwd)", "command[<(]", "process substitution"),
+        ("python3 -m verl.trainer.main_ppo a=1 > /tmp/out", "command[>]", "redirects output"),
+        ("python3 -m verl.trainer.main_ppo a=1 >> /tmp/out", "command[>>]", "redirects output"),
+        ("python3 -m verl.trainer.main_ppo a=1 2>/tmp/err", "command[>]", "redirects output"),
+        ("python3 -m verl.trainer.main_ppo < /etc/passwd", "command[<]", "redirects input"),
+        ("(python3 -m verl.trainer.main_ppo)", "command[(]", "subshell"),
+        ("python3 -m verl.trainer.main_ppo a=1\nrm -rf /", "command[newline]", "line 2, column 1"),
+        ("python3 -m verl.trainer.main_ppo a=$HOMEX/x", "command[$HOMEX]", "Argus does not set"),
+        ("python3 -m verl.trainer.main_ppo a=${USER}", "command[${USER}]", "Argus does not set"),
+        ("python3 -m verl.trainer.main_ppo a=${ARGUS_JOB_DIR:-/x}", "command[${ARGUS_JOB_DIR:-/x}]", "Argus does not set"),
+        ("python3 -m verl.trainer.main_ppo a=$1", "command[$1]", "shell expansion"),
+        ("python3 -m verl.trainer.main_ppo a=$'x'", "command[$']", "ANSI-C"),
+        ("python3 -m verl.trainer.main_ppo a={x,y}", "command[{]", "brace expansion"),
+        ("python3 -m verl.trainer.main_ppo a=/p/*.parquet", "command[*]", "glob"),
+        ("python3 -m verl.trainer.main_ppo a=~/x", "command[~]", "tilde expansion"),
+        ("python3 -m verl.trainer.main_ppo a=/private/u[s]ers/bob", "command[[]", "glob"),
+        ("python3 -m verl.trainer.main_ppo ~bob/x", "command[~]", "tilde expansion"),
+        ("python3 -m verl.trainer.main_ppo # comment", "command[#]", "comment"),
+        ("python3 -m verl.trainer.main_ppo a=\\;b", "command[\\]", "backslash"),
+        ("python3 -m verl.trainer.main_ppo 'a=1", "command[']", "never closed"),
+        ("python3 -m verl.trainer.main_ppo \"a=1", 'command["]', "never closed"),
+        ("python3 -m verl.trainer.main_ppo a=\x07", "command['\\x07']", "control characters"),
+        ("bash -c 'python3 -m verl.trainer.main_ppo'", "command[bash]", "must be python3"),
+        ("python -m verl.trainer.main_ppo", "command[python]", "write python3"),
+        ("/usr/bin/python3 -m verl.trainer.main_ppo", "command[/usr/bin/python3]", "write python3"),
+        ("python3 -c 'import os'", "command[-c]", "followed by -m"),
+        ("python3 verl/trainer/main_ppo.py", "command[verl/trainer/main_ppo.py]", "followed by -m"),
+        ("python3 -m", "command[-m]", "followed by -m <module>"),
+        ("python3 -m os.system", "command[os.system]", "not on the allowed list"),
+        ("python3 -m verl.trainerx.main", "command[verl.trainerx.main]", "allowed: verl.trainer.*, argus.examples.*"),
+        ("python3 -m 'verl.trainer.main_ppo;x'", "command[verl.trainer.main_ppo;x]", "not a module name"),
+        ("A=1 B=2", "command", "no program"),
+        ("", "command", "is empty"),
+        ("PATH=/tmp/evil python3 -m verl.trainer.main_ppo", "command[PATH]", "which program runs"),
+        ("LD_PRELOAD=/x.so python3 -m verl.trainer.main_ppo", "command[LD_PRELOAD]", "which program runs"),
+        ("ARGUS_JOB_DIR=/private/users/bob python3 -m verl.trainer.main_ppo", "command[ARGUS_JOB_DIR]", "set by Argus"),
+    ],
+)
+def test_rejected(command: str, field: str, fragment: str) -> None:
+    with pytest.raises(TaskSpecError) as err:
+        parse_command(command, allowed_modules=ALLOWED)
+    assert err.value.field == field, err.value
+    assert fragment in err.value.message, err.value.message
+
+
+def test_error_names_line_and_column() -> None:
+    with pytest.raises(TaskSpecError) as err:
+        parse_command("python3 -m verl.trainer.main_ppo \\\n  a=1 \\\n  b=2; id", allowed_modules=ALLOWED)
+    assert "(line 3, column 6)" in err.value.message
+    assert "python3 -m <module>" in err.value.message
+
+
+def test_allowed_modules_come_from_config() -> None:
+    parse_command("python3 -m my.mod", allowed_modules=["my.mod"])
+    parse_command("python3 -m my.mod.sub", allowed_modules=["my.mod"])
+    with pytest.raises(TaskSpecError):
+        parse_command("python3 -m my.module", allowed_modules=["my.mod"])
+
+
+# --- differential check against bash ------------------------------------------------------
+
+ACCEPTED_FOR_BASH = [
+    "python3 -m verl.trainer.main_ppo a=1 \\\n  'b=x y' \\\n  \"c=$ARGUS_JOB_DIR/z\"",
+    "A=1 python3 -m verl.trainer.main_ppo 'l=[\"a\",\"b\"]' k=v#x d='{k: 1}'",
+    "python3 -m verl.trainer.main_ppo \"q=\\\"x\\\" \\\\ \\$ \\`\" 'r=\\n' s=${ARGUS_USER}-x",
+    "python3 -m verl.trainer.main_ppo l=[a,b] \\\n  +x.y=${ARGUS_JOB_DIR}/m.jsonl '~z'",
+    "python3 -m verl.trainer.main_ppo \"dq\\\nx\" 'sq;|&<>()`$(x)'",
+]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("command", ACCEPTED_FOR_BASH)
+def test_lexer_agrees_with_bash(command: str, tmp_path: Path) -> None:
+    """For every accepted command, our words are bash's argv (runtime vars substituted)."""
+    shim = tmp_path / "bin" / "python3"
+    shim.parent.mkdir()
+    shim.write_text(f"#!{sys.executable}\nimport json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+    shim.chmod(0o755)
+    env = {"PATH": f"{shim.parent}:{os.environ.get('PATH', '')}",
+           "ARGUS_JOB_DIR": "/JOB", "ARGUS_USER": "alice", "LC_ALL": "C"}
+    out = subprocess.run(["bash", "-c", command], env=env, cwd=tmp_path, capture_output=True,
+                         text=True, check=True).stdout
+    words = split_command(command)
+    ours = [w.value.replace("${ARGUS_JOB_DIR}", "/JOB").replace("${ARGUS_USER}", "alice")
+            for w in words]
+    assert ours[0] == "python3" or ours[ours.index("python3")] == "python3"
+    assert json.loads(out) == ours[ours.index("python3") + 1:]
