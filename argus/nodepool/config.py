@@ -134,7 +134,9 @@ def parse_resources_kv(text: str) -> dict[str, float]:
         try:
             out[key.strip()] = float(value)
         except ValueError as exc:
-            raise ValueError(f"resource {key.strip()!r} has a non-numeric value {value!r}") from exc
+            raise ValueError(
+                f"ARGUS_WORKER_RESOURCES_KV: {key.strip()!r} has a non-numeric value {value!r}"
+            ) from exc
     return out
 
 

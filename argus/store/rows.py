@@ -59,7 +59,10 @@ def iter_log(
         params.append(until)
     if types is not None:
         names = sorted(set(types))
-        where += f" AND type IN ({','.join('?' * len(names))})"
+        # "+type": walk the log in position order and filter, rather than let SQLite pick
+        # the (type, position) index and sort every remaining row for each chunk (quadratic
+        # over a long log: a 1M-event rebuild spent most of its time there).
+        where += f" AND +type IN ({','.join('?' * len(names))})"
         params.extend(names)
     sql = f"SELECT {EVENT_COLUMNS} FROM events WHERE {where} ORDER BY position LIMIT {chunk}"
     cursor = after
@@ -87,13 +90,23 @@ def rebuild_projections(
     for rebuild in rebuilds:
         for type_ in rebuild.projection.handles:
             by_type.setdefault(type_, []).append(rebuild)
-    last = 0
+    # Rebuild.fold, inlined with its bound methods looked up once per type: this loop runs
+    # once per (event, projection), and attribute lookups were a third of its time.
+    folds = {
+        t: tuple((r.projection.key, r.projection.evolve, r.entities) for r in rs)
+        for t, rs in by_type.items()
+    }
     for rec in iter_log(source, until=until, types=by_type):
-        for rebuild in by_type[rec.type]:
-            rebuild.fold(rec)
+        for key_of, evolve, entities in folds[rec.type]:
+            key = key_of(rec)
+            entity = evolve(entities.get(key), rec)
+            if entity is None:
+                entities.pop(key, None)
+            else:
+                entities[key] = entity
     row = source.execute(
-        "SELECT coalesce(max(position), 0) FROM events" + (" WHERE position <= ?" if until else ""),
-        (until,) if until else (),
+        "SELECT coalesce(max(position), 0) FROM events" + (" WHERE position <= ?" if until is not None else ""),
+        (until,) if until is not None else (),
     ).fetchone()
     last = int(row[0])
     for rebuild in rebuilds:

@@ -1,5 +1,6 @@
 """Browser test fixtures: Debian's Chromium driven by Playwright (no browser download),
-against the real local stack of ``tests/support/stack.py``."""
+against the real local stack of ``tests/support/stack.py`` (whose Ray cluster is the
+session's ``ray_cluster``, registered in tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from tests.support.ray_cluster import ray_cluster  # noqa: F401  (session fixture)
 from tests.support.stack import Stack, argus_stack  # noqa: F401  (session fixture)
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"

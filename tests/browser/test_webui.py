@@ -236,6 +236,7 @@ def test_waiting_task_shows_its_reason_and_can_be_canceled(pages: Pages, stack: 
     if stack.reactor:  # the scheduler records why: 3 nodes wanted, 2 workers exist
         page.wait_for_selector("#task-state [data-state=PENDING_RESOURCES]")
         page.wait_for_function("!document.querySelector('#waiting').textContent.includes('not looked at')")
+    shot(page, "11-task-waiting")
     page.click("a[data-route=queue]")
     page.wait_for_selector(f'#queue-table tr[data-task-id="{task_id}"]')
     shot(page, "06-queue")
@@ -244,7 +245,7 @@ def test_waiting_task_shows_its_reason_and_can_be_canceled(pages: Pages, stack: 
     page.click("#cancel-task")
     page.wait_for_selector("#cancel-dialog[open]")
     page.keyboard.press("Escape")  # the dialog closes without canceling
-    page.wait_for_selector("#cancel-dialog:not([open])")
+    page.wait_for_selector("#cancel-dialog", state="hidden")
     assert page.get_attribute("#task-state .badge", "data-state") != "CANCELED"
     page.click("#cancel-task")
     page.click("#confirm-cancel")
