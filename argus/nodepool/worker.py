@@ -27,6 +27,9 @@ __all__ = ["WorkerWatchdog", "worker_argv"]
 
 # How often a running child is checked for exit (the record is read every poll_s).
 _TICK_S = 0.5
+# Grace when the head is gone or replaced: `ray start`'s SIGTERM handler first asks the
+# GCS to drain the node, which can only time out against a dead GCS (up to 30 s).
+_HEAD_GONE_GRACE_S = 2.0
 
 
 def worker_argv(cfg: NodePoolConfig, record: HeadRecord, node_ip: str) -> list[str]:
@@ -135,7 +138,7 @@ class WorkerWatchdog:
         if same and record.withdrawn:
             self.log.info("head_withdrawn", head=record.gcs_address, head_id=record.head_id,
                           action="stop_ray_and_wait")
-            rc = self.child.stop(self.cfg.stop_grace_s)
+            rc = self.child.stop(min(_HEAD_GONE_GRACE_S, self.cfg.stop_grace_s))
             self.log.info("ray_stopped", rc=rc, reason="head_withdrawn")
             self.child = None
             self.failures = 0
@@ -147,7 +150,7 @@ class WorkerWatchdog:
         self.log.info("head_changed", old=self.attached.gcs_address,
                       old_head_id=self.attached.head_id, new=fresh.gcs_address,
                       new_head_id=fresh.head_id, action="restart_ray")
-        rc = self.child.stop(self.cfg.stop_grace_s)
+        rc = self.child.stop(min(_HEAD_GONE_GRACE_S, self.cfg.stop_grace_s))
         self.log.info("ray_stopped", rc=rc, reason="head_changed")
         self.child = None
         # A move of the head is not a failure of this node: reconnect without backoff.

@@ -57,19 +57,19 @@ def main() -> None:
             before = set(c.worker_nodes())
             os.kill(_exe(workers[0].pid, "/raylet"), signal.SIGKILL)
             t0 = time.monotonic()
-            wait_for(lambda: set(c.worker_nodes()) - before, 300, "node back", step=0.25)
+            wait_for(lambda b=before: set(c.worker_nodes()) - b, 300, "node back", step=0.25)
             raylet_s.append(time.monotonic() - t0)
             print(f"raylet death -> node back: {raylet_s[-1]:.1f}s", flush=True)
             wait_for(lambda: len(c.worker_nodes()) == 2, 300, "dead node gone")
 
-            before = set(c.worker_nodes())
+            before_head = set(c.worker_nodes())
             old = read_head_record(c.head_file).record
             os.kill(_exe(head.pid, "/gcs_server"), signal.SIGKILL)
             head.proc.wait(timeout=120)
             t_restart = time.monotonic()
             starts = 0
 
-            def supervise_and_check() -> bool:
+            def supervise_and_check(before_head: set[str] = before_head) -> bool:
                 nonlocal head, starts
                 if head.proc.poll() is not None:
                     if starts:
@@ -77,7 +77,7 @@ def main() -> None:
                     starts += 1
                     head = c.start("head", head.env, f"head-r{len(head_s)}-{starts}")
                 nodes = c.worker_nodes()
-                return len(nodes) == 2 and not set(nodes) & before
+                return len(nodes) == 2 and not set(nodes) & before_head
 
             wait_for(supervise_and_check, 300, "workers on the new head", step=0.25)
             head_s.append(time.monotonic() - t_restart)

@@ -79,7 +79,7 @@ def node_port_args(head: bool) -> tuple[list[str], dict[str, int]]:
              "dashboard-agent-listen-port", "metrics-export-port", "runtime-env-agent-port"]
     if head:
         names += ["port", "dashboard-port", "ray-client-server-port"]
-    ports = dict(zip(names, free_ports(len(names))))
+    ports = dict(zip(names, free_ports(len(names)), strict=True))
     base = free_port_range(16)
     args = [f"--{name}={port}" for name, port in ports.items()
             if name not in ("port", "dashboard-port")]

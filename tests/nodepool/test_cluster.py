@@ -10,7 +10,6 @@ import os
 import signal
 import time
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from types import SimpleNamespace
 
 import msgspec

@@ -11,6 +11,7 @@ import sys
 import textwrap
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -75,12 +76,8 @@ def fake(tmp_path):
     def ray_pids() -> list[int]:
         return [int(line.split()[0]) for line in calls.read_text().splitlines()]
 
-    class Fake:
-        pass
-
-    f = Fake()
-    f.start, f.log, f.ray_pids, f.mode, f.calls, f.head_file = start, log, ray_pids, mode, calls, head_file
-    yield f
+    yield SimpleNamespace(start=start, log=log, ray_pids=ray_pids, mode=mode, calls=calls,
+                          head_file=head_file)
     for proc in procs:
         kill_group(proc, grace=5)
     for pid in ray_pids():

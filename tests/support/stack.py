@@ -2,19 +2,16 @@
 
 ``argus_stack`` (session): the API app (``argus.api.app.create_app``) on a fresh SQLite
 log, served by uvicorn on a free 127.0.0.1 port in a background thread (its own event
-loop), with the reactor running inside the app as a background task against the session's
-real Ray cluster (``tests/support/ray_cluster.py``). Users ``alice`` and ``bob`` exist,
-each with a token; the admin token is :data:`ADMIN_TOKEN`.
-
-If ``argus.reactor.Reactor`` cannot be imported yet, the stack runs without a reactor and
-without Ray (tasks stay QUEUED) and ``stack.reactor`` is False, so tests that need tasks
-to run can skip with a clear reason.
+loop), with the reactor running inside the app as a background task (the embedded
+``argus up`` shape) against the session's real Ray cluster (``ray_cluster``,
+tests/support/ray_cluster.py). Users ``alice`` and ``bob`` exist, each with a token; the
+admin token is :data:`ADMIN_TOKEN`. ``start_stack(workdir, ray=None)`` gives the API alone
+(tasks stay QUEUED), for quick UI work.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import tempfile
 import threading
 import time
@@ -40,7 +37,7 @@ class Stack(msgspec.Struct, kw_only=True):
     url: str
     config: ArgusConfig
     tokens: dict[str, str]
-    reactor: bool
+    reactor: bool  # False only for start_stack(..., ray=None)
     shared_root: Path
 
     def headers(self, who: str) -> dict[str, str]:
@@ -51,24 +48,17 @@ class Stack(msgspec.Struct, kw_only=True):
                             headers=self.headers(who) if who else None)
 
 
-def _reactor_factory() -> Any | None:
-    try:
-        from argus.reactor import Reactor
-    except ImportError:
-        return None
-    return Reactor
-
-
 REACTOR_ERRORS: list[BaseException] = []
 
 
-async def _run_reactor(reactor_cls: Any, state: Any, ray: Any) -> None:
+async def _run_reactor(state: Any, ray: Any) -> None:
     """Run the reactor inside the app (the embedded ``argus up`` shape), on the app's store.
     A crash is kept in ``REACTOR_ERRORS`` so a test waiting for a task can say why."""
     from argus.rayjobs import AsyncRayGateway, RayGateway
+    from argus.reactor import Reactor
 
     gateway = AsyncRayGateway(RayGateway(ray.job_server_url, ray.address))
-    reactor = reactor_cls(state.store, gateway, state.config, reactor_id="e2e")
+    reactor = Reactor(state.store, gateway, state.config, reactor_id="e2e")
     try:
         await reactor.run()
     except asyncio.CancelledError:
@@ -125,10 +115,9 @@ def _seed(url: str) -> dict[str, str]:
 
 
 def start_stack(workdir: Path, *, ray: Any | None) -> tuple[Stack, _Server]:
-    """Build and serve the app; with ``ray`` (a RayCluster) and a reactor, tasks run."""
+    """Build and serve the app; with ``ray`` (a RayCluster) the reactor runs and tasks run."""
     from argus.api.app import create_app
 
-    reactor_cls = _reactor_factory() if ray is not None else None
     shared = Path(ray.shared_root) if ray is not None else workdir / "shared"
     doc: dict[str, Any] = {
         "shared_root": str(shared),
@@ -142,22 +131,19 @@ def start_stack(workdir: Path, *, ray: Any | None) -> tuple[Stack, _Server]:
         doc["address"] = ray.job_server_url
         doc["gcs_address"] = ray.address
     config = msgspec.convert(doc, ArgusConfig)
-    background = []
-    if reactor_cls is not None:
-        background.append(lambda state: _run_reactor(reactor_cls, state, ray))
+    background = [] if ray is None else [lambda state: _run_reactor(state, ray)]
     app = create_app(config, admin_token=ADMIN_TOKEN, background=background, heartbeat_s=2.0)
     server = _Server(app)
     url = server.start()
     tokens = _seed(url)
-    return Stack(url=url, config=config, tokens=tokens, reactor=reactor_cls is not None,
+    return Stack(url=url, config=config, tokens=tokens, reactor=ray is not None,
                  shared_root=shared), server
 
 
 @pytest.fixture(scope="session")
-def argus_stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
-    ray = request.getfixturevalue("ray_cluster") if _reactor_factory() is not None else None
+def argus_stack(ray_cluster: Any) -> Iterator[Stack]:
     with tempfile.TemporaryDirectory(prefix="argus-e2e-") as tmp:
-        stack, server = start_stack(Path(tmp), ray=ray)
+        stack, server = start_stack(Path(tmp), ray=ray_cluster)
         try:
             yield stack
         finally:

@@ -3,7 +3,7 @@
 // (= log position) when it reconnects; if we have to open a new EventSource (after a
 // login), we resume with ?after=<last position seen>.
 
-import { API } from "./api.js";
+import { API, get } from "./api.js";
 
 // Every event type of argus/events/catalog.py: the server names each SSE message by its
 // type, and EventSource only delivers named messages to listeners of that name.
@@ -50,6 +50,9 @@ export function startEvents(after) {
     if (source && source.readyState === EventSource.CLOSED) {
       source = null;
       setStatus("reconnecting");
+      // EventSource does not say why; a 401 here means the session ended, and asking
+      // /me lets the shell notice it (api.js calls the onUnauthorized handlers).
+      get("/me").catch(() => {});
       setTimeout(() => { if (status === "reconnecting") startEvents(); }, 3000);
     } else {
       setStatus("reconnecting");

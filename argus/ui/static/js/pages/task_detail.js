@@ -290,9 +290,9 @@ export async function render(main, params, ctx) {
       const warnings = Array.isArray(s.warnings) && s.warnings.length
         ? notice("warning", h("strong", {}, "Warnings kept with this task:"), h("ul", {}, s.warnings.map((w) => h("li", {}, w)))) : null;
       append(specSection, warnings, h("div", { class: "grid-2" },
-        h("div", {}, h("h3", {}, "As submitted"), h("pre", { class: "code", id: "spec-raw" }, s.spec_raw || "")),
+        h("div", {}, h("h3", {}, "As submitted"), h("pre", { class: "code", id: "spec-raw", tabindex: "0" }, s.spec_raw || "")),
         h("div", {}, h("h3", {}, "Expanded (what runs)"),
-          h("pre", { class: "code", id: "spec-command" }, s.command || ""),
+          h("pre", { class: "code", id: "spec-command", tabindex: "0" }, s.command || ""),
           h("details", {}, h("summary", {}, "Parsed spec with defaults"), h("pre", { class: "code" }, pretty(s.spec))),
           s.command_raw && s.command_raw !== s.command
             ? h("details", {}, h("summary", {}, "Command before $HOME expansion"), h("pre", { class: "code" }, s.command_raw)) : null)));

@@ -50,7 +50,7 @@ export async function render(main, params, ctx) {
 
   replace(main,
     h("div", { class: "page-head" },
-      h("h1", {}, isAdmin && !filters.user ? "All tasks" : "My tasks"),
+      h("h1", {}, !isAdmin ? "My tasks" : filters.user ? `Tasks of ${filters.user}` : "All tasks"),
       h("a", { class: "btn btn-primary", href: "#/tasks/new" }, "New task")),
     form, errorBox, status, h("div", { class: "table-wrap" }, table), pager);
 
