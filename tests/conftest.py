@@ -1,3 +1,9 @@
 """Shared test configuration. Fixture modules live in tests/support/ and are listed here."""
 
-pytest_plugins: list[str] = ["tests.support.ray_cluster"]
+pytest_plugins: list[str] = ["tests.support.ray_cluster", "tests.support.stack"]
+
+
+def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
+    """Run the browser tests last: Playwright's sync API keeps an event loop running in the
+    main thread while its browser is open, which pytest-asyncio tests cannot share."""
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)

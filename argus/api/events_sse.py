@@ -147,8 +147,12 @@ class Broadcaster:
                     last = rec.position
             while not client.overflow:
                 try:
-                    rec, msg = await asyncio.wait_for(client.queue.get(), self.heartbeat_s)
-                except asyncio.TimeoutError:
+                    if client.queue.empty():
+                        async with asyncio.timeout(self.heartbeat_s):  # no task per wait
+                            rec, msg = await client.queue.get()
+                    else:
+                        rec, msg = client.queue.get_nowait()
+                except TimeoutError:
                     yield _HEARTBEAT
                     continue
                 if rec.position > last:

@@ -97,8 +97,8 @@ def _free_ports(n: int) -> list[int]:
 
 
 def _node_port_args() -> str:
-    p = _free_ports(6)
-    base = 20000 + secrets.randbelow(35000)
+    p = _free_ports(6)  # from the kernel's ephemeral range (32768+)
+    base = 10000 + secrets.randbelow(20000)  # workers: below it, so the two never overlap
     return (f"--node-manager-port={p[0]} --object-manager-port={p[1]} "
             f"--dashboard-agent-grpc-port={p[2]} --dashboard-agent-listen-port={p[3]} "
             f"--metrics-export-port={p[4]} --runtime-env-agent-port={p[5]} "
@@ -121,29 +121,52 @@ class Stack:
                    RAY_USAGE_STATS_ENABLED="0", **extra)
         return env
 
-    def _spawn(self, role: str, env: dict[str, str]) -> None:
+    def _spawn(self, role: str, env: dict[str, str]) -> "subprocess.Popen[bytes]":
         logs = self.data_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         out = open(logs / f"{role}.log", "ab")
         proc = subprocess.Popen([sys.executable, "-m", "argus", "node", role], env=env,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        self.procs.append(proc)
+        if len(self.procs) < 2:
+            self.procs.append(proc)
+        return proc
 
-    def start(self) -> str:
+    def start(self) -> None:
+        """Start both watchdogs and a supervisor thread that restarts one that exits (the
+        watchdogs exit non-zero when their Ray node dies: supervisord's job in the image)."""
+        import threading
+
         ray_port, dash_port, client_port = _free_ports(3)
         common = f"--temp-dir={self.temp_dir} --disable-usage-stats --object-store-memory=100000000"
-        self._spawn("head", self._env(
-            ARGUS_RAY_PORT=str(ray_port), ARGUS_DASHBOARD_PORT=str(dash_port),
-            ARGUS_DASHBOARD_HOST="127.0.0.1",
-            ARGUS_RAY_EXTRA_ARGS=f"{common} --ray-client-server-port={client_port} {_node_port_args()}"))
-        self._spawn("worker", self._env(
-            ARGUS_NUM_GPUS=str(self.gpus), ARGUS_NUM_CPUS=str(self.cpus), ARGUS_POLL_S="1",
-            ARGUS_WORKER_RESOURCES_KV="worker_node=100",
-            ARGUS_RAY_EXTRA_ARGS=f"{common} {_node_port_args()}"))
-        return f"http://127.0.0.1:{dash_port}"
+        self.roles = {
+            "head": lambda: self._env(
+                ARGUS_RAY_PORT=str(ray_port), ARGUS_DASHBOARD_PORT=str(dash_port),
+                ARGUS_DASHBOARD_HOST="127.0.0.1",
+                ARGUS_RAY_EXTRA_ARGS=f"{common} --ray-client-server-port={client_port} "
+                                     f"{_node_port_args()}"),
+            "worker": lambda: self._env(
+                ARGUS_NUM_GPUS=str(self.gpus), ARGUS_NUM_CPUS=str(self.cpus), ARGUS_POLL_S="1",
+                ARGUS_WORKER_RESOURCES_KV="worker_node=100",
+                ARGUS_RAY_EXTRA_ARGS=f"{common} {_node_port_args()}"),
+        }
+        for role, env in self.roles.items():
+            self._spawn(role, env())
+        self.stopping = threading.Event()
+        threading.Thread(target=self._supervise, name="argus-up-supervisor", daemon=True).start()
+
+    def _supervise(self) -> None:
+        while not self.stopping.wait(2.0):
+            for i, (role, env) in enumerate(self.roles.items()):
+                proc = self.procs[i]
+                if proc.poll() is not None and not self.stopping.is_set():
+                    log.warning("%s watchdog exited (rc=%s); restarting it", role, proc.returncode)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)  # leftovers of its group
+                    self.procs[i] = self._spawn(role, env())
 
     def stop(self, grace_s: float = 20.0) -> None:
         """SIGTERM each watchdog's group (they stop their Ray child), then SIGKILL."""
+        self.stopping.set()
         for proc in reversed(self.procs):  # worker first, then head
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -182,10 +205,12 @@ def admin_token_for(data_dir: Path, env_name: str) -> tuple[str, Path | None]:
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".argus"),
               show_default=True, help="Database, shared files, logs and the admin token.")
 @click.option("--gpus", type=int, default=2, show_default=True, help="Logical GPUs of the worker.")
-@click.option("--cpus", type=int, default=8, show_default=True, help="CPUs of the worker.")
+@click.option("--cpus", type=int, default=None,
+              help="Logical CPUs of the worker (default: 3 per GPU + 2, at least 8: verl puts "
+                   "3 CPUs in each GPU bundle, plus its TaskRunner and the job's driver).")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=None, help="API port (default: v2.api.port).")
-def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int, host: str,
+def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, host: str,
        port: int | None) -> None:
     """Run the whole stack on this machine until Ctrl-C: Ray head + one worker, the API,
     the reactor and the WebUI."""
@@ -204,7 +229,14 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int, host: str,
     from argus.store import migrate
 
     migrate(config.v2.sqlite.db_path)
-    stack = Stack(data_dir, config, gpus, cpus)
+    stack = Stack(data_dir, config, gpus, cpus if cpus is not None else max(8, 3 * gpus + 2))
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    # uvicorn shuts down on SIGTERM, then re-raises it with the handler it found: this one,
+    # so that the finally below still stops the Ray nodes.
+    signal.signal(signal.SIGTERM, on_term)
     stack.start()
     try:
         app = create_app(config, admin_token=token, background=[reactor_background(config)])

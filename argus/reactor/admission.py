@@ -14,11 +14,11 @@ from __future__ import annotations
 import msgspec
 
 from argus.config import SchedulerConfig
-from argus.events import NodeCapacity
+from argus.events import Demand, NodeCapacity
 from argus.scheduler import Admit, Capacity, Defer, PolicyConfig, QueuedTask, RunningTask, decide
 from projections import TaskView
 
-__all__ = ["AdmissionPlan", "SETTLE_S", "plan_admissions", "subtract_in_flight"]
+__all__ = ["AdmissionPlan", "SETTLE_S", "plan_admissions", "subtract_in_flight", "with_driver"]
 
 SETTLE_S = 15.0
 
@@ -37,14 +37,18 @@ def _in_flight(task: TaskView, now: float) -> bool:
     return now - attempt.started_at < SETTLE_S
 
 
+def with_driver(demand: Demand, driver_cpus: float) -> Demand:
+    return msgspec.structs.replace(demand, cpus_per_node=demand.cpus_per_node + driver_cpus)
+
+
 def subtract_in_flight(
-    nodes: list[NodeCapacity], in_flight: list[TaskView]
+    nodes: list[NodeCapacity], in_flight: list[TaskView], driver_cpus: float = 0.0
 ) -> list[NodeCapacity]:
     """Take each in-flight gang off the nodes with the most free GPUs (where Ray would put
     it), so the policy does not hand the same GPUs out twice."""
     free = {n.node_id: [n.free_gpus, n.free_cpus] for n in nodes}
     for task in in_flight:
-        d = task.demand
+        d = with_driver(task.demand, driver_cpus)
         order = sorted(free, key=lambda k: (-free[k][0], k))
         for node_id in order[: d.nnodes]:
             free[node_id][0] = max(0.0, free[node_id][0] - d.n_gpus_per_node)
@@ -62,17 +66,22 @@ def plan_admissions(
     capacity: list[NodeCapacity] | None,
     now: float,
     config: SchedulerConfig,
+    driver_cpus: float = 0.0,
 ) -> AdmissionPlan:
     """Run the configured policy over the waiting tasks (FIFO order) and sort its decisions
-    into admissions and deferrals."""
+    into admissions and deferrals. ``driver_cpus`` (the job driver's ``entrypoint_num_cpus``)
+    is added to every task's per-node CPUs: the driver lands on one of the task's nodes,
+    and which one is Ray's choice."""
     by_id = {t.task_id: t for t in waiting}
     snapshot: Capacity | None = None
     if capacity is not None:
-        adjusted = subtract_in_flight(capacity, [t for t in active if _in_flight(t, now)])
+        adjusted = subtract_in_flight(
+            capacity, [t for t in active if _in_flight(t, now)], driver_cpus
+        )
         snapshot = Capacity(nodes=tuple(adjusted))
     queue = [
-        QueuedTask(task_id=t.task_id, demand=t.demand, priority=t.priority, user=t.user,
-                   next_run_at=t.next_run_at)
+        QueuedTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus),
+                   priority=t.priority, user=t.user, next_run_at=t.next_run_at)
         for t in waiting
     ]
     # In-flight demand is already taken off the snapshot above, so every running task is

@@ -356,7 +356,7 @@ class Reactor:
             return
         plan = plan_admissions(
             waiting=waiting, active=self.state.active(), capacity=self.capacity,
-            now=self.clock(), config=self.sched,
+            now=self.clock(), config=self.sched, driver_cpus=self.config.entrypoint_num_cpus,
         )
         for task, reason, message, free in plan.deferrals:
             if (task.wait_reason, task.wait_message) != (reason, message):

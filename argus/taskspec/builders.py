@@ -38,7 +38,10 @@ JOB_DIR = "${ARGUS_JOB_DIR}"
 # (verl/utils/tracking.py, FileLogger); Argus reads progress from it.
 PROGRESS_FILE = "metrics.jsonl"
 CHECKPOINT_SUBDIR = "checkpoints"
-DEFAULT_MAX_COLOCATE_COUNT = 1
+# CPUs verl puts in each GPU bundle (verl 0.9: ResourcePoolManager.max_colocate_count = 3
+# for PPO/GRPO; sft_trainer_ray reserves 10 CPUs per GPU worker).
+MAX_COLOCATE_BY_WORKLOAD = {"ppo": 3, "grpo": 3, "sft": 10}
+DEFAULT_MAX_COLOCATE_COUNT = 3
 
 # Defaults of the RL-only tunables (None in the spec means these).
 RL_DEFAULTS: dict[str, object] = {
@@ -73,9 +76,12 @@ def cpus_per_node(
 
 
 def demand_for(
-    nnodes: int, n_gpus_per_node: int, *, max_colocate_count: int = DEFAULT_MAX_COLOCATE_COUNT
+    nnodes: int, n_gpus_per_node: int, *, workload: str = "ppo", max_colocate_count: int | None = None
 ) -> Demand:
-    """The gang a task needs: ``nnodes`` nodes with the GPUs and CPUs of :func:`cpus_per_node`."""
+    """The gang a task needs: ``nnodes`` nodes with the GPUs and CPUs of :func:`cpus_per_node`
+    (CPUs per GPU bundle as verl reserves them for ``workload``, unless given)."""
+    if max_colocate_count is None:
+        max_colocate_count = MAX_COLOCATE_BY_WORKLOAD.get(workload, DEFAULT_MAX_COLOCATE_COUNT)
     return Demand(
         nnodes=nnodes,
         n_gpus_per_node=n_gpus_per_node,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.stack import Stack, argus_stack  # noqa: F401  (session fixture)
+from tests.support.stack import Stack
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 VIEWPORT = {"width": 1280, "height": 860}
@@ -39,7 +39,7 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def stack(argus_stack: Stack) -> Stack:  # noqa: F811
+def stack(argus_stack: Stack) -> Stack:
     return argus_stack
 
 

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 import argus
 from argus.cli import main
-from tests.support.stack import Stack, argus_stack  # noqa: F401  (fixture)
+from tests.support.stack import Stack
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -64,7 +64,7 @@ def test_ppo_command(prepare: Prepare, shared_root: Path) -> None:
     assert o["+ray_kwargs.ray_init.address"] == "auto"
     assert o["+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"] == "${ARGUS_JOB_DIR}/metrics.jsonl"
     assert task.warnings == []
-    assert task.demand == Demand(nnodes=2, n_gpus_per_node=4, cpus_per_node=5.0)
+    assert task.demand == Demand(nnodes=2, n_gpus_per_node=4, cpus_per_node=13.0)
 
 
 def test_grpo_command() -> None:
@@ -173,9 +173,10 @@ def test_quote_word(word: str, quoted: str) -> None:
 
 
 def test_demand_rule() -> None:
-    assert cpus_per_node(8) == 9.0
-    assert cpus_per_node(8, max_colocate_count=3) == 25.0
-    assert demand_for(2, 4) == Demand(nnodes=2, n_gpus_per_node=4, cpus_per_node=5.0)
+    assert cpus_per_node(8) == 25.0  # verl 0.9 PPO/GRPO: 3 CPUs per GPU bundle + TaskRunner
+    assert cpus_per_node(8, max_colocate_count=1) == 9.0
+    assert demand_for(2, 4) == Demand(nnodes=2, n_gpus_per_node=4, cpus_per_node=13.0)
+    assert demand_for(1, 2, workload="sft").cpus_per_node == 21.0
     assert demand_for(1, 2, max_colocate_count=10).cpus_per_node == 21.0
 
 
