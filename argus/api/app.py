@@ -88,7 +88,7 @@ def _document_errors(app: Litestar) -> None:
 @get("/", include_in_schema=False, media_type="text/html")
 async def _placeholder() -> str:
     return ("<!doctype html><title>Argus</title><p>Argus API is running. "
-            f"The WebUI is not built; see <a href='/schema'>/schema</a>.</p>")
+            "The WebUI is not built; see <a href='/schema'>/schema</a>.</p>")
 
 
 def create_app(

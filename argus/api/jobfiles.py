@@ -15,15 +15,11 @@ from typing import Any, Iterator
 
 import msgspec
 
-__all__ = ["job_dir", "parse_progress", "read_new", "tail_lines"]
+__all__ = ["parse_progress", "read_new", "tail_lines"]
 
 _STEP_LINE = re.compile(r"(?:^|\s)step:(\d+)\s+-\s+(.*)$")
 _KV = re.compile(r"([A-Za-z0-9_./@\-]+):\s*(-?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))")
 MAX_POINTS = 5000
-
-
-def job_dir(shared_root: Path, user: str, submission_id: str) -> Path:
-    return shared_root / "users" / user / "jobs" / submission_id
 
 
 def tail_lines(path: Path, n: int, chunk: int = 65536) -> tuple[str, int]:

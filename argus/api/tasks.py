@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 import msgspec
-import yaml
 from litestar import Controller, Request, get, post
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException, NotFoundException, PermissionDeniedException
@@ -24,6 +23,7 @@ from argus.api.schemas import (
 )
 from argus.events import TaskSubmitted, task_stream
 from argus.lifecycle import TaskState
+from argus.rayjobs.submission import job_dir
 from argus.service import CommandError, Principal
 
 __all__ = ["TasksController", "read_document"]
@@ -242,7 +242,7 @@ def _log_path(state: State, view: Any, attempt: int | None) -> Path | None:
         (a for a in view.attempts if a.attempt_no == attempt), None)
     if chosen is None:
         raise NotFoundException(f"task {view.task_id} has no attempt {attempt}")
-    return jobfiles.job_dir(Path(state.config.shared_root), view.user, chosen.submission_id) / "driver.log"
+    return Path(job_dir(state.config.shared_root, view.user, chosen.submission_id)) / "driver.log"
 
 
 async def _follow(state: State, who: Principal, task_id: str, path: Path | None,

@@ -6,7 +6,7 @@ import re
 import secrets
 import time
 
-__all__ = ["USER_ID_RE", "new_task_id", "new_token_id", "submission_id"]
+__all__ = ["USER_ID_RE", "new_task_id", "new_token_id"]
 
 USER_ID_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 _recent: dict[str, float] = {}
@@ -32,7 +32,3 @@ def new_task_id(user: str, workload: str, now: float | None = None) -> str:
 def new_token_id() -> str:
     return "tok-" + secrets.token_hex(6)
 
-
-def submission_id(task_id: str, attempt_no: int) -> str:
-    """The Ray submission id of an attempt: ``<task_id>--aNN``."""
-    return f"{task_id}--a{attempt_no:02d}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from argus.rayjobs.submission import submission_id_for
 from argus.events import (
     AttemptEnded,
     AttemptRunning,
@@ -48,12 +49,10 @@ def deferred(task_id: str, reason: str = "no_capacity_per_node", at: float = T0)
     )
 
 
-def submission_id(task_id: str, attempt_no: int) -> str:
-    return f"{task_id}--a{attempt_no}"
 
 
 def starting(task_id: str, attempt_no: int = 1, at: float = T0) -> AttemptStarting:
-    sid = submission_id(task_id, attempt_no)
+    sid = submission_id_for(task_id, attempt_no)
     payload = SubmissionPayload(
         submission_id=sid, entrypoint="python -m verl.trainer.main_ppo", entrypoint_num_cpus=1.0,
         entrypoint_resources={"worker_node": 1.0}, runtime_env={"env_vars": {"A": "1"}},
@@ -64,14 +63,14 @@ def starting(task_id: str, attempt_no: int = 1, at: float = T0) -> AttemptStarti
 
 def attempt_submitted(task_id: str, attempt_no: int = 1, at: float = T0, recovered: bool = False) -> AttemptSubmitted:
     return AttemptSubmitted(
-        task_id=task_id, attempt_no=attempt_no, submission_id=submission_id(task_id, attempt_no),
+        task_id=task_id, attempt_no=attempt_no, submission_id=submission_id_for(task_id, attempt_no),
         recovered=recovered, submitted_at=at,
     )
 
 
 def running(task_id: str, attempt_no: int = 1, at: float = T0) -> AttemptRunning:
     return AttemptRunning(
-        task_id=task_id, attempt_no=attempt_no, submission_id=submission_id(task_id, attempt_no), started_at=at
+        task_id=task_id, attempt_no=attempt_no, submission_id=submission_id_for(task_id, attempt_no), started_at=at
     )
 
 
@@ -80,7 +79,7 @@ def ended(
     failure_kind: FailureKind | None = None, exit_code: int | None = 0, at: float = T0,
 ) -> AttemptEnded:
     return AttemptEnded(
-        task_id=task_id, attempt_no=attempt_no, submission_id=submission_id(task_id, attempt_no),
+        task_id=task_id, attempt_no=attempt_no, submission_id=submission_id_for(task_id, attempt_no),
         ray_status=ray_status, exit_code=exit_code, failure_kind=failure_kind,
         evidence="" if failure_kind is None else f"evidence of {failure_kind.value}", ended_at=at,
     )

@@ -20,34 +20,23 @@ from projections import TaskView, load_task
 _counter = 0
 
 
-def reactor_config(cluster: Any, **scheduler: Any) -> ArgusConfig:
-    doc = {
-        "address": cluster.job_server_url,
-        "gcs_address": cluster.address,
-        "shared_root": str(cluster.shared_root),
-        "entrypoint_num_cpus": 0.5,
-        "v2": {"scheduler": {"poll_interval_s": 0.2, "retry_interval_s": 1.0,
-                             "lease_ttl_s": 3.0, "max_running_tasks": 8, **scheduler}},
-    }
-    return load_config(environ={"ARGUS_CONFIG": _write_tmp_yaml(cluster, doc)})
-
-
-def _write_tmp_yaml(cluster: Any, doc: dict[str, Any]) -> str:
+def write_config_file(cluster: Any, **scheduler: Any) -> str:
+    """An Argus config file pointing at ``cluster``, with fast scheduler settings."""
     global _counter
     _counter += 1
-    path = Path(cluster.temp_dir) / f"argus-config-{_counter}.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return str(path)
-
-
-def write_config_file(cluster: Any, **scheduler: Any) -> str:
     doc = {
         "address": cluster.job_server_url, "gcs_address": cluster.address,
         "shared_root": str(cluster.shared_root), "entrypoint_num_cpus": 0.5,
         "v2": {"scheduler": {"poll_interval_s": 0.2, "retry_interval_s": 1.0,
                              "lease_ttl_s": 3.0, **scheduler}},
     }
-    return _write_tmp_yaml(cluster, doc)
+    path = Path(cluster.temp_dir) / f"argus-config-{_counter}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def reactor_config(cluster: Any, **scheduler: Any) -> ArgusConfig:
+    return load_config(write_config_file(cluster, **scheduler))
 
 
 def make_dataset(shared_root: Path, user: str) -> Path:
