@@ -11,6 +11,7 @@ import enum
 
 __all__ = [
     "IllegalTransition",
+    "NEXT_STATE",
     "TaskState",
     "TRANSITIONS",
     "check_transition",
@@ -79,6 +80,15 @@ TRANSITIONS: dict[str, dict[TaskState, TaskState]] = {
 }
 
 
+# TRANSITIONS flattened, (state, event type) -> next state: one lookup per event where a
+# rebuild folds millions of them. A pair that is missing is an illegal transition.
+NEXT_STATE: dict[tuple[TaskState, str], TaskState] = {
+    (before, event_type): after
+    for event_type, moves in TRANSITIONS.items()
+    for before, after in moves.items()
+}
+
+
 class IllegalTransition(ValueError):
     """An event that the task's current state does not allow."""
 
@@ -89,10 +99,10 @@ def next_state(state: TaskState | None, event_type: str) -> TaskState:
         if event_type == "TaskSubmitted":
             return TaskState.QUEUED
         raise IllegalTransition(f"{event_type} before TaskSubmitted")
-    if event_type == "TaskSubmitted":
-        raise IllegalTransition("TaskSubmitted for a task that already exists")
-    after = TRANSITIONS.get(event_type, {}).get(state)
+    after = NEXT_STATE.get((state, event_type))
     if after is None:
+        if event_type == "TaskSubmitted":
+            raise IllegalTransition("TaskSubmitted for a task that already exists")
         raise IllegalTransition(f"{event_type} is not allowed in state {state.value}")
     return after
 

@@ -1,46 +1,58 @@
 """Pure folds from the event log to read models, and the SQL that persists them.
 
-``ALL_PROJECTIONS`` is the order they run in inside an append transaction: ``user_views``
-reads the task's previous state from ``tasks``, so it must run before ``tasks``.
+Three projections (``tasks``, ``queue``, ``user_views``) are kept from one fold of each
+task's events (``evolve_task``); ``users`` and ``cluster`` have folds of their own.
 """
 
-from projections.base import EntityProjection, Rebuild
-from projections.cluster import ClusterProjection, ClusterView, evolve_cluster
-from projections.queue import QueueEntry, QueueProjection, evolve_queue_entry
-from projections.tasks import AttemptView, TaskView, TasksProjection, evolve_task, load_task
+from projections.base import EntityFold, EntityProjection, FoldPlan, InlineFold, Rebuild
+from projections.cluster import CLUSTER_FOLD, ClusterProjection, ClusterView, evolve_cluster
+from projections.queue import QueueProjection, queue_row
+from projections.tasks import (
+    TASK_FOLD,
+    AttemptView,
+    TaskView,
+    TasksProjection,
+    evolve_task,
+    load_task,
+)
 from projections.user_views import UserViewsProjection
-from projections.users import TokenView, UsersProjection, UserView, evolve_user
+from projections.users import USER_FOLD, TokenView, UsersProjection, UserView, evolve_user
 
 __all__ = [
     "ALL_PROJECTIONS",
     "AttemptView",
+    "CLUSTER_FOLD",
     "ClusterProjection",
     "ClusterView",
+    "EntityFold",
     "EntityProjection",
-    "QueueEntry",
+    "FoldPlan",
+    "InlineFold",
     "QueueProjection",
     "Rebuild",
+    "TASK_FOLD",
     "TaskView",
     "TasksProjection",
     "TokenView",
     "UserView",
     "UserViewsProjection",
+    "USER_FOLD",
     "UsersProjection",
     "default_projections",
     "evolve_cluster",
-    "evolve_queue_entry",
     "evolve_task",
     "evolve_user",
     "load_task",
+    "queue_row",
 ]
 
 
 def default_projections() -> list[EntityProjection]:  # type: ignore[type-arg]
-    """Fresh instances of every projection, in the order they must run."""
+    """Fresh instances of every projection."""
     return [
-        UserViewsProjection(),
-        QueueProjection(),
         TasksProjection(),
+        QueueProjection(),
+        UserViewsProjection(),
         UsersProjection(),
         ClusterProjection(),
     ]

@@ -7,9 +7,9 @@ import sqlite3
 import msgspec
 
 from argus.events import CapacityObserved, ClusterUnreachable, NodeCapacity, Recorded
-from projections.base import EntityProjection
+from projections.base import EntityFold, EntityProjection
 
-__all__ = ["ClusterView", "ClusterProjection", "evolve_cluster"]
+__all__ = ["CLUSTER_FOLD", "ClusterFold", "ClusterView", "ClusterProjection", "evolve_cluster"]
 
 
 class ClusterView(msgspec.Struct, frozen=True, kw_only=True):
@@ -30,11 +30,13 @@ def evolve_cluster(view: ClusterView | None, rec: Recorded) -> ClusterView:
     raise TypeError(f"not a cluster event: {rec.type}")
 
 
-class ClusterProjection(EntityProjection[ClusterView]):
+class ClusterFold(EntityFold[ClusterView]):
+    """Capacity observations -> the one ``ClusterView``; its home is ``cluster_*``."""
+
     name = "cluster"
-    version = 1
-    tables = ("cluster_nodes", "cluster_status")
+    entity = ClusterView
     handles = frozenset({"CapacityObserved", "ClusterUnreachable"})
+    home = "cluster"
 
     def key(self, rec: Recorded) -> str:
         return "cluster"
@@ -51,6 +53,16 @@ class ClusterProjection(EntityProjection[ClusterView]):
             for r in db.execute("SELECT * FROM cluster_nodes ORDER BY node_id")
         )
         return ClusterView(reachable=bool(status[0]), nodes=nodes, error=status[1] or "", observed_at=status[2])
+
+
+CLUSTER_FOLD = ClusterFold()
+
+
+class ClusterProjection(EntityProjection[ClusterView]):
+    name = "cluster"
+    version = 1
+    tables = ("cluster_nodes", "cluster_status")
+    fold = CLUSTER_FOLD
 
     def save(self, db: sqlite3.Connection, key: str, before: ClusterView | None, after: ClusterView | None) -> None:
         assert after is not None

@@ -1,118 +1,53 @@
 """The queue: every unfinished task with what the scheduler needs, in FIFO order.
 
-A row lives from TaskSubmitted until the task is terminal; ``waiting`` marks the ones not
-yet handed to Ray (QUEUED, PENDING_RESOURCES). Keeping the row while a task runs lets a
-retry put it back in its original place (``seq``) without re-reading its history.
+Kept from the task fold (``TaskView``): a row lives from TaskSubmitted until the task is
+terminal; ``waiting`` marks the ones not yet handed to Ray (QUEUED, PENDING_RESOURCES).
+Keeping the row while a task runs lets a retry put it back in its original place
+(``seq``) without re-reading its history.
 """
 
 from __future__ import annotations
 
 import sqlite3
 
-import msgspec
-
-from argus.events import (
-    AttemptStarting,
-    Demand,
-    Recorded,
-    RetryScheduled,
-    TaskDeferred,
-    TaskSubmitted,
-)
-from argus.lifecycle import TaskState, next_state
 from projections.base import EntityProjection
-from projections.tasks import TASK_EVENT_TYPES
+from projections.tasks import TASK_FOLD, TaskView
 
-__all__ = ["QueueEntry", "QueueProjection", "evolve_queue_entry"]
-
-
-class QueueEntry(msgspec.Struct, frozen=True, kw_only=True):
-    task_id: str
-    seq: int
-    user: str
-    priority: int
-    state: TaskState
-    demand: Demand
-    next_run_at: float | None = None
-    wait_reason: str | None = None
-    wait_message: str = ""
-    waiting_since: float | None = None
-
-    @property
-    def waiting(self) -> bool:
-        return self.state.is_waiting()
+__all__ = ["QueueProjection", "queue_row"]
 
 
-_replace = msgspec.structs.replace
-
-
-def evolve_queue_entry(entry: QueueEntry | None, rec: Recorded) -> QueueEntry | None:
-    event = rec.event
-    state = next_state(entry.state if entry else None, rec.type)
-    if isinstance(event, TaskSubmitted):
-        return QueueEntry(
-            task_id=event.task_id, seq=rec.position, user=event.user, priority=event.priority,
-            state=state, demand=event.demand, waiting_since=event.submitted_at,
-        )
-    assert entry is not None
-    if state.is_terminal():
+def queue_row(v: TaskView) -> tuple[object, ...] | None:
+    """The task's queue row, or None when it is terminal (no longer queued)."""
+    if v.state.is_terminal():
         return None
-    if isinstance(event, TaskDeferred):
-        return _replace(entry, state=state, wait_reason=event.reason, wait_message=event.message)
-    if isinstance(event, AttemptStarting):
-        return _replace(entry, state=state, next_run_at=None, wait_reason=None,
-                        wait_message="", waiting_since=None)
-    if isinstance(event, RetryScheduled):
-        return _replace(
-            entry, state=state, next_run_at=event.next_run_at, wait_reason="retry_backoff",
-            wait_message=f"retry after {event.failure_kind.value}", waiting_since=rec.recorded_at,
-        )
-    return entry if entry.state is state else _replace(entry, state=state)
-
-
-def _row(e: QueueEntry) -> tuple[object, ...]:
-    d = e.demand
+    d = v.demand
     return (
-        e.task_id, e.seq, e.user, e.priority, e.state.value, int(e.waiting), d.nnodes,
-        d.n_gpus_per_node, d.cpus_per_node, e.next_run_at, e.wait_reason, e.wait_message,
-        e.waiting_since,
-    )
-
-
-def _entry(row: tuple) -> QueueEntry:  # type: ignore[type-arg]
-    return QueueEntry(
-        task_id=row[0], seq=row[1], user=row[2], priority=row[3], state=TaskState(row[4]),
-        demand=Demand(nnodes=row[6], n_gpus_per_node=row[7], cpus_per_node=row[8]),
-        next_run_at=row[9], wait_reason=row[10], wait_message=row[11], waiting_since=row[12],
+        v.task_id, v.seq, v.user, v.priority, v.state.value, int(v.state.is_waiting()),
+        d.nnodes, d.n_gpus_per_node, d.cpus_per_node, v.next_run_at, v.wait_reason,
+        v.wait_message, v.waiting_since,
     )
 
 
 _UPSERT = "INSERT OR REPLACE INTO queue VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
 
 
-class QueueProjection(EntityProjection[QueueEntry]):
+class QueueProjection(EntityProjection[TaskView]):
     name = "queue"
-    version = 1
+    # v2: folded from TaskView (one fold for three projections); the retry wait message
+    # is now the task's own.
+    version = 2
     tables = ("queue",)
-    handles = TASK_EVENT_TYPES
+    fold = TASK_FOLD
 
-    def key(self, rec: Recorded) -> str:
-        return rec.event.task_id  # type: ignore[attr-defined,no-any-return]
+    def save(self, db: sqlite3.Connection, key: str, before: TaskView | None, after: TaskView | None) -> None:
+        assert after is not None
+        row = queue_row(after)
+        if row is None:
+            if before is not None and not before.state.is_terminal():
+                db.execute("DELETE FROM queue WHERE task_id = ?", (key,))
+        elif before is None or row != queue_row(before):
+            db.execute(_UPSERT, row)
 
-    def evolve(self, entity: QueueEntry | None, rec: Recorded) -> QueueEntry | None:
-        return evolve_queue_entry(entity, rec)
-
-    def load(self, db: sqlite3.Connection, key: str) -> QueueEntry | None:
-        # A terminal task has no row; events after the end are refused by the tasks fold.
-        row = db.execute("SELECT * FROM queue WHERE task_id = ?", (key,)).fetchone()
-        return _entry(row) if row else None
-
-    def save(self, db: sqlite3.Connection, key: str, before: QueueEntry | None, after: QueueEntry | None) -> None:
-        if after is None:
-            db.execute("DELETE FROM queue WHERE task_id = ?", (key,))
-        elif after != before:
-            db.execute(_UPSERT, _row(after))
-
-    def write_all(self, db: sqlite3.Connection, entities: dict[str, QueueEntry]) -> None:
-        db.executemany(_UPSERT, (_row(e) for e in entities.values()))
-
+    def write_all(self, db: sqlite3.Connection, entities: dict[str, TaskView]) -> None:
+        rows = (queue_row(v) for v in entities.values())
+        db.executemany(_UPSERT, (r for r in rows if r is not None))

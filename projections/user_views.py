@@ -1,7 +1,8 @@
 """Per-user views: how many tasks each user has in each state.
 
-Recent tasks per user are read from ``tasks`` through its (user, created_at) index; this
-projection keeps the counts, which would otherwise need a scan of every task.
+Kept from the task fold (``TaskView``). Recent tasks per user are read from ``tasks``
+through its (user, created_at) index; this projection keeps the counts, which would
+otherwise need a scan of every task.
 """
 
 from __future__ import annotations
@@ -9,50 +10,23 @@ from __future__ import annotations
 import sqlite3
 from collections import Counter
 
-import msgspec
-
-from argus.events import Recorded, TaskSubmitted
-from argus.lifecycle import TaskState, next_state
 from projections.base import EntityProjection
-from projections.tasks import TASK_EVENT_TYPES
+from projections.tasks import TASK_FOLD, TaskView
 
-__all__ = ["TaskOwnerState", "UserViewsProjection"]
-
-
-class TaskOwnerState(msgspec.Struct, frozen=True):
-    user: str
-    state: TaskState
+__all__ = ["UserViewsProjection"]
 
 
-class UserViewsProjection(EntityProjection[TaskOwnerState]):
+class UserViewsProjection(EntityProjection[TaskView]):
     name = "user_views"
     version = 1
     tables = ("user_task_counts",)
-    handles = TASK_EVENT_TYPES
+    fold = TASK_FOLD
 
-    def key(self, rec: Recorded) -> str:
-        return rec.event.task_id  # type: ignore[attr-defined,no-any-return]
-
-    def evolve(self, entity: TaskOwnerState | None, rec: Recorded) -> TaskOwnerState:
-        state = next_state(entity.state if entity else None, rec.type)
-        if isinstance(rec.event, TaskSubmitted):
-            return TaskOwnerState(rec.event.user, state)
-        assert entity is not None
-        return entity if entity.state is state else TaskOwnerState(entity.user, state)
-
-    def load(self, db: sqlite3.Connection, key: str) -> TaskOwnerState | None:
-        # The tasks table is written after this projection in the same transaction, so it
-        # still holds the state before this event.
-        row = db.execute("SELECT user, state FROM tasks WHERE task_id = ?", (key,)).fetchone()
-        return TaskOwnerState(row[0], TaskState(row[1])) if row else None
-
-    def save(
-        self, db: sqlite3.Connection, key: str,
-        before: TaskOwnerState | None, after: TaskOwnerState | None,
-    ) -> None:
-        if before == after or after is None:
-            return
+    def save(self, db: sqlite3.Connection, key: str, before: TaskView | None, after: TaskView | None) -> None:
+        assert after is not None
         if before is not None:
+            if before.state is after.state:
+                return
             db.execute(
                 "UPDATE user_task_counts SET n = n - 1 WHERE user = ? AND state = ?",
                 (before.user, before.state.value),
@@ -68,8 +42,8 @@ class UserViewsProjection(EntityProjection[TaskOwnerState]):
             (after.user, after.state.value),
         )
 
-    def write_all(self, db: sqlite3.Connection, entities: dict[str, TaskOwnerState]) -> None:
-        counts = Counter((e.user, e.state.value) for e in entities.values())
+    def write_all(self, db: sqlite3.Connection, entities: dict[str, TaskView]) -> None:
+        counts = Counter((v.user, v.state.value) for v in entities.values())
         db.executemany(
             "INSERT INTO user_task_counts VALUES (?, ?, ?)",
             ((user, state, n) for (user, state), n in counts.items()),

@@ -14,9 +14,9 @@ from argus.events import (
     UserDisabled,
     UserEnabled,
 )
-from projections.base import EntityProjection
+from projections.base import EntityFold, EntityProjection
 
-__all__ = ["TokenView", "UserView", "UsersProjection", "evolve_user"]
+__all__ = ["TokenView", "USER_FOLD", "UserFold", "UserView", "UsersProjection", "evolve_user"]
 
 
 class TokenView(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,11 +85,13 @@ def _token_rows(u: UserView) -> list[tuple[object, ...]]:
     ]
 
 
-class UsersProjection(EntityProjection[UserView]):
-    name = "users"
-    version = 1
-    tables = ("users", "tokens")
+class UserFold(EntityFold[UserView]):
+    """User and token events -> ``UserView``; its home is the ``users``/``tokens`` tables."""
+
+    name = "user"
+    entity = UserView
     handles = frozenset({"UserCreated", "UserDisabled", "UserEnabled", "TokenIssued", "TokenRevoked"})
+    home = "users"
 
     def key(self, rec: Recorded) -> str:
         return rec.event.user_id  # type: ignore[attr-defined,no-any-return]
@@ -111,6 +113,16 @@ class UsersProjection(EntityProjection[UserView]):
             user_id=row[0], display_name=row[1], is_admin=bool(row[2]), disabled=bool(row[3]),
             created_at=row[4], tokens=tokens,
         )
+
+
+USER_FOLD = UserFold()
+
+
+class UsersProjection(EntityProjection[UserView]):
+    name = "users"
+    version = 1
+    tables = ("users", "tokens")
+    fold = USER_FOLD
 
     def save(self, db: sqlite3.Connection, key: str, before: UserView | None, after: UserView | None) -> None:
         assert after is not None

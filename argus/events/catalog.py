@@ -80,8 +80,11 @@ class FailureKind(str, enum.Enum):
         return self in (FailureKind.INSUFFICIENT_RESOURCES, FailureKind.CLUSTER_LOST)
 
 
-class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
-    """Base of every event. ``SCHEMA`` is the version written with new events."""
+class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", gc=False):
+    """Base of every event. ``SCHEMA`` is the version written with new events.
+
+    ``gc=False`` (inherited): events are immutable values that never hold a reference back
+    to themselves, so the cycle collector need not track them; a rebuild makes millions."""
 
     SCHEMA: ClassVar[int] = 1
 
@@ -90,7 +93,7 @@ class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
 # Value objects carried inside events
 
 
-class Demand(msgspec.Struct, frozen=True, kw_only=True):
+class Demand(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """What a task needs at once (the gang): ``nnodes`` nodes, each with
     ``n_gpus_per_node`` GPUs and ``cpus_per_node`` CPUs."""
 
@@ -103,7 +106,7 @@ class Demand(msgspec.Struct, frozen=True, kw_only=True):
         return self.nnodes * self.n_gpus_per_node
 
 
-class NodeCapacity(msgspec.Struct, frozen=True, kw_only=True):
+class NodeCapacity(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One alive worker node as Ray reported it."""
 
     node_id: str

@@ -18,6 +18,7 @@ __all__ = [
     "EventDecodeError",
     "UnknownEventType",
     "decode_event",
+    "decoder_for",
     "encode_event",
     "register_upcaster",
     "schema_of",
@@ -64,25 +65,38 @@ def encode_event(event: EventBase) -> tuple[str, int, bytes]:
 
 def decode_event(type_name: str, schema: int, data: bytes) -> EventBase:
     """Decode a stored event, upcasting it when it was written with an older schema."""
+    try:
+        return decoder_for(type_name, schema)(data)
+    except msgspec.DecodeError as exc:
+        raise EventDecodeError(f"stored {type_name} v{schema} does not decode: {exc}") from exc
+
+
+def decoder_for(type_name: str, schema: int) -> Callable[[bytes], EventBase]:
+    """The function that decodes stored ``type_name`` payloads of ``schema``: msgspec's own
+    decoder when the schema is current, else decode + upcasters + convert. Callers that
+    decode many rows keep these by (type, schema) and skip the lookups per row.
+
+    Raises UnknownEventType or EventDecodeError when no such function can exist; the
+    function itself raises ``msgspec.DecodeError`` for a payload that does not decode
+    (no wrapper per call: a rebuild calls it a million times; see ``decode_event``)."""
     cls = ALL_EVENT_TYPES.get(type_name)
     if cls is None:
         raise UnknownEventType(
             f"unknown event type {type_name!r} in the log; is this database from newer code?"
         )
-    try:
-        if schema == cls.SCHEMA:
-            return _decoders[type_name].decode(data)
-        if schema > cls.SCHEMA:
-            raise EventDecodeError(
-                f"{type_name} has schema v{schema}, newer than this code's v{cls.SCHEMA}"
-            )
+    if schema > cls.SCHEMA:
+        raise EventDecodeError(f"{type_name} has schema v{schema}, newer than this code's v{cls.SCHEMA}")
+    if schema == cls.SCHEMA:
+        return _decoders[type_name].decode  # type: ignore[no-any-return]
+    for version in range(schema, cls.SCHEMA):
+        if (type_name, version) not in _UPCASTERS:
+            raise EventDecodeError(f"no upcaster for {type_name} v{version} -> v{version + 1}")
+
+    def upcast_and_decode(data: bytes) -> EventBase:
         payload: dict[str, Any] = msgspec.json.decode(data)
         for version in range(schema, cls.SCHEMA):
-            upcast = _UPCASTERS.get((type_name, version))
-            if upcast is None:
-                raise EventDecodeError(f"no upcaster for {type_name} v{version} -> v{version + 1}")
-            payload = upcast(payload)
+            payload = _UPCASTERS[(type_name, version)](payload)
         payload["type"] = type_name
         return msgspec.convert(payload, cls)
-    except msgspec.ValidationError as exc:
-        raise EventDecodeError(f"stored {type_name} v{schema} does not decode: {exc}") from exc
+
+    return upcast_and_decode

@@ -26,7 +26,7 @@ from argus.lifecycle import IllegalTransition
 from argus.store.errors import ConcurrencyConflict, InvariantViolation, PayloadTooLarge
 from argus.store.migrate import migrate
 from argus.store.rows import EVENT_COLUMNS, decode_row, rebuild_projections
-from projections import EntityProjection, default_projections
+from projections import EntityProjection, FoldPlan, InlineFold, default_projections
 from projections.users import UserEventError
 
 __all__ = ["AppendBatch", "EventStore", "SYNCHRONOUS_MODES"]
@@ -40,12 +40,24 @@ _encode_meta = msgspec.json.Encoder().encode
 
 class AppendBatch(msgspec.Struct, frozen=True, kw_only=True):
     """Events for one stream, appended only if the stream is at ``expected_version``
-    (None: no check). ``owner`` is the user the events belong to (who may see them)."""
+    (None: no check). ``owner`` is the user the events belong to (who may see them);
+    ``meta`` (who caused them) defaults to the append's."""
 
     stream: str
     expected_version: int | None
     events: Sequence[EventBase]
     owner: str | None = None
+    meta: EventMeta | None = None
+
+
+class _Encoded(msgspec.Struct, frozen=True):
+    """A batch made ready off the writer thread: each event as (type, schema, data, the
+    event as a reader will decode it), and its meta as stored and as folded."""
+
+    batch: AppendBatch
+    events: list[tuple[str, int, bytes, EventBase]]
+    meta: EventMeta
+    meta_bytes: bytes
 
 
 class EventStore:
@@ -63,10 +75,7 @@ class EventStore:
         self._writer = writer
         self._reader = reader
         self.projections = list(projections)
-        self._by_type: dict[str, list[EntityProjection]] = {}  # type: ignore[type-arg]
-        for p in self.projections:
-            for t in p.handles:
-                self._by_type.setdefault(t, []).append(p)
+        self._plan = FoldPlan(self.projections)
         self.max_payload_bytes = max_payload_bytes
         self._appended = asyncio.Event()
         self.append_seconds_total = 0.0  # for /metrics: time spent in appends
@@ -88,14 +97,23 @@ class EventStore:
         if synchronous not in SYNCHRONOUS_MODES:
             raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}, not {synchronous!r}")
         path = str(path)
+        projections = default_projections() if projections is None else list(projections)
+        FoldPlan(projections).require_homes()  # before anything is opened
         migrate(path)
         writer = await aiosqlite.connect(path, isolation_level=None)
         reader = await aiosqlite.connect(path, isolation_level=None)
-        for conn in (writer, reader):
-            # Reconfigure aiosqlite's connections exactly like _open_sqlite's.
-            await conn._execute(lambda c=conn: _configure(c._conn, synchronous))
-        store = cls(path, writer, reader, projections or default_projections(), max_payload_bytes)
-        await store._run(store._ensure_projections)
+        try:
+            for conn in (writer, reader):
+                # Reconfigure aiosqlite's connections exactly like _open_sqlite's.
+                await conn._execute(lambda c=conn: _configure(c._conn, synchronous))
+            store = cls(path, writer, reader, projections, max_payload_bytes)
+            await store._run(store._ensure_projections)
+        except BaseException:
+            # A log that cannot be folded (an undecodable row, say): close what was opened,
+            # or the connections' threads would keep the process alive.
+            await writer.close()
+            await reader.close()
+            raise
         return store
 
     async def close(self) -> None:
@@ -145,16 +163,22 @@ class EventStore:
     ) -> list[int]:
         """Append to several streams in one transaction (all or nothing). ``checkpoint``
         ``(consumer, position)`` is stored with the events, never moving backwards."""
-        encoded = [
-            (b, [self._encode(e) for e in b.events]) for b in batches if b.events
-        ]
-        meta_bytes = _encode_meta(meta or EventMeta())
+        encoded = self._encode_batches(batches, meta)
         started = time.perf_counter()
-        positions = await self._run(self._append_sync, encoded, meta_bytes, checkpoint)
+        positions = await self._run(self._append_sync, encoded, checkpoint)
         self.append_seconds_total += time.perf_counter() - started
         self.appends_total += 1
         self._notify()
         return positions
+
+    def _encode_batches(self, batches: Sequence[AppendBatch], meta: EventMeta | None) -> list[_Encoded]:
+        default = meta or EventMeta()
+        out = []
+        for b in batches:
+            if b.events:
+                m = b.meta or default
+                out.append(_Encoded(b, [self._encode(e) for e in b.events], m, _encode_meta(m)))
+        return out
 
     def _encode(self, event: EventBase) -> tuple[str, int, bytes, EventBase]:
         type_, schema, data = encode_event(event)
@@ -167,13 +191,12 @@ class EventStore:
     def _append_sync(
         self,
         db: sqlite3.Connection,
-        encoded: list[tuple[AppendBatch, list[tuple[str, int, bytes, EventBase]]]],
-        meta_bytes: bytes,
+        encoded: list[_Encoded],
         checkpoint: tuple[str, int] | None,
     ) -> list[int]:
         db.execute("BEGIN IMMEDIATE")
         try:
-            positions = self._append_in_tx(db, encoded, meta_bytes, checkpoint)
+            positions = self._append_in_tx(db, encoded, checkpoint)
             db.execute("COMMIT")
             return positions
         except BaseException:
@@ -183,37 +206,42 @@ class EventStore:
     def _append_in_tx(
         self,
         db: sqlite3.Connection,
-        encoded: list[tuple[AppendBatch, list[tuple[str, int, bytes, EventBase]]]],
-        meta_bytes: bytes,
+        encoded: list[_Encoded],
         checkpoint: tuple[str, int] | None,
     ) -> list[int]:
         """The body of an append, inside a write transaction the caller holds."""
         now = time.time()
-        meta = msgspec.json.decode(meta_bytes, type=EventMeta)
+        # Each entity the transaction touches is loaded once and saved once, after all of
+        # its events are folded: a batch of 100 events over a dozen tasks is a dozen saves.
+        inline = InlineFold(self._plan)
         try:
             position = db.execute("SELECT coalesce(max(position), 0) FROM events").fetchone()[0]
             positions: list[int] = []
-            for batch, events in encoded:
-                version = db.execute(
-                    "SELECT coalesce(max(version), 0) FROM events WHERE stream = ?", (batch.stream,)
-                ).fetchone()[0]
-                if batch.expected_version is not None and version != batch.expected_version:
-                    raise ConcurrencyConflict(batch.stream, batch.expected_version, version)
-                for type_, schema, data, event in events:
+            rows: list[tuple[object, ...]] = []
+            versions: dict[str, int] = {}  # rows are inserted at the end: track versions here
+            for item in encoded:
+                stream, owner = item.batch.stream, item.batch.owner
+                version = versions.get(stream)
+                if version is None:
+                    version = db.execute(
+                        "SELECT coalesce(max(version), 0) FROM events WHERE stream = ?", (stream,)
+                    ).fetchone()[0]
+                expected = item.batch.expected_version
+                if expected is not None and version != expected:
+                    raise ConcurrencyConflict(stream, expected, version)
+                for type_, schema, data, event in item.events:
                     position += 1
                     version += 1
-                    db.execute(
-                        f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
-                        (position, batch.stream, version, type_, schema, data, meta_bytes, batch.owner, now),
-                    )
-                    rec = Recorded(
-                        position=position, stream=batch.stream, version=version, type=type_,
-                        event=event, meta=meta, owner=batch.owner, recorded_at=now,
-                    )
-                    for projection in self._by_type.get(type_, ()):
-                        projection.apply(db, rec)
+                    rows.append((position, stream, version, type_, schema, data, item.meta_bytes, owner, now))
+                    inline.apply(db, Recorded(
+                        position=position, stream=stream, version=version, type=type_,
+                        event=event, meta=item.meta, owner=owner, recorded_at=now,
+                    ))
                     positions.append(position)
-            if positions:
+                versions[stream] = version
+            db.executemany(f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", rows)
+            inline.save(db)
+            if positions and self.projections:
                 # Only this store's projections: one left out is behind and must be rebuilt.
                 db.execute(
                     f"UPDATE projection_state SET checkpoint = ? "
@@ -251,12 +279,7 @@ class EventStore:
         """Take or renew lease ``name`` for ``holder`` unless someone else holds it unexpired.
         When the holder changes, ``on_new_leader`` is appended in the same transaction."""
 
-        encoded = (
-            [(on_new_leader, [self._encode(e) for e in on_new_leader.events])]
-            if on_new_leader is not None and on_new_leader.events
-            else []
-        )
-        meta_bytes = _encode_meta(EventMeta())
+        encoded = self._encode_batches([on_new_leader] if on_new_leader else [], None)
 
         def claim(db: sqlite3.Connection) -> bool:
             now = time.time()
@@ -270,7 +293,7 @@ class EventStore:
                     "INSERT OR REPLACE INTO leases VALUES (?, ?, ?)", (name, holder, now + ttl_s)
                 )
                 if encoded and (row is None or row[0] != holder):
-                    self._append_in_tx(db, encoded, meta_bytes, None)
+                    self._append_in_tx(db, encoded, None)
                 db.execute("COMMIT")
                 return True
             except BaseException:

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import random
 import statistics
+import sys
 import time
+from pathlib import Path
 
-from argus.events.catalog import Demand, NodeCapacity
-from argus.scheduler import Capacity, PolicyConfig, QueuedTask, RunningTask, decide
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-N_TASKS, N_NODES, RUNS = 10_000, 200, 50
+from argus.events.catalog import Demand, NodeCapacity  # noqa: E402
+from argus.scheduler import Capacity  # noqa: E402, PolicyConfig, QueuedTask, RunningTask, decide
+
+N_TASKS, N_NODES, RUNS = 10_000, 200, 200
 
 
 def cluster(rng: random.Random, busy: float) -> Capacity:

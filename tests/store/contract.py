@@ -146,6 +146,35 @@ class EventStoreContract:
         )
         assert positions == [2, 3]
 
+    async def test_batches_for_one_stream_in_one_append_follow_each_other(self, store: EventStore) -> None:
+        """Group commit puts several commands for one stream in one transaction: the second
+        batch is checked against the version the first one left."""
+        s = task_stream("a")
+        positions = await store.append_batches([
+            AppendBatch(stream=s, expected_version=0, events=[f.submitted("a")]),
+            AppendBatch(stream=s, expected_version=1, events=[f.deferred("a"), f.cancel_requested("a")]),
+        ])
+        assert positions == [1, 2, 3]
+        assert [r.version for r in await store.read_stream(s)] == [1, 2, 3]
+        assert await store.query("SELECT state, stream_version FROM tasks") == [("CANCELING", 3)]
+        with pytest.raises(ConcurrencyConflict):
+            await store.append_batches([
+                AppendBatch(stream=s, expected_version=3, events=[f.canceled("a")]),
+                AppendBatch(stream=s, expected_version=3, events=[f.canceled("a")]),
+            ])
+        assert await store.head_position() == 3
+
+    async def test_each_batch_keeps_its_own_meta(self, store: EventStore) -> None:
+        alice, bob = EventMeta(actor="user:alice", request_id="r1"), EventMeta(actor="user:bob", request_id="r2")
+        await store.append_batches([
+            AppendBatch(stream=task_stream("a"), expected_version=0, events=[f.submitted("a")], meta=alice),
+            AppendBatch(stream=task_stream("b"), expected_version=0, events=[f.submitted("b")], meta=bob),
+            AppendBatch(stream=task_stream("c"), expected_version=0, events=[f.submitted("c")]),
+        ], meta=EventMeta(actor="system", request_id="default"))
+        assert [r.meta for r in await store.read()] == [
+            alice, bob, EventMeta(actor="system", request_id="default"),
+        ]
+
     # ---------------------------------------------------------------- bad input
     async def test_oversized_payload_is_refused_whole(self, store: EventStore) -> None:
         huge = f.deferred("a", reason="x" * (store.max_payload_bytes + 1))

@@ -17,6 +17,7 @@ from argus.store import EventStore, MigrationError, current_version, migrate
 from argus.store.migrate import Migration, available_migrations
 from tests.events import factories as f
 from tests.projections.compare import assert_projections_match_rebuild
+from projections import TasksProjection
 
 HEAD = available_migrations()[-1].version
 
@@ -164,7 +165,7 @@ def test_cli_migrate_and_status(tmp_path: Path) -> None:
     assert f"schema version: {HEAD}" in result.output
     assert "pending:        none" in result.output
     assert "events:         14 (head position 14)" in result.output
-    assert "projection:     tasks v1 at 14" in result.output
+    assert f"projection:     tasks v{TasksProjection.version} at 14" in result.output
 
 
 def test_cli_uses_the_configured_path_and_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from argus.events import task_stream, user_stream
 from argus.store import EventDecodeError, EventStore, UnknownEventType
-from projections import TasksProjection
+from projections import QueueProjection, TasksProjection
 from tests.events import factories as f
 from tests.projections.compare import assert_projections_match_rebuild, inline_tables
 from tests.store.contract import EventStoreContract, StoreFactory
@@ -120,6 +120,16 @@ async def test_payload_that_does_not_match_its_type_raises_a_named_error(store: 
         await store.read()
 
 
+async def test_undecodable_payload_in_a_rebuild_names_its_position(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite3"
+    s = await EventStore.open(path)
+    await s.append(task_stream("a"), 0, [f.submitted("a")])
+    await s.close()
+    raw_insert(path, 2, "task-a", 2, "TaskDeferred", 1, b'{"type":"TaskDeferred","task_id":"a"}')
+    with pytest.raises(EventDecodeError, match="position 2"):
+        await EventStore.open(path)  # the projections are behind: the rebuild meets row 2
+
+
 async def test_max_payload_is_configurable(tmp_path: Path) -> None:
     from argus.store import PayloadTooLarge
 
@@ -192,6 +202,13 @@ async def test_store_opened_with_some_projections_leaves_the_others_behind(tmp_p
     finally:
         await s.close()
     assert_projections_match_rebuild(path, tmp_path / "scratch.sqlite3")
+
+
+async def test_a_projection_without_the_home_of_its_fold_is_refused(tmp_path: Path) -> None:
+    """``queue`` is folded from the TaskView that ``tasks`` keeps: kept alone, its loads
+    would read a table nobody updates."""
+    with pytest.raises(ValueError, match="queue need 'tasks'"):
+        await EventStore.open(tmp_path / "db.sqlite3", projections=[QueueProjection()])
 
 
 async def test_explicit_rebuild_restores_the_tables(store: EventStore, tmp_path: Path) -> None:

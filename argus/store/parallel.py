@@ -1,0 +1,115 @@
+"""Folding a long log on several cores: each process folds its share of the streams.
+
+A rebuild is CPU-bound in Python (read a row, decode it, fold it), so one process uses one
+core. Every event of a stream belongs to one entity key (task, user, cluster), so the
+streams can be split into shares (``rows.Share``) and each share folded by its own process
+with the same ``fold_log``, in log order; the shares' entities are then merged and written
+by the caller, in its transaction. Helpers read the database file through their own
+read-only connections: they see the committed log, and the caller folds only up to a
+position it read first (``until``), so every share ends at the same point.
+
+Anything unexpected (no file to reopen, a helper that fails, an entity key found in two
+shares) falls back to one process, which gives the same result or the real error.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import os
+import sqlite3
+from typing import Any
+
+import msgspec
+
+from argus.store.rows import Share, fold_log
+from projections import FoldPlan, Rebuild, default_projections
+
+__all__ = ["PARALLEL_MIN_EVENTS", "fold_in_parallel", "split_streams"]
+
+# Below this many events a helper's start (a fresh interpreter: ~0.3 s) costs more than
+# folding half the log saves.
+PARALLEL_MIN_EVENTS = 200_000
+MAX_SHARES = 4
+
+
+def _shares() -> int:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_SHARES))
+
+
+def _database_file(conn: sqlite3.Connection) -> str | None:
+    for _, name, path in conn.execute("PRAGMA database_list"):
+        if name == "main":
+            return path or None  # "" for an in-memory or temporary database
+    return None
+
+
+def split_streams(db: sqlite3.Connection, count: int) -> list[Share]:
+    """``count`` shares of about equal numbers of events. Streams are weighed by their last
+    version (read from the (stream, version) index, without touching the rows) and their
+    buckets handed out heaviest first to the lightest share: one busy stream (the cluster's
+    capacity observations) gets a share to itself rather than a random half of the tasks."""
+    weights = [0] * Share.BUCKETS
+    for bucket, events in db.execute(
+        f"SELECT {Share.BUCKET_SQL}, max(version) FROM events GROUP BY stream"
+    ):
+        weights[bucket] += events
+    loads = [0] * count
+    members: list[list[int]] = [[] for _ in range(count)]
+    for bucket in sorted(range(Share.BUCKETS), key=lambda b: -weights[b]):
+        lightest = loads.index(min(loads))
+        loads[lightest] += weights[bucket]
+        members[lightest].append(bucket)
+    return [Share(tuple(sorted(m))) for m in members if m]
+
+
+def fold_in_parallel(source: sqlite3.Connection, plan: FoldPlan, until: int) -> Rebuild | None:
+    """Fold the log up to ``until`` in shares across processes; None when not worth it
+    (short log, one core, no file) or when it did not work (the caller folds serially)."""
+    path = _database_file(source)
+    if _shares() < 2 or path is None or until < PARALLEL_MIN_EVENTS:
+        return None
+    names = [p.name for p in plan.projections]
+    context = multiprocessing.get_context("spawn")  # never fork a process with threads
+    try:
+        shares = split_streams(source, _shares())
+        with concurrent.futures.ProcessPoolExecutor(len(shares) - 1, mp_context=context) as pool:
+            futures = [pool.submit(_fold_share, path, names, until, share) for share in shares[1:]]
+            # This process folds the first share meanwhile, on its own connection (it may
+            # be the caller's, inside the caller's transaction: that is fine for reading).
+            merged = fold_log(source, plan, until=until, share=shares[0])
+            for future in futures:
+                if not _merge(merged, plan, future.result()):
+                    return None
+    except Exception:  # noqa: BLE001 - any failure: fold in one process instead
+        return None
+    return merged
+
+
+def _merge(into: Rebuild, plan: FoldPlan, payload: bytes) -> bool:
+    """Add a helper's entities; False if a key was folded in two shares (its events were
+    in two streams of different shares: only a serial fold is right then)."""
+    for fold, encoded in zip(plan.by_fold, msgspec.msgpack.decode(payload, type=list[bytes])):
+        entities: dict[str, Any] = msgspec.msgpack.decode(encoded, type=dict[str, fold.entity])
+        target = into.entities[fold]
+        if not target.keys().isdisjoint(entities):
+            return False
+        target.update(entities)
+    return True
+
+
+def _fold_share(path: str, names: list[str], until: int, share: Share) -> bytes:
+    """In a helper process: fold one share of the log and return its entities per fold
+    (msgpack, in the order of ``FoldPlan.by_fold``)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        plan = FoldPlan([p for p in default_projections() if p.name in names])
+        rebuild = fold_log(conn, plan, until=until, share=share)
+    finally:
+        conn.close()
+    encode = msgspec.msgpack.Encoder().encode
+    return encode([encode(rebuild.entities[fold]) for fold in plan.by_fold])
