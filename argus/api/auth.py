@@ -18,7 +18,9 @@ from litestar.exceptions import NotAuthorizedException, PermissionDeniedExceptio
 from argus.api.schemas import LoginIn, MeOut
 from argus.service import Principal
 
-__all__ = ["AuthController", "SESSION_COOKIE", "SessionStore", "principal", "require_admin"]
+__all__ = [
+    "AuthController", "SESSION_COOKIE", "SessionStore", "principal", "request_id", "require_admin",
+]
 
 SESSION_COOKIE = "argus_session"
 
@@ -62,8 +64,11 @@ def _token_of(request: Request[Any, Any, Any], state: State) -> str | None:
     return None
 
 
-async def principal(request: Request[Any, Any, Any], state: State) -> Principal:
-    """The authenticated caller (dependency)."""
+async def principal(request: Request[Any, Any, Any]) -> Principal:
+    """The authenticated caller (dependency). Takes the app state from the request, not
+    as a parameter: every protected request resolves this, and each injected parameter
+    costs a conversion."""
+    state = request.app.state
     token = _token_of(request, state)
     if token is None:
         raise NotAuthorizedException("authentication required: send 'Authorization: Bearer "
@@ -74,6 +79,11 @@ async def principal(request: Request[Any, Any, Any], state: State) -> Principal:
     if who.disabled:
         raise PermissionDeniedException(f"user {who.user_id} is disabled; ask an admin")
     return who  # type: ignore[no-any-return]
+
+
+def request_id(request: Request[Any, Any, Any]) -> str:
+    """The caller's ``X-Request-Id`` (bounded: it is stored with every event it causes)."""
+    return request.headers.get("x-request-id", "")[:100]
 
 
 def require_admin(who: Principal) -> None:

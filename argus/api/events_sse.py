@@ -2,7 +2,10 @@
 
 :class:`Broadcaster` runs the process's only ``store.subscribe`` loop. Each event is
 encoded once, kept in a ring of recent events, and put on the queue of every connected
-client allowed to see it (owner = the client's user; an admin sees all). A new client
+client allowed to see it (owner = the client's user; an admin sees all). Ring and queue
+entries are ``(position, owner, frame bytes)`` tuples: the garbage collector stops
+tracking those, so a full ring (tens of thousands of events) does not make every full
+collection walk it (that walk was a tens-of-milliseconds pause under load). A new client
 registers its queue first, then catches up (from the ring, or from the log when it is
 further back), then drains its queue, skipping positions it already sent — so a resume
 with ``Last-Event-ID`` yields exactly the missed events, once each, in order.
@@ -35,12 +38,12 @@ __all__ = ["Broadcaster", "encode_record", "events_stream"]
 
 log = logging.getLogger(__name__)
 _encode = msgspec.json.Encoder().encode
-_Item = tuple[Recorded, "_Encoded"]
+_Item = tuple[int, "str | None", bytes]  # position, owner, the encoded SSE frame
 
 
 @dataclass
 class _Encoded(ServerSentEventMessage):
-    """An SSE message encoded once by the tailer and sent as is to every client."""
+    """An SSE frame encoded once by the tailer, sent as is (made per send: short-lived)."""
 
     raw: bytes = b""
 
@@ -51,13 +54,17 @@ class _Encoded(ServerSentEventMessage):
 _HEARTBEAT = _Encoded(raw=b": heartbeat\r\n\r\n")
 
 
-def encode_record(rec: Recorded) -> str:
-    """The SSE ``data:`` of an event (JSON: never holds a raw line break)."""
+def _data(rec: Recorded) -> bytes:
     return _encode({
         "position": rec.position, "stream": rec.stream, "type": rec.type,
         "recorded_at": rec.recorded_at, "actor": rec.meta.actor, "owner": rec.owner,
         "data": rec.event,
-    }).decode()
+    })
+
+
+def encode_record(rec: Recorded) -> str:
+    """The SSE ``data:`` of an event (JSON: never holds a raw line break)."""
+    return _data(rec).decode()
 
 
 class _Client:
@@ -68,8 +75,8 @@ class _Client:
         self.queue: asyncio.Queue[_Item] = asyncio.Queue(size)
         self.overflow = False
 
-    def sees(self, rec: Recorded) -> bool:
-        return self.who.is_admin or rec.owner == self.who.user_id
+    def sees(self, owner: str | None) -> bool:
+        return self.who.is_admin or owner == self.who.user_id
 
 
 class Broadcaster:
@@ -107,12 +114,12 @@ class Broadcaster:
             try:
                 async for rec in self.store.subscribe(after=self.position):
                     self.position = rec.position
-                    item = (rec, _message(rec, encode_record(rec)))
+                    item = (rec.position, rec.owner, _frame(rec))
                     self.ring.append(item)
                     if self._on_event is not None:
                         self._on_event(rec)
                     for client in list(self.clients):
-                        if client.sees(rec) and not client.overflow:
+                        if client.sees(rec.owner) and not client.overflow:
                             try:
                                 client.queue.put_nowait(item)
                             except asyncio.QueueFull:
@@ -131,39 +138,40 @@ class Broadcaster:
             last = after
             owner = None if who.is_admin else who.user_id
             while True:  # catch up from the log until the ring covers the rest
-                ring_first = self.ring[0][0].position if self.ring else self.position + 1
+                ring_first = self.ring[0][0] if self.ring else self.position + 1
                 if last + 1 >= ring_first or last >= self.position:
                     break
                 until = ring_first - 1
                 recs = await self.store.read(last, 500, owner=owner, until=until)
                 for rec in recs:
-                    yield _message(rec, encode_record(rec))
+                    yield _Encoded(raw=_frame(rec))
                     last = rec.position
                 if len(recs) < 500:
                     last = max(last, until)
-            for rec, msg in list(self.ring):  # snapshot: no await between check and copy
-                if rec.position > last and client.sees(rec):
-                    yield msg
-                    last = rec.position
+            for position, rec_owner, raw in list(self.ring):  # snapshot: no await in between
+                if position > last and client.sees(rec_owner):
+                    yield _Encoded(raw=raw)
+                    last = position
             while not client.overflow:
                 try:
                     if client.queue.empty():
                         async with asyncio.timeout(self.heartbeat_s):  # no task per wait
-                            rec, msg = await client.queue.get()
+                            position, _owner, raw = await client.queue.get()
                     else:
-                        rec, msg = client.queue.get_nowait()
+                        position, _owner, raw = client.queue.get_nowait()
                 except TimeoutError:
                     yield _HEARTBEAT
                     continue
-                if rec.position > last:
-                    yield msg
-                    last = rec.position
+                if position > last:
+                    yield _Encoded(raw=raw)
+                    last = position
         finally:
             self.clients.discard(client)
 
 
-def _message(rec: Recorded, data: str) -> _Encoded:
-    return _Encoded(raw=f"id: {rec.position}\r\nevent: {rec.type}\r\ndata: {data}\r\n\r\n".encode())
+def _frame(rec: Recorded) -> bytes:
+    """The SSE frame of one event: ``id`` = position, ``event`` = type, JSON data."""
+    return b"id: %d\r\nevent: %s\r\ndata: %s\r\n\r\n" % (rec.position, rec.type.encode(), _data(rec))
 
 
 @get("/events", tags=["events"], media_type="text/event-stream")

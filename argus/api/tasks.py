@@ -17,6 +17,7 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 from typing_extensions import Annotated
 
 from argus.api import jobfiles
+from argus.api.auth import request_id
 from argus.api.schemas import (
     AttemptOut, DemandOut, ProgressOut, ProgressPoint, SpecOut, SubmitOut, TaskDetail,
     TaskList, TaskStateOut, TaskSummary, TimelineEntry, ValidateError, ValidateOut,
@@ -105,7 +106,7 @@ class TasksController(Controller):
         """Submit a TaskSpec (YAML text or JSON). Returns the new task's id and warnings."""
         document = await read_document(request)
         try:
-            result = await state.commands.submit(who, document)
+            result = await state.commands.submit(who, document, request_id(request))
         except CommandError as exc:
             raise _http(exc) from exc
         return SubmitOut(task_id=result.task_id, state=result.state, warnings=result.warnings)
@@ -191,7 +192,7 @@ class TasksController(Controller):
                      task_id: str) -> TaskStateOut:
         """Cancel: at once while queued; a running task is stopped by the reactor."""
         try:
-            new_state = await state.commands.cancel(who, task_id, request.headers.get("x-request-id", ""))
+            new_state = await state.commands.cancel(who, task_id, request_id(request))
         except CommandError as exc:
             raise _http(exc) from exc
         return TaskStateOut(task_id=task_id, state=new_state)

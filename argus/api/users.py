@@ -8,7 +8,7 @@ from litestar import Controller, Request, delete, get, post
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException, NotFoundException
 
-from argus.api.auth import require_admin
+from argus.api.auth import request_id, require_admin
 from argus.api.schemas import CreateUserIn, IssueTokenIn, TokenIssuedOut, TokenOut, UserOut
 from argus.service import CommandError, Principal
 
@@ -17,10 +17,6 @@ __all__ = ["UsersController"]
 
 def _http(exc: CommandError) -> HTTPException:
     return HTTPException(status_code=exc.status, detail=exc.detail, extra=exc.extra or None)
-
-
-def _rid(request: Request[Any, Any, Any]) -> str:
-    return request.headers.get("x-request-id", "")[:100]
 
 
 def _self_or_admin(who: Principal, user_id: str) -> None:
@@ -48,7 +44,7 @@ async def _set(request: Request[Any, Any, Any], state: State, who: Principal,
                user_id: str, disabled: bool) -> UserOut:
     require_admin(who)
     try:
-        await state.commands.set_disabled(who, user_id, disabled, _rid(request))
+        await state.commands.set_disabled(who, user_id, disabled, request_id(request))
     except CommandError as exc:
         raise _http(exc) from exc
     return await _get_user(state, who, user_id)
@@ -73,7 +69,7 @@ class UsersController(Controller):
         require_admin(who)
         try:
             await state.commands.create_user(who.actor, data.user_id, data.display_name,
-                                             data.is_admin, _rid(request))
+                                             data.is_admin, request_id(request))
         except CommandError as exc:
             raise _http(exc) from exc
         return await _get_user(state, who, data.user_id)
@@ -111,7 +107,7 @@ class UsersController(Controller):
         await _get_user(state, who, user_id)
         try:
             token_id, token = await state.commands.issue_token(who.actor, user_id, data.label,
-                                                               request_id=_rid(request))
+                                                               request_id=request_id(request))
         except CommandError as exc:
             raise _http(exc) from exc
         return TokenIssuedOut(user_id=user_id, token_id=token_id, token=token)
@@ -122,7 +118,7 @@ class UsersController(Controller):
         """Revoke a token: refused from now on."""
         await _get_user(state, who, user_id)
         try:
-            await state.commands.revoke_token(who, user_id, token_id, _rid(request))
+            await state.commands.revoke_token(who, user_id, token_id, request_id(request))
         except CommandError as exc:
             raise _http(exc) from exc
         r = (await state.store.query(

@@ -58,11 +58,13 @@ def reactor_background(config: Any) -> Any:
     return run
 
 
-def _run_uvicorn(app: Any, host: str, port: int) -> None:
+def _run_uvicorn(app: Any, host: str, port: int, access_log: bool = False) -> None:
     import uvicorn
 
+    # No access log by default: a formatted log line per request is a sizeable share of
+    # a submission's CPU; the event log already records who did what.
     uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=3,
-                lifespan="on")
+                lifespan="on", access_log=access_log)
 
 
 @click.command()
@@ -70,7 +72,9 @@ def _run_uvicorn(app: Any, host: str, port: int) -> None:
 @click.option("--host", default=None, help="Listen address (default: v2.api.host).")
 @click.option("--port", type=int, default=None, help="Port (default: v2.api.port).")
 @click.option("--with-reactor", is_flag=True, help="Also run the reactor in this process.")
-def serve(config_path: str | None, host: str | None, port: int | None, with_reactor: bool) -> None:
+@click.option("--access-log", is_flag=True, help="Log every HTTP request (costs CPU per request).")
+def serve(config_path: str | None, host: str | None, port: int | None, with_reactor: bool,
+          access_log: bool) -> None:
     """Run the API (and WebUI) against an existing Ray cluster and database.
 
     The bootstrap admin's token is read from the variable named by v2.auth.token_env."""
@@ -79,8 +83,8 @@ def serve(config_path: str | None, host: str | None, port: int | None, with_reac
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     config = _load(config_path)
     background = [reactor_background(config)] if with_reactor else []
-    app = create_app(config, background=background)
-    _run_uvicorn(app, host or config.v2.api.host, port or config.v2.api.port)
+    app = create_app(config, background=background, freeze_gc=True)
+    _run_uvicorn(app, host or config.v2.api.host, port or config.v2.api.port, access_log)
 
 
 def _free_ports(n: int) -> list[int]:
@@ -239,7 +243,8 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, hos
     signal.signal(signal.SIGTERM, on_term)
     stack.start()
     try:
-        app = create_app(config, admin_token=token, background=[reactor_background(config)])
+        app = create_app(config, admin_token=token, background=[reactor_background(config)],
+                         freeze_gc=True)
         where = f"saved in {token_file}" if token_file else f"from ${config.v2.auth.token_env}"
         click.echo(f"\nArgus is up: http://{host}:{port}/  (API http://{host}:{port}/api/v2)\n"
                    f"admin token ({where}):\n  {token}\n"

@@ -53,14 +53,17 @@ class AuthCache:
         self._store = store
         self._cache: dict[str, Principal | None] = {}
         self._max = max_entries
+        self._generation = 0
 
     def invalidate(self) -> None:
         self._cache.clear()
+        self._generation += 1
 
     async def lookup(self, token: str) -> Principal | None:
         digest = hash_token(token)
         if digest in self._cache:
             return self._cache[digest]
+        generation = self._generation
         rows = await self._store.query(_LOOKUP, (digest,))
         principal = None
         if rows:
@@ -69,6 +72,8 @@ class AuthCache:
                 user_id=uid, is_admin=bool(admin), disabled=bool(disabled),
                 display_name=name, token_id=token_id,
             )
+        if generation != self._generation:
+            return principal  # a user event came in meanwhile: the row may predate it
         if len(self._cache) >= self._max:
             self._cache.clear()
         self._cache[digest] = principal

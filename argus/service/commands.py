@@ -109,10 +109,12 @@ class Commands:
             raise CommandError(400, f"{exc.field}: {exc.message}",
                                {"errors": [{"field": exc.field, "message": exc.message}]}) from exc
 
-    async def submit(self, who: Principal, document: str | dict[str, Any]) -> SubmitResult:
+    async def submit(self, who: Principal, document: str | dict[str, Any],
+                     request_id: str = "") -> SubmitResult:
         """Validate the TaskSpec and append TaskSubmitted (the task enters the queue)."""
         task_id, prepared = self.prepare(document, who.user_id)
         raw = document if isinstance(document, str) else msgspec.json.encode(document).decode()
+        meta = EventMeta(actor=who.actor, request_id=request_id)
         for _ in range(5):
             event = TaskSubmitted(
                 task_id=task_id, user=who.user_id, workload=prepared.workload,
@@ -123,12 +125,12 @@ class Commands:
                 submitted_at=time.time(),
             )
             batch = AppendBatch(stream=task_stream(task_id), expected_version=0,
-                                events=[event], owner=who.user_id)
+                                events=[event], owner=who.user_id, meta=meta)
             try:
                 if self.committer is not None:
-                    await self.committer.append(batch, EventMeta(actor=who.actor))
+                    await self.committer.append(batch, meta)
                 else:
-                    await self._append([batch], EventMeta(actor=who.actor))
+                    await self._append([batch], meta)
             except ConcurrencyConflict:
                 task_id = new_task_id(who.user_id, prepared.workload)
                 continue

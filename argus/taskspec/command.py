@@ -25,6 +25,9 @@ from argus.taskspec.paths import RUNTIME_VARIABLES
 __all__ = ["ParsedCommand", "Word", "parse_command", "split_command"]
 
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A run of characters with no meaning to bash here (not quotes, '$', '\\', blanks,
+# operators, braces, globs, '[', '~', '#', control characters).
+_PLAIN_RUN = re.compile(r"[^\\ \t\n'\"$&|;<>()`{}*?\[~#\x00-\x1f\x7f]+")
 _ASSIGN_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _OVERRIDE_RE = re.compile(r"^(\+\+|\+|~)?([A-Za-z_][A-Za-z0-9_.@/-]*)(?:=(.*))?$", re.S)
@@ -174,6 +177,12 @@ class _Lexer:
     def run(self) -> list[Word]:
         text, i, n = self.text, 0, len(self.text)
         while i < n:
+            plain = _PLAIN_RUN.match(text, i)
+            if plain is not None:  # characters the branches below would append one by one
+                self._begin(i)
+                self.buf.append(plain.group())
+                i = plain.end()
+                continue
             c = text[i]
             if c == "\\":
                 if i + 1 < n and text[i + 1] == "\n":

@@ -20,9 +20,11 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import re
+import stat
 from pathlib import Path
 
 from argus.taskspec.errors import TaskSpecError
@@ -46,6 +48,9 @@ _HUB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(?:/[A-Za-z0-9][A-Za-z0-9._
 # Separators inside one argument value: Hydra lists [a,b], quotes, key=value, PATH-style
 # lists and URL schemes (file:///x splits into "file" and "///x").
 _PIECE_SPLIT_RE = re.compile(r"[\s,\[\]'\"=:;{}()]+")
+# How deep _realpath remembers prefixes: enough for any real layout, bounded for a
+# hostile path of thousands of components.
+_MEMO_DEPTH = 32
 
 
 def substitute_runtime_vars(text: str, *, home: str) -> str:
@@ -83,9 +88,11 @@ class PathPolicy:
         self.user = user
         self.home = home_dir(self.root, user)
         self.users_dir = posixpath.join(self.root, "users")
-        self._root_real = os.path.realpath(self.root)
-        self._users_real = os.path.realpath(self.users_dir)
-        self._home_real = os.path.realpath(self.home)
+        # Resolved prefixes, for this policy's (one submission's) checks only: the paths
+        # of one TaskSpec share their leading directories, so each is looked at once.
+        self._resolved: dict[str, str] = {}
+        self._users_real = self._realpath(self.users_dir)
+        self._home_real = self._realpath(self.home)
         self.data_roots = (
             f"{self.home}/datasets",
             f"{self.root}/datasets",
@@ -93,11 +100,13 @@ class PathPolicy:
         )
         self.model_roots = (f"{self.home}/models", f"{self.root}/hf")
         self.reward_roots = (f"{self.home}/code",)
-        self._linked_homes = self._scan_linked_homes()
 
-    def _scan_linked_homes(self) -> dict[str, str]:
+    @functools.cached_property
+    def _linked_homes(self) -> dict[str, str]:
         """Other users' homes that are symlinks, by resolved target: a path that resolves
-        into one of them reaches that user's files even though it is not under users/."""
+        into one of them reaches that user's files even though it is not under users/.
+        Scanned only when a path resolves through a symlink out of the caller's home (the
+        users directory can be large; most submissions never need it)."""
         linked: dict[str, str] = {}
         try:
             with os.scandir(self.users_dir) as entries:
@@ -108,12 +117,41 @@ class PathPolicy:
             pass  # no users directory yet: nothing to resolve into
         return linked
 
+    def _realpath(self, path: str) -> str:
+        """``os.path.realpath(path)``, remembering each resolved prefix of a normalised
+        absolute path (up to ``_MEMO_DEPTH`` components) for this policy's later calls."""
+        known = self._resolved.get(path)
+        if known is not None:
+            return known
+        if not path.startswith("/") or path.startswith("//") or posixpath.normpath(path) != path:
+            return os.path.realpath(path)  # not a form the walk below handles
+        real, written = "/", ""
+        for depth, name in enumerate(path.split("/")[1:] if path != "/" else ()):
+            memo = depth < _MEMO_DEPTH
+            if memo:
+                written = f"{written}/{name}"
+                hit = self._resolved.get(written)
+                if hit is not None:
+                    real = hit
+                    continue
+            candidate = f"{real}/{name}" if real != "/" else f"/{name}"
+            try:
+                link = stat.S_ISLNK(os.lstat(candidate).st_mode)
+            except OSError:  # missing, not a directory, a loop: taken as written, as realpath does
+                link = False
+            # A link: the standard library resolves it (relative targets, '..', loops).
+            real = os.path.realpath(candidate) if link else candidate
+            if memo:
+                self._resolved[written] = real
+        self._resolved[path] = real
+        return real
+
     # -- helpers ---------------------------------------------------------------------
 
     def _real(self, normalised: str) -> str:
         """realpath for paths under the shared root; other paths are taken as written."""
         if _inside(normalised, self.root, strictly=False):
-            return os.path.realpath(normalised)
+            return self._realpath(normalised)
         return normalised
 
     def _basic_checks(self, value: str, field: str) -> str:
@@ -202,7 +240,7 @@ class PathPolicy:
         if not any(_inside(path, root) for root in roots):
             raise TaskSpecError(field, f"{value[:160]!r} is not allowed; {what}")
         real = self._real(path)
-        if not any(_inside(real, os.path.realpath(root)) for root in roots):
+        if not any(_inside(real, self._realpath(root)) for root in roots):
             raise TaskSpecError(
                 field, f"{value[:160]!r} resolves through a symlink to {real}; {what}"
             )

@@ -1,10 +1,21 @@
 """API benchmark: durable submissions/s and SSE delivery latency. Prints numbers.
 
-    python -m tests.bench.bench_api [--submissions 3000] [--clients 50] [--sse-clients 500]
+    python -m tests.bench.bench_api [--submissions 5000] [--clients 50] [--sse-clients 500]
 
-The server runs as a real uvicorn process on 127.0.0.1 (its own core), with
-``synchronous=FULL`` (every acknowledged submission survived an fsync). It is run twice:
-with group commit (concurrent submissions share one transaction) and without.
+The server runs as a real uvicorn process on 127.0.0.1 with ``synchronous=FULL`` (every
+acknowledged submission survived an fsync), once with group commit (concurrent submissions
+share one transaction) and once without.
+
+Submissions: one client process drives ``--clients`` keep-alive HTTP/1.1 connections with
+raw asyncio protocols and one prebuilt request, parsing only the status line and
+Content-Length. On a small host the load generator shares the CPUs with the server, so it
+must be cheap: the httpx client used before spent more CPU per request than the server
+and starved it (``--client httpx`` keeps it for comparison). Every response must be a 201
+with a task id, and afterwards the API must list exactly as many tasks as were
+acknowledged. A warm-up (not measured) comes first. Printed: submissions/s, latency
+p50/p99, and CPU ms per submission of the server (all its processes, from /proc) and of
+the client, with the host's load average (the machine may be shared).
+
 SSE: N clients hold ``/api/v2/events`` open as admin; tasks are submitted at a steady
 rate; latency = client receive time − the event's ``recorded_at`` (same host clock).
 """
@@ -13,18 +24,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import re
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
+import msgspec
 
 ADMIN = "bench-admin-token-0123456789abcdef0123"
 SPEC = {
@@ -36,7 +50,7 @@ _RECORDED = re.compile(rb'"recorded_at":([0-9.]+)')
 
 
 def serve(data_dir: str, port: int, group_commit: bool) -> None:
-    """The server process."""
+    """The server process, configured as ``argus serve`` runs it (no access log)."""
     import uvicorn
 
     from argus.api.app import create_app
@@ -45,7 +59,7 @@ def serve(data_dir: str, port: int, group_commit: bool) -> None:
     cfg = ArgusConfig(shared_root=str(Path(data_dir) / "shared"))
     cfg.v2.sqlite.db_path = str(Path(data_dir) / "argus.sqlite3")
     cfg.v2.sqlite.synchronous = "FULL"
-    app = create_app(cfg, admin_token=ADMIN, group_commit=group_commit)
+    app = create_app(cfg, admin_token=ADMIN, group_commit=group_commit, freeze_gc=True)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
                 timeout_graceful_shutdown=1)
 
@@ -56,6 +70,21 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
+def _cpu_s(pgid: int) -> float:
+    """User+system CPU seconds of every process in group ``pgid`` (Linux /proc)."""
+    total = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        if int(fields[2]) == pgid:
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 class Server:
     def __init__(self, group_commit: bool) -> None:
         self.dir = tempfile.mkdtemp(prefix="argus-bench-")
@@ -63,7 +92,7 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.bench.bench_api", "--serve", self.dir, str(self.port),
-             "1" if group_commit else "0"], start_new_session=True)
+             "1" if group_commit else "0"], start_new_session=True)  # own group: CPU by pgid
 
     async def wait(self) -> None:
         async with httpx.AsyncClient() as c:
@@ -87,10 +116,10 @@ class Server:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-async def _user_token(url: str) -> str:
+async def _user_token(url: str, user: str = "bench") -> str:
     async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {ADMIN}"}) as c:
-        await c.post("/api/v2/users", json={"user_id": "bench"})
-        r = await c.post("/api/v2/users/bench/tokens", json={"label": "bench"})
+        await c.post("/api/v2/users", json={"user_id": user})
+        r = await c.post(f"/api/v2/users/{user}/tokens", json={"label": "bench"})
         return str(r.json()["token"])
 
 
@@ -99,18 +128,121 @@ def _pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(len(xs) * p))] * 1000
 
 
-def _cpu_s(pid: int) -> float:
-    """User+system CPU seconds of a process (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+# ------------------------------------------------------------------ the raw client
+class _Phase:
+    """``n`` requests spread over the connections; each connection sends its next one
+    as soon as its previous response is in (closed loop, like N waiting clients)."""
+
+    def __init__(self, n: int) -> None:
+        self.left = self.pending = n
+        self.lat: list[float] = []
+        self.errors: list[str] = []
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if n == 0:
+            self.done.set_result(None)
 
 
-def _submit_share(url: str, token: str, n: int, clients: int, start_at: float) -> tuple[list[float], int, float, float]:
-    """One client process: ``clients`` concurrent workers sharing ``n`` submissions."""
+class _Conn(asyncio.Protocol):
+    """One keep-alive connection: writes the prebuilt request, parses the response."""
 
-    async def run() -> tuple[list[float], int, float, float]:
+    def __init__(self, request: bytes) -> None:
+        self.request = request
+        self.buf = bytearray()
+        self.phase: _Phase | None = None
+        self.t0 = 0.0
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def next(self) -> None:
+        phase = self.phase
+        if phase is not None and phase.left > 0 and self.transport is not None:
+            phase.left -= 1
+            self.t0 = time.perf_counter()
+            self.transport.write(self.request)
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while (end := self.buf.find(b"\r\n\r\n")) >= 0:
+            head = bytes(self.buf[:end]).lower()
+            at = head.find(b"\r\ncontent-length:")
+            if at < 0:
+                self._finish(False, f"no Content-Length: {head[:200]!r}")
+                self.buf.clear()
+                return
+            size = int(head[at + 17:].split(b"\r\n", 1)[0])
+            if len(self.buf) < end + 4 + size:
+                return
+            body = bytes(self.buf[end + 4:end + 4 + size])
+            del self.buf[:end + 4 + size]
+            ok = head.startswith(b"http/1.1 201 ") and b'"task_id":"' in body
+            self._finish(ok, (head.split(b"\r\n", 1)[0] + b" " + body[:300]).decode("latin-1"))
+
+    def _finish(self, ok: bool, what: str) -> None:
+        phase = self.phase
+        assert phase is not None
+        phase.lat.append(time.perf_counter() - self.t0)
+        if not ok:
+            phase.errors.append(what)
+        phase.pending -= 1
+        if phase.pending == 0 and not phase.done.done():
+            phase.done.set_result(None)
+        self.next()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        phase = self.phase
+        if phase is not None and not phase.done.done() and phase.pending:
+            phase.errors.append(f"connection lost: {exc}")
+            phase.done.set_result(None)
+
+
+def _raw_client(port: int, tokens: list[str], n: int, warmup: int, conns: int,
+                server_pgid: int) -> dict[str, Any]:
+    """The load generator process: warm-up, then the measured phase. Connection ``i``
+    submits as the user of ``tokens[i % len(tokens)]``."""
+    body = msgspec.json.encode(SPEC)
+    requests = [(f"POST /api/v2/tasks HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                 f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+                 f"Content-Length: {len(body)}\r\n\r\n").encode() + body for token in tokens]
+
+    async def run() -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        protos = []
+        for i in range(conns):
+            factory = functools.partial(_Conn, requests[i % len(requests)])
+            _t, proto = await loop.create_connection(factory, "127.0.0.1", port)
+            protos.append(proto)
+        out: dict[str, Any] = {}
+        for name, count in (("warmup", warmup), ("run", n)):
+            phase = _Phase(count)
+            server0, cpu0, t0 = _cpu_s(server_pgid), time.process_time(), time.perf_counter()
+            for p in protos:
+                p.phase = phase
+                p.next()
+            await phase.done
+            wall = time.perf_counter() - t0
+            out[name] = {"lat": phase.lat, "errors": phase.errors, "wall": wall,
+                         "client_cpu": time.process_time() - cpu0,
+                         "server_cpu": _cpu_s(server_pgid) - server0}
+        for p in protos:
+            if p.transport is not None:
+                p.transport.close()
+        return out
+
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(run())
+    return uvloop.run(run())
+
+
+def _httpx_client(url: str, token: str, n: int, clients: int, start_at: float) -> dict[str, Any]:
+    """The old load generator (one of ``procs`` processes): httpx, for comparison."""
+
+    async def run() -> dict[str, Any]:
         lat: list[float] = []
-        errors = 0
+        errors: list[str] = []
         limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
         async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60,
                                      headers={"Authorization": f"Bearer {token}"}) as c:
@@ -119,54 +251,77 @@ def _submit_share(url: str, token: str, n: int, clients: int, start_at: float) -
             counter = iter(range(n))
 
             async def worker() -> None:
-                nonlocal errors
                 for _ in counter:
                     t0 = time.perf_counter()
                     r = await c.post("/api/v2/tasks", json=SPEC)
                     lat.append(time.perf_counter() - t0)
-                    errors += r.status_code != 201
+                    if r.status_code != 201 or "task_id" not in r.json():
+                        errors.append(f"{r.status_code} {r.text[:300]}")
 
-            t0 = time.time()
+            cpu0, t0 = time.process_time(), time.time()
             await asyncio.gather(*(worker() for _ in range(clients)))
-            return lat, errors, t0, time.time()
+            return {"lat": lat, "errors": errors, "t0": t0, "t1": time.time(),
+                    "client_cpu": time.process_time() - cpu0}
 
     return asyncio.run(run())
 
 
-async def bench_submit(group_commit: bool, total: int, clients: int, procs: int) -> None:
-    """``clients`` concurrent httpx clients spread over ``procs`` processes (one Python
-    process cannot drive more than a few hundred requests/s through httpx)."""
-    from concurrent.futures import ProcessPoolExecutor
-
+async def bench_submit(group_commit: bool, total: int, warmup: int, clients: int, client: str,
+                       procs: int, users: int) -> None:
     server = Server(group_commit)
     try:
         await server.wait()
-        token = await _user_token(server.url)
-        cpu0 = _cpu_s(server.proc.pid)
+        tokens = [await _user_token(server.url, f"bench{i}") for i in range(users)]
+        token = tokens[0]
         loop = asyncio.get_running_loop()
-        start_at = time.time() + 2.0
-        with ProcessPoolExecutor(procs) as pool:
-            futs = [loop.run_in_executor(pool, _submit_share, server.url, token, total // procs,
-                                         clients // procs, start_at) for _ in range(procs)]
-            results = await asyncio.gather(*futs)
-        cpu = _cpu_s(server.proc.pid) - cpu0
-        latencies = [x for r in results for x in r[0]]
-        errors = sum(r[1] for r in results)
-        elapsed = max(r[3] for r in results) - min(r[2] for r in results)
-        done = len(latencies)
+        load = os.getloadavg()[0]
+        if client == "raw":
+            with ProcessPoolExecutor(1) as pool:
+                res = await loop.run_in_executor(pool, _raw_client, server.port, tokens, total,
+                                                 warmup, clients, server.proc.pid)
+            run = res["run"]
+            lat, errors, elapsed = run["lat"], res["warmup"]["errors"] + run["errors"], run["wall"]
+            client_cpu, server_cpu = run["client_cpu"], run["server_cpu"]
+            sent = warmup + total
+            where = (f"{clients} connections as {users} user(s), raw asyncio client in 1 "
+                     f"process, {warmup} warm-up")
+        else:
+            cpu0 = _cpu_s(server.proc.pid)
+            start_at = time.time() + 2.0
+            with ProcessPoolExecutor(procs) as pool:
+                results = await asyncio.gather(*(
+                    loop.run_in_executor(pool, _httpx_client, server.url, token, total // procs,
+                                         clients // procs, start_at) for _ in range(procs)))
+            server_cpu = _cpu_s(server.proc.pid) - cpu0  # includes the connect requests
+            lat = [x for r in results for x in r["lat"]]
+            errors = [e for r in results for e in r["errors"]]
+            elapsed = max(r["t1"] for r in results) - min(r["t0"] for r in results)
+            client_cpu = sum(r["client_cpu"] for r in results)
+            sent = len(lat)
+            where = f"{clients} httpx clients in {procs} processes"
+        done = len(lat)
         async with httpx.AsyncClient(base_url=server.url) as c:
             metrics = (await c.get("/metrics")).text
+            listed = (await c.get("/api/v2/tasks", params={"limit": 1},
+                                  headers={"Authorization": f"Bearer {ADMIN}"})).json()["total"]
         tx = re.search(r"^argus_append_seconds_count ([0-9.e+]+)", metrics, re.M)
         mode = "group commit" if group_commit else "one transaction per request"
-        print(f"submit [{mode}, synchronous=FULL, {clients} clients in {procs} processes]: "
-              f"{done / elapsed:,.0f} submissions/s; latency p50 {_pct(latencies, 0.5):.1f} ms, "
-              f"p99 {_pct(latencies, 0.99):.1f} ms; {errors} errors; "
-              f"{float(tx.group(1)) if tx else float('nan'):.0f} transactions; server CPU "
-              f"{cpu / done * 1000:.2f} ms/submission (= {done / cpu:,.0f}/s per core)")
+        print(f"submit [{mode}, synchronous=FULL, {where}; load avg {load:.2f}]: "
+              f"{done / elapsed:,.0f} submissions/s; latency p50 {_pct(lat, 0.5):.1f} ms, "
+              f"p99 {_pct(lat, 0.99):.1f} ms; {len(errors)} errors; "
+              f"{float(tx.group(1)) if tx else float('nan'):.0f} transactions; "
+              f"server CPU {server_cpu / done * 1000:.3f} ms/submission (= {done / server_cpu:,.0f}/s "
+              f"per core); client CPU {client_cpu / done * 1000:.3f} ms/submission")
+        acked = sent - len(errors)
+        print(f"  durable: {listed} tasks listed, {acked} acknowledged"
+              + ("" if listed == acked else "  <-- MISMATCH"))
+        for e in errors[:3]:
+            print(f"  error: {e}")
     finally:
         server.stop()
 
 
+# ------------------------------------------------------------------ SSE
 def _sse_share(url: str, n_clients: int, expect: int, deadline: float) -> list[float]:
     """One listener process: ``n_clients`` SSE connections; returns delivery latencies."""
 
@@ -199,8 +354,6 @@ def _sse_share(url: str, n_clients: int, expect: int, deadline: float) -> list[f
 
 
 async def bench_sse(n_clients: int, n_events: int, rate: float, procs: int) -> None:
-    from concurrent.futures import ProcessPoolExecutor
-
     server = Server(True)
     try:
         await server.wait()
@@ -235,9 +388,14 @@ def main() -> None:
         serve(sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1")
         return
     ap = argparse.ArgumentParser()
-    ap.add_argument("--submissions", type=int, default=3000)
-    ap.add_argument("--clients", type=int, default=50)
-    ap.add_argument("--procs", type=int, default=2, help="client processes")
+    ap.add_argument("--submissions", type=int, default=5000, help="measured submissions")
+    ap.add_argument("--warmup", type=int, default=500, help="raw client: unmeasured first")
+    ap.add_argument("--clients", type=int, default=50, help="concurrent connections")
+    ap.add_argument("--client", choices=["raw", "httpx"], default="raw")
+    ap.add_argument("--procs", type=int, default=2, help="httpx and SSE client processes")
+    ap.add_argument("--users", type=int, default=1, help="raw client: connections spread over "
+                    "this many users (each request's meta rides in the shared group commit)")
+    ap.add_argument("--runs", type=int, default=1, help="repeat each submit run (fresh server)")
     ap.add_argument("--sse-clients", type=int, default=500)
     ap.add_argument("--sse-events", type=int, default=50)
     ap.add_argument("--sse-rate", type=float, default=10.0)
@@ -245,11 +403,12 @@ def main() -> None:
     a = ap.parse_args()
     print(f"host: {os.cpu_count()} CPUs, python {sys.version.split()[0]}")
     if a.only in (None, "submit"):
-        asyncio.run(bench_submit(True, a.submissions, a.clients, a.procs))
-        asyncio.run(bench_submit(False, a.submissions, a.clients, a.procs))
+        for group_commit in (True, False):
+            for _ in range(a.runs):
+                asyncio.run(bench_submit(group_commit, a.submissions, a.warmup, a.clients,
+                                         a.client, a.procs, a.users))
     if a.only in (None, "sse"):
         asyncio.run(bench_sse(a.sse_clients, a.sse_events, a.sse_rate, a.procs))
-    _ = statistics
 
 
 if __name__ == "__main__":

@@ -1,0 +1,136 @@
+"""Group commit (argus.service.batcher): concurrent commands from different users share one
+transaction, every event keeps the meta (actor, request id) of the request that caused it,
+and one bad batch fails alone."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from argus.events import EventMeta, task_stream
+from argus.service import GroupCommitter
+from argus.store import (
+    AppendBatch,
+    ConcurrencyConflict,
+    EventStore,
+    InvariantViolation,
+    PayloadTooLarge,
+)
+from tests.api.conftest import ADVANCED, Env, put_dataset
+from tests.events import factories as f
+
+ALICE = EventMeta(actor="user:alice", request_id="req-alice")
+BOB = EventMeta(actor="user:bob", request_id="req-bob")
+CAROL = EventMeta(actor="user:carol", request_id="req-carol")
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[EventStore]:
+    s = await EventStore.open(tmp_path / "events.sqlite3", synchronous="NORMAL")
+    yield s
+    await s.close()
+
+
+def _submit(task_id: str, user: str = "alice", expected: int | None = 0) -> AppendBatch:
+    return AppendBatch(stream=task_stream(task_id), expected_version=expected,
+                       events=[f.submitted(task_id, user)], owner=user)
+
+
+async def test_different_actors_share_one_transaction_and_keep_their_meta(store: EventStore) -> None:
+    committer = GroupCommitter(store)
+    before = store.appends_total
+    try:
+        # gather starts both callers before the worker runs: both are queued for its first take
+        got = await asyncio.gather(committer.append(_submit("a", "alice"), ALICE),
+                                   committer.append(_submit("b", "bob"), BOB))
+    finally:
+        await committer.close()
+    assert got == [[1], [2]]
+    assert store.appends_total - before == 1 and committer.transactions == 1
+    recs = await store.read()
+    assert [(r.stream, r.meta) for r in recs] == [(task_stream("a"), ALICE), (task_stream("b"), BOB)]
+    assert recs[0].recorded_at == recs[1].recorded_at  # one transaction: one timestamp
+
+
+async def test_a_bad_batch_fails_alone_and_the_others_keep_their_meta(store: EventStore) -> None:
+    await store.append(task_stream("taken"), 0, [f.submitted("taken")], owner="alice")
+    committer = GroupCommitter(store)
+    huge = f.deferred("taken", reason="x" * (store.max_payload_bytes + 1))
+    try:
+        got = await asyncio.gather(
+            committer.append(_submit("a", "alice"), ALICE),
+            committer.append(_submit("taken", "bob"), BOB),  # stream exists: conflict
+            committer.append(AppendBatch(stream=task_stream("taken"), expected_version=1,
+                                         events=[f.running("taken")]), BOB),  # illegal transition
+            committer.append(AppendBatch(stream=task_stream("taken"), expected_version=None,
+                                         events=[huge]), BOB),  # too large
+            committer.append(_submit("c", "carol"), CAROL),
+            return_exceptions=True,
+        )
+    finally:
+        await committer.close()
+    assert isinstance(got[1], ConcurrencyConflict)
+    assert isinstance(got[2], InvariantViolation)
+    assert isinstance(got[3], PayloadTooLarge)
+    assert got[0] == [2] and got[4] == [3]
+    assert committer.transactions == 2  # the group failed whole; each good batch then alone
+    recs = await store.read(after=1)
+    assert [(r.stream, r.meta) for r in recs] == [(task_stream("a"), ALICE), (task_stream("c"), CAROL)]
+
+
+async def test_a_lone_failure_is_the_callers(store: EventStore) -> None:
+    await store.append(task_stream("taken"), 0, [f.submitted("taken")])
+    committer = GroupCommitter(store)
+    try:
+        with pytest.raises(ConcurrencyConflict):
+            await committer.append(_submit("taken"), ALICE)
+        assert await committer.append(_submit("a"), ALICE) == [2]  # the worker lives on
+    finally:
+        await committer.close()
+
+
+async def test_two_users_submissions_over_http_share_one_transaction(
+    live: Env, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Through the API: alice's and bob's concurrent submissions are one transaction, and
+    each TaskSubmitted carries its own request's actor and X-Request-Id. (Behind uvicorn:
+    the server shares this test's event loop, so the test can hold the committer.)"""
+    env = live
+    for user in ("alice", "bob"):
+        put_dataset(env.shared, user)
+    store, committer = env.store, env.app.state.commands.committer
+    real, gate = store.append_batches, asyncio.Event()
+    calls: list[list[EventMeta | None]] = []
+
+    async def gated(batches: list[AppendBatch], **kw: Any) -> list[int]:
+        calls.append([b.meta for b in batches])
+        if len(calls) == 1:
+            await gate.wait()  # hold the worker so that both submissions queue behind it
+        return await real(batches, **kw)
+
+    monkeypatch.setattr(store, "append_batches", gated)
+    before = store.appends_total
+    blocker = asyncio.create_task(committer.append(
+        AppendBatch(stream="task-blocker", expected_version=None, events=[]), EventMeta()))
+    posts = [asyncio.create_task(env.client.post(
+        "/api/v2/tasks", content=ADVANCED,
+        headers={**env.h(u), "Content-Type": "application/yaml", "X-Request-Id": f"req-{u}"},
+    )) for u in ("alice", "bob")]
+    async with asyncio.timeout(10):
+        while committer.pending < 2:
+            await asyncio.sleep(0.005)
+    gate.set()
+    responses = await asyncio.gather(*posts)
+    await blocker
+    assert [r.status_code for r in responses] == [201, 201], [r.text for r in responses]
+    assert store.appends_total - before == 2  # the blocker's, then one for both submissions
+    assert sorted(m.actor for m in calls[1] if m) == ["user:alice", "user:bob"]
+    recs = {r.event.task_id: r for r in await store.read(types=["TaskSubmitted"])}
+    a, b = (recs[r.json()["task_id"]] for r in responses)
+    assert a.meta == ALICE and a.owner == "alice"
+    assert b.meta == BOB and b.owner == "bob"
+    assert abs(a.position - b.position) == 1 and a.recorded_at == b.recorded_at
