@@ -19,12 +19,12 @@ import threading
 import time
 from typing import IO, Sequence
 
-__all__ = ["RayChild", "StopFlag", "detect_node_ip", "port_open"]
+__all__ = ["RayChild", "StopFlag", "detect_node_ip", "die_with_parent", "port_open"]
 
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent(parent_pid: int) -> None:
+def die_with_parent(parent_pid: int) -> None:
     """Runs in the child between fork and exec (Linux only; elsewhere a no-op)."""
     if not sys.platform.startswith("linux"):
         return
@@ -56,7 +56,7 @@ class RayChild:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=lambda: _die_with_parent(parent),
+            preexec_fn=lambda: die_with_parent(parent),
             env=env,
         )
         self.pid = self.proc.pid

@@ -8,8 +8,10 @@ by the caller, in its transaction. Helpers read the database file through their 
 read-only connections: they see the committed log, and the caller folds only up to a
 position it read first (``until``), so every share ends at the same point.
 
-Anything unexpected (no file to reopen, a helper that fails, an entity key found in two
-shares) falls back to one process, which gives the same result or the real error.
+Anything unexpected falls back to one process, which gives the same result or the real
+error: no file to reopen, a helper that fails, a helper whose log ends before ``until``
+(the caller's transaction holds events not yet committed), an entity key found in two
+shares.
 """
 
 from __future__ import annotations
@@ -83,7 +85,10 @@ def fold_in_parallel(source: sqlite3.Connection, plan: FoldPlan, until: int) -> 
             # be the caller's, inside the caller's transaction: that is fine for reading).
             merged = fold_log(source, plan, until=until, share=shares[0])
             for future in futures:
-                if not _merge(merged, plan, future.result()):
+                seen, payload = future.result()
+                # A helper reads only what is committed. If the caller's transaction holds
+                # events not yet committed, the helper's log ends earlier: not the same log.
+                if seen != until or not _merge(merged, plan, payload):
                     return None
     except Exception:  # noqa: BLE001 - any failure: fold in one process instead
         return None
@@ -102,14 +107,19 @@ def _merge(into: Rebuild, plan: FoldPlan, payload: bytes) -> bool:
     return True
 
 
-def _fold_share(path: str, names: list[str], until: int, share: Share) -> bytes:
-    """In a helper process: fold one share of the log and return its entities per fold
-    (msgpack, in the order of ``FoldPlan.by_fold``)."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+def _fold_share(path: str, names: list[str], until: int, share: Share) -> tuple[int, bytes]:
+    """In a helper process: fold one share of the log; return the last position it saw (up
+    to ``until``) and its entities per fold (msgpack, in the order of ``FoldPlan.by_fold``)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
     try:
+        conn.execute("BEGIN")  # one snapshot for the check and the fold
+        seen = conn.execute(
+            "SELECT coalesce(max(position), 0) FROM events WHERE position <= ?", (until,)
+        ).fetchone()[0]
         plan = FoldPlan([p for p in default_projections() if p.name in names])
         rebuild = fold_log(conn, plan, until=until, share=share)
+        conn.execute("COMMIT")
     finally:
         conn.close()
     encode = msgspec.msgpack.Encoder().encode
-    return encode([encode(rebuild.entities[fold]) for fold in plan.by_fold])
+    return seen, encode([encode(rebuild.entities[fold]) for fold in plan.by_fold])

@@ -122,3 +122,26 @@ def test_shares_cover_every_stream_once_and_balance_a_busy_stream(tmp_path: Path
     # The cluster stream (~half the log) has a share of its own; the tasks fill the other.
     sizes = sorted(len(share) for share in per_share)
     assert sizes[1] - sizes[0] < total * 0.2, sizes
+
+
+def test_events_not_yet_committed_by_the_caller_fall_back_to_one_process(
+    tmp_path: Path, always_parallel: list[bool]
+) -> None:
+    """Helpers read only what is committed: when the caller's own transaction holds new
+    events, a parallel fold would miss them, so it is not used."""
+    path = tmp_path / "log.sqlite3"
+    write_log(path, mixed_streams(20))
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        head = db.execute("SELECT max(position) FROM events").fetchone()[0]
+        type_, schema, data = encode_event(f.submitted("late"))
+        db.execute(f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
+                   (head + 1, task_stream("late"), 1, type_, schema, data, b"{}", "alice", time.time()))
+        rebuild_projections(db, db, default_projections())
+        tasks = [r[0] for r in db.execute("SELECT task_id FROM tasks")]
+        db.execute("ROLLBACK")
+    finally:
+        db.close()
+    assert always_parallel == [False]
+    assert "late" in tasks and len(tasks) == 21

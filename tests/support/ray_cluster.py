@@ -26,6 +26,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from argus.nodepool.process import die_with_parent
+
 __all__ = ["RayCluster", "WorkerNode", "free_ports", "ray_cluster"]
 
 WORKER_GPUS = 4
@@ -95,9 +97,12 @@ class WorkerNode(msgspec.Struct, kw_only=True):
 
 def _spawn(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:  # type: ignore[type-arg]
     out = open(log, "ab")
-    # Own process group: teardown signals exactly the processes this node started.
+    # Own process group: teardown signals exactly the processes this node started. And it
+    # dies with pytest (PDEATHSIG; Ray's own children die with it): a pytest killed by a
+    # timeout must not leave a cluster behind.
+    parent = os.getpid()
     return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lambda: die_with_parent(parent))
 
 
 def _kill_group(proc: subprocess.Popen | None, grace_s: float = 5.0) -> None:  # type: ignore[type-arg]
