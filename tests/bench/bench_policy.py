@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from argus.events.catalog import Demand, NodeCapacity  # noqa: E402
-from argus.scheduler import Capacity  # noqa: E402, PolicyConfig, QueuedTask, RunningTask, decide
+from argus.scheduler import Capacity, PolicyConfig, QueuedTask, RunningTask, decide  # noqa: E402
 
 N_TASKS, N_NODES, RUNS = 10_000, 200, 200
 
