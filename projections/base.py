@@ -9,13 +9,14 @@ projections may share one fold — ``tasks``, ``queue`` and ``user_views`` all r
 The same folds serve both paths:
 - inline (``InlineFold``): inside the append transaction, each touched entity is loaded
   once, folded through every event of the transaction, and saved once at the end;
-- rebuild (``Rebuild``): fold the whole log in memory, then bulk-write every entity.
+- rebuild (``argus.store.rows.fold_log`` into a ``Rebuild``): fold the whole log in
+  memory, then bulk-write every entity.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from typing import ClassVar, Generic, Iterable, Sequence, TypeVar
+from typing import ClassVar, Generic, Sequence, TypeVar
 
 from argus.events import Recorded
 
@@ -86,9 +87,6 @@ class FoldPlan:
                     f"whose tables hold the {fold.name} entities they are folded from"
                 )
 
-    def handles(self) -> Iterable[str]:
-        return self.by_type.keys()
-
 
 class InlineFold:
     """The entities one append transaction touches: load once, fold, save once."""
@@ -116,21 +114,12 @@ class InlineFold:
 
 
 class Rebuild:
-    """Folds records in memory; ``write`` clears the projections' tables and fills them."""
+    """Entities folded in memory, per fold (``argus.store.rows.fold_log`` fills them);
+    ``write`` clears the projections' tables and fills them."""
 
     def __init__(self, plan: FoldPlan) -> None:
         self.plan = plan
         self.entities: dict[EntityFold, dict[str, object]] = {f: {} for f in plan.by_fold}  # type: ignore[type-arg]
-
-    def fold(self, rec: Recorded) -> None:
-        for fold in self.plan.by_type.get(rec.type, ()):
-            entities = self.entities[fold]
-            key = fold.key(rec)
-            entity = fold.evolve(entities.get(key), rec)
-            if entity is None:
-                entities.pop(key, None)
-            else:
-                entities[key] = entity
 
     def write(self, db: sqlite3.Connection) -> None:
         for fold, projections in self.plan.by_fold.items():

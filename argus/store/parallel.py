@@ -72,13 +72,13 @@ def split_streams(db: sqlite3.Connection, count: int) -> list[Share]:
 def fold_in_parallel(source: sqlite3.Connection, plan: FoldPlan, until: int) -> Rebuild | None:
     """Fold the log up to ``until`` in shares across processes; None when not worth it
     (short log, one core, no file) or when it did not work (the caller folds serially)."""
-    path = _database_file(source)
-    if _shares() < 2 or path is None or until < PARALLEL_MIN_EVENTS:
+    count, path = _shares(), _database_file(source)
+    if count < 2 or path is None or until < PARALLEL_MIN_EVENTS:
         return None
     names = [p.name for p in plan.projections]
     context = multiprocessing.get_context("spawn")  # never fork a process with threads
     try:
-        shares = split_streams(source, _shares())
+        shares = split_streams(source, count)
         with concurrent.futures.ProcessPoolExecutor(len(shares) - 1, mp_context=context) as pool:
             futures = [pool.submit(_fold_share, path, names, until, share) for share in shares[1:]]
             # This process folds the first share meanwhile, on its own connection (it may

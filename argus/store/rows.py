@@ -134,7 +134,7 @@ def fold_log(
     in memory. One pass decodes each event once and folds it once per fold, however many
     projections that fold feeds."""
     rebuild = Rebuild(plan)
-    # Rebuild.fold and iter_log, inlined, with bound methods looked up once per type: this
+    # The fold and the row decoding inlined, with bound methods looked up once per type: this
     # loop runs once per event of a log of millions, and its overheads were most of its time.
     folds = {
         t: tuple((fold.key, fold.evolve, rebuild.entities[fold]) for fold in fs)
