@@ -7,8 +7,9 @@ projections may share one fold — ``tasks``, ``queue`` and ``user_views`` all r
 ``TaskView`` — so an event is folded once however many tables it changes.
 
 The same folds serve both paths:
-- inline (``InlineFold``): inside the append transaction, each touched entity is loaded
-  once, folded through every event of the transaction, and saved once at the end;
+- inline (``InlineFold``): inside the append transaction, the entities it touches are
+  loaded together, folded through every event of the transaction, and saved together at
+  the end (each projection writes all of its changes with one statement per kind of row);
 - rebuild (``argus.store.rows.fold_log`` into a ``Rebuild``): fold the whole log in
   memory, then bulk-write every entity.
 """
@@ -20,9 +21,26 @@ from typing import ClassVar, Generic, Sequence, TypeVar
 
 from argus.events import Recorded
 
-__all__ = ["EntityFold", "EntityProjection", "FoldPlan", "InlineFold", "Rebuild"]
+__all__ = ["Change", "EntityFold", "EntityProjection", "FoldPlan", "InlineFold", "Rebuild", "upsert_sql"]
 
 E = TypeVar("E")
+
+# One entity's change within a transaction: (key, as loaded, as folded). ``before`` is
+# None for an entity the tables did not hold.
+Change = tuple[str, E | None, E | None]
+
+
+def upsert_sql(table: str, columns: str, key: str, fixed: frozenset[str] = frozenset()) -> str:
+    """INSERT, or on a clash of ``key`` UPDATE the columns that can change. SQLite leaves
+    an index alone when none of its columns is SET, so columns that never change after
+    the insert (``fixed``) are left out of the SET: their indexes are written once."""
+    names = [c.strip() for c in columns.split(",")]
+    keys = {c.strip() for c in key.split(",")}
+    sets = ", ".join(f"{c} = excluded.{c}" for c in names if c not in fixed and c not in keys)
+    return (
+        f"INSERT INTO {table} ({columns}) VALUES ({','.join('?' * len(names))}) "
+        f"ON CONFLICT ({key}) DO UPDATE SET {sets}"
+    )
 
 
 class EntityFold(Generic[E]):
@@ -46,6 +64,15 @@ class EntityFold(Generic[E]):
         """The entity as the home projection's tables hold it now."""
         raise NotImplementedError
 
+    def load_many(self, db: sqlite3.Connection, keys: Sequence[str]) -> dict[str, E]:
+        """The entities among ``keys`` that the tables hold (override with one query)."""
+        found = {}
+        for key in keys:
+            entity = self.load(db, key)
+            if entity is not None:
+                found[key] = entity
+        return found
+
 
 class EntityProjection(Generic[E]):
     """Tables kept from one fold, with a version (a change means: rebuild on start)."""
@@ -55,8 +82,8 @@ class EntityProjection(Generic[E]):
     tables: ClassVar[tuple[str, ...]]
     fold: ClassVar[EntityFold]  # type: ignore[type-arg]
 
-    def save(self, db: sqlite3.Connection, key: str, before: E | None, after: E | None) -> None:
-        """Write the change from ``before`` to ``after`` (both from the same fold)."""
+    def save(self, db: sqlite3.Connection, changes: Sequence[Change[E]]) -> None:
+        """Write every change of one transaction (each entity once, from the same fold)."""
         raise NotImplementedError
 
     def write_all(self, db: sqlite3.Connection, entities: dict[str, E]) -> None:
@@ -89,27 +116,38 @@ class FoldPlan:
 
 
 class InlineFold:
-    """The entities one append transaction touches: load once, fold, save once."""
+    """The entities one append transaction touches: loaded together, folded, saved together."""
 
     def __init__(self, plan: FoldPlan) -> None:
         self.plan = plan
-        # (fold, key) -> [as loaded, as folded so far]
-        self.touched: dict[tuple[EntityFold, str], list[object]] = {}  # type: ignore[type-arg]
+        # fold -> key -> [as loaded, as folded so far]
+        self.touched: dict[EntityFold, dict[str, list[object]]] = {}  # type: ignore[type-arg]
 
-    def apply(self, db: sqlite3.Connection, rec: Recorded) -> None:
-        for fold in self.plan.by_type.get(rec.type, ()):
-            key = fold.key(rec)
-            pair = self.touched.get((fold, key))
-            if pair is None:
-                loaded = fold.load(db, key)
-                pair = self.touched[(fold, key)] = [loaded, loaded]
+    def fold(self, db: sqlite3.Connection, records: Sequence[Recorded]) -> None:
+        """Fold ``records`` (in order) into the entities they touch; raises what ``evolve``
+        raises for an event the entity does not allow."""
+        by_type = self.plan.by_type
+        work = [(fold, fold.key(rec), rec) for rec in records for fold in by_type.get(rec.type, ())]
+        keys: dict[EntityFold, dict[str, None]] = {}  # type: ignore[type-arg]
+        for fold, key, _ in work:
+            keys.setdefault(fold, {})[key] = None
+        for fold, wanted in keys.items():
+            entities = self.touched.setdefault(fold, {})
+            missing = [k for k in wanted if k not in entities]
+            loaded = fold.load_many(db, missing) if missing else {}
+            for key in missing:
+                entity = loaded.get(key)
+                entities[key] = [entity, entity]
+        for fold, key, rec in work:
+            pair = self.touched[fold][key]
             pair[1] = fold.evolve(pair[1], rec)
 
     def save(self, db: sqlite3.Connection) -> None:
         by_fold = self.plan.by_fold
-        for (fold, key), (before, after) in self.touched.items():
+        for fold, entities in self.touched.items():
+            changes = [(key, before, after) for key, (before, after) in entities.items()]
             for projection in by_fold[fold]:
-                projection.save(db, key, before, after)
+                projection.save(db, changes)
         self.touched.clear()
 
 

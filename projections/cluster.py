@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
+from typing import Sequence
 
 import msgspec
 
 from argus.events import CapacityObserved, ClusterUnreachable, NodeCapacity, Recorded
-from projections.base import EntityFold, EntityProjection
+from projections.base import Change, EntityFold, EntityProjection
 
 __all__ = ["CLUSTER_FOLD", "ClusterFold", "ClusterView", "ClusterProjection", "evolve_cluster"]
 
@@ -64,11 +65,12 @@ class ClusterProjection(EntityProjection[ClusterView]):
     tables = ("cluster_nodes", "cluster_status")
     fold = CLUSTER_FOLD
 
-    def save(self, db: sqlite3.Connection, key: str, before: ClusterView | None, after: ClusterView | None) -> None:
-        assert after is not None
-        for table in self.tables:
-            db.execute(f"DELETE FROM {table}")
-        self.write_all(db, {key: after})
+    def save(self, db: sqlite3.Connection, changes: Sequence[Change[ClusterView]]) -> None:
+        for key, _, after in changes:  # one entity: the cluster
+            assert after is not None
+            for table in self.tables:
+                db.execute(f"DELETE FROM {table}")
+            self.write_all(db, {key: after})
 
     def write_all(self, db: sqlite3.Connection, entities: dict[str, ClusterView]) -> None:
         for view in entities.values():

@@ -9,8 +9,9 @@ Keeping the row while a task runs lets a retry put it back in its original place
 from __future__ import annotations
 
 import sqlite3
+from typing import Sequence
 
-from projections.base import EntityProjection
+from projections.base import Change, EntityProjection, upsert_sql
 from projections.tasks import TASK_FOLD, TaskView
 
 __all__ = ["QueueProjection", "queue_row"]
@@ -28,7 +29,14 @@ def queue_row(v: TaskView) -> tuple[object, ...] | None:
     )
 
 
-_UPSERT = "INSERT OR REPLACE INTO queue VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+# Who, what and where in the FIFO order are fixed at submission; state and waiting change.
+_UPSERT = upsert_sql(
+    "queue",
+    "task_id, seq, user, priority, state, waiting, nnodes, n_gpus_per_node, cpus_per_node, "
+    "next_run_at, wait_reason, wait_message, waiting_since",
+    "task_id",
+    frozenset({"seq", "user", "priority", "nnodes", "n_gpus_per_node", "cpus_per_node"}),
+)
 
 
 class QueueProjection(EntityProjection[TaskView]):
@@ -39,14 +47,21 @@ class QueueProjection(EntityProjection[TaskView]):
     tables = ("queue",)
     fold = TASK_FOLD
 
-    def save(self, db: sqlite3.Connection, key: str, before: TaskView | None, after: TaskView | None) -> None:
-        assert after is not None
-        row = queue_row(after)
-        if row is None:
-            if before is not None and not before.state.is_terminal():
-                db.execute("DELETE FROM queue WHERE task_id = ?", (key,))
-        elif before is None or row != queue_row(before):
-            db.execute(_UPSERT, row)
+    def save(self, db: sqlite3.Connection, changes: Sequence[Change[TaskView]]) -> None:
+        upserts: list[tuple[object, ...]] = []
+        deletes: list[tuple[str]] = []
+        for key, before, after in changes:
+            assert after is not None
+            row = queue_row(after)
+            if row is None:
+                if before is not None and not before.state.is_terminal():
+                    deletes.append((key,))
+            elif before is None or row != queue_row(before):
+                upserts.append(row)
+        if upserts:
+            db.executemany(_UPSERT, upserts)
+        if deletes:
+            db.executemany("DELETE FROM queue WHERE task_id = ?", deletes)
 
     def write_all(self, db: sqlite3.Connection, entities: dict[str, TaskView]) -> None:
         rows = (queue_row(v) for v in entities.values())

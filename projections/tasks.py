@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import operator
 import sqlite3
+from typing import Sequence
 
 import msgspec
 
@@ -28,7 +29,7 @@ from argus.events import (
     TaskSucceeded,
 )
 from argus.lifecycle import NEXT_STATE, TaskState, next_state
-from projections.base import EntityFold, EntityProjection
+from projections.base import Change, EntityFold, EntityProjection, upsert_sql
 
 __all__ = [
     "AttemptView",
@@ -255,8 +256,31 @@ def _attempt_row(task_id: str, a: AttemptView) -> tuple[object, ...]:
     )
 
 
-_UPSERT_TASK = "INSERT OR REPLACE INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-_UPSERT_ATTEMPT = "INSERT OR REPLACE INTO attempts VALUES (?,?,?,?,?,?,?,?,?)"
+_TASK_COLUMNS = (
+    "task_id, user, workload, kind, state, priority, created_at, updated_at, next_run_at, "
+    "latest_attempt_no, failure_kind, error_summary, wait_reason, stream_version, view"
+)
+_ATTEMPT_COLUMNS = (
+    "task_id, attempt_no, submission_id, ray_status, failure_kind, evidence, exit_code, started_at, ended_at"
+)
+
+
+# A task's user, workload, kind, priority and creation time are set by TaskSubmitted and
+# never change (the (user, created_at) index is written once); an attempt's submission id
+# is set when it starts.
+_UPSERT_TASK = upsert_sql(
+    "tasks", _TASK_COLUMNS, "task_id", frozenset({"user", "workload", "kind", "priority", "created_at"})
+)
+_UPSERT_ATTEMPT = upsert_sql("attempts", _ATTEMPT_COLUMNS, "task_id, attempt_no", frozenset({"submission_id"}))
+
+
+def _changed_attempts(before: TaskView | None, after: TaskView) -> list[AttemptView]:
+    """Attempts that are new or changed (events touch the newest attempt)."""
+    if before is None:
+        return list(after.attempts)
+    if before.attempts == after.attempts:
+        return []
+    return [a for a in after.attempts if a not in before.attempts]
 
 
 def load_task(db: sqlite3.Connection, task_id: str) -> TaskView | None:
@@ -280,6 +304,15 @@ class TaskFold(EntityFold[TaskView]):
     def load(self, db: sqlite3.Connection, key: str) -> TaskView | None:
         return load_task(db, key)
 
+    def load_many(self, db: sqlite3.Connection, keys: Sequence[str]) -> dict[str, TaskView]:
+        found: dict[str, TaskView] = {}
+        for k in range(0, len(keys), 500):  # well under SQLite's limit on parameters
+            chunk = keys[k:k + 500]
+            sql = f"SELECT task_id, view FROM tasks WHERE task_id IN ({','.join('?' * len(chunk))})"
+            for task_id, view in db.execute(sql, chunk):
+                found[task_id] = _decode_view(view)
+        return found
+
 
 TASK_FOLD = TaskFold()
 
@@ -292,13 +325,15 @@ class TasksProjection(EntityProjection[TaskView]):
     tables = ("tasks", "attempts")
     fold = TASK_FOLD
 
-    def save(self, db: sqlite3.Connection, key: str, before: TaskView | None, after: TaskView | None) -> None:
-        assert after is not None
-        db.execute(_UPSERT_TASK, _task_row(after))
-        # Only attempts that changed are written (events touch the newest attempt).
-        if after.attempts and (before is None or before.attempts != after.attempts):
-            changed = [a for a in after.attempts if before is None or a not in before.attempts]
-            db.executemany(_UPSERT_ATTEMPT, (_attempt_row(key, a) for a in changed))
+    def save(self, db: sqlite3.Connection, changes: Sequence[Change[TaskView]]) -> None:
+        db.executemany(_UPSERT_TASK, [_task_row(after) for _, _, after in changes if after is not None])
+        attempts = [
+            _attempt_row(key, a)
+            for key, before, after in changes if after is not None
+            for a in _changed_attempts(before, after)
+        ]
+        if attempts:
+            db.executemany(_UPSERT_ATTEMPT, attempts)
 
     def write_all(self, db: sqlite3.Connection, entities: dict[str, TaskView]) -> None:
         db.executemany(_UPSERT_TASK, (_task_row(v) for v in entities.values()))

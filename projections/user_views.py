@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
+from typing import Sequence
 
-from projections.base import EntityProjection
+from projections.base import Change, EntityProjection
 from projections.tasks import TASK_FOLD, TaskView
 
 __all__ = ["UserViewsProjection"]
@@ -22,25 +23,27 @@ class UserViewsProjection(EntityProjection[TaskView]):
     tables = ("user_task_counts",)
     fold = TASK_FOLD
 
-    def save(self, db: sqlite3.Connection, key: str, before: TaskView | None, after: TaskView | None) -> None:
-        assert after is not None
-        if before is not None:
-            if before.state is after.state:
-                return
-            db.execute(
-                "UPDATE user_task_counts SET n = n - 1 WHERE user = ? AND state = ?",
-                (before.user, before.state.value),
-            )
-            # Drop empty rows so that the inline table equals a rebuild's.
-            db.execute(
-                "DELETE FROM user_task_counts WHERE user = ? AND state = ? AND n = 0",
-                (before.user, before.state.value),
-            )
-        db.execute(
-            "INSERT INTO user_task_counts VALUES (?, ?, 1) "
-            "ON CONFLICT (user, state) DO UPDATE SET n = n + 1",
-            (after.user, after.state.value),
+    def save(self, db: sqlite3.Connection, changes: Sequence[Change[TaskView]]) -> None:
+        # Net moves between (user, state) counts over the whole transaction.
+        delta: Counter[tuple[str, str]] = Counter()
+        for _, before, after in changes:
+            assert after is not None
+            if before is not None:
+                if before.state is after.state:
+                    continue
+                delta[(before.user, before.state.value)] -= 1
+            delta[(after.user, after.state.value)] += 1
+        rows = [(user, state, n) for (user, state), n in delta.items() if n]
+        if not rows:
+            return
+        db.executemany(
+            "INSERT INTO user_task_counts VALUES (?, ?, ?) ON CONFLICT (user, state) DO UPDATE SET n = n + excluded.n",
+            rows,
         )
+        # Drop emptied rows so that the inline table equals a rebuild's.
+        emptied = [(user, state) for user, state, n in rows if n < 0]
+        if emptied:
+            db.executemany("DELETE FROM user_task_counts WHERE user = ? AND state = ? AND n = 0", emptied)
 
     def write_all(self, db: sqlite3.Connection, entities: dict[str, TaskView]) -> None:
         counts = Counter((v.user, v.state.value) for v in entities.values())

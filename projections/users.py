@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from typing import Sequence
 
 import msgspec
 
@@ -14,7 +15,7 @@ from argus.events import (
     UserDisabled,
     UserEnabled,
 )
-from projections.base import EntityFold, EntityProjection
+from projections.base import Change, EntityFold, EntityProjection
 
 __all__ = ["TokenView", "USER_FOLD", "UserFold", "UserView", "UsersProjection", "evolve_user"]
 
@@ -124,11 +125,12 @@ class UsersProjection(EntityProjection[UserView]):
     tables = ("users", "tokens")
     fold = USER_FOLD
 
-    def save(self, db: sqlite3.Connection, key: str, before: UserView | None, after: UserView | None) -> None:
-        assert after is not None
-        db.execute("INSERT OR REPLACE INTO users VALUES (?,?,?,?,?)", _user_row(after))
-        if before is None or before.tokens != after.tokens:
-            db.executemany("INSERT OR REPLACE INTO tokens VALUES (?,?,?,?,?,?)", _token_rows(after))
+    def save(self, db: sqlite3.Connection, changes: Sequence[Change[UserView]]) -> None:
+        for _, before, after in changes:
+            assert after is not None
+            db.execute("INSERT OR REPLACE INTO users VALUES (?,?,?,?,?)", _user_row(after))
+            if before is None or before.tokens != after.tokens:
+                db.executemany("INSERT OR REPLACE INTO tokens VALUES (?,?,?,?,?,?)", _token_rows(after))
 
     def write_all(self, db: sqlite3.Connection, entities: dict[str, UserView]) -> None:
         db.executemany("INSERT INTO users VALUES (?,?,?,?,?)", (_user_row(u) for u in entities.values()))

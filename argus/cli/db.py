@@ -90,10 +90,14 @@ def status(db_path: str | None, config_path: str | None) -> None:
             count, head = conn.execute("SELECT count(*), coalesce(max(position), 0) FROM events").fetchone()
             click.echo(f"events:         {count} (head position {head})")
         if "projection_state" in tables:
-            for name, pversion, checkpoint in conn.execute(
-                "SELECT name, version, checkpoint FROM projection_state ORDER BY name"
+            # ``live`` came with migration 0005; an older database has checkpoints only.
+            columns = {r[1] for r in conn.execute("PRAGMA table_info(projection_state)")}
+            live_sql = "live" if "live" in columns else "0"
+            for name, pversion, checkpoint, live in conn.execute(
+                f"SELECT name, version, checkpoint, {live_sql} FROM projection_state ORDER BY name"
             ):
-                click.echo(f"projection:     {name} v{pversion} at {checkpoint}")
+                where = "live, at the head" if live else f"at {checkpoint}"
+                click.echo(f"projection:     {name} v{pversion} {where}")
         if "subscriber_checkpoints" in tables:
             for name, position in conn.execute("SELECT name, position FROM subscriber_checkpoints ORDER BY name"):
                 click.echo(f"consumer:       {name} at {position}")

@@ -13,6 +13,7 @@ import msgspec
 
 from argus.events import CapacityObserved, ClusterUnreachable, NodeCapacity, Recorded
 from argus.lifecycle import TaskState
+from argus.store.rows import projection_checkpoint
 from projections import TaskView, evolve_task
 from projections.tasks import TASK_EVENT_TYPES
 
@@ -36,8 +37,7 @@ class ReactorState:
         state = cls()
         db.execute("BEGIN")
         try:
-            row = db.execute("SELECT checkpoint FROM projection_state WHERE name = 'tasks'").fetchone()
-            state.position = int(row[0]) if row else 0
+            state.position = projection_checkpoint(db, "tasks")
             terminal = tuple(s.value for s in TaskState if s.is_terminal())
             for (view,) in db.execute(
                 f"SELECT view FROM tasks WHERE state NOT IN ({','.join('?' * len(terminal))})", terminal

@@ -21,6 +21,7 @@ __all__ = [
     "decode_row",
     "fold_log",
     "iter_log",
+    "projection_checkpoint",
     "rebuild_projections",
     "write_projection_state",
 ]
@@ -192,7 +193,8 @@ def rebuild_projections(
     if rebuild is None:
         rebuild = fold_log(source, plan, until=last)
     rebuild.write(target)
-    write_projection_state(target, projections, last)
+    # Live (following every append from now on) only when rebuilt in place at the head.
+    write_projection_state(target, projections, last, live=until is None and source is target)
     return last
 
 
@@ -200,10 +202,26 @@ def write_projection_state(
     db: sqlite3.Connection,
     projections: Sequence[EntityProjection],  # type: ignore[type-arg]
     checkpoint: int,
+    *,
+    live: bool,
 ) -> None:
+    """Record that ``projections`` are exact at ``checkpoint`` (and, when ``live``, that
+    every append from now on keeps them so)."""
     db.executemany(
-        "INSERT INTO projection_state (name, version, checkpoint) VALUES (?, ?, ?) "
+        "INSERT INTO projection_state (name, version, checkpoint, live) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (name) DO UPDATE SET version = excluded.version, "
-        "checkpoint = excluded.checkpoint",
-        [(p.name, p.version, checkpoint) for p in projections],
+        "checkpoint = excluded.checkpoint, live = excluded.live",
+        [(p.name, p.version, checkpoint, int(live)) for p in projections],
     )
+
+
+def projection_checkpoint(db: sqlite3.Connection, name: str) -> int:
+    """The last log position projection ``name`` reflects: the head while it is live (its
+    tables are written in every append's transaction), else where it was left (0: never
+    built). Read it in the same read transaction as the tables it describes."""
+    row = db.execute(
+        "SELECT CASE WHEN live THEN (SELECT coalesce(max(position), 0) FROM events) ELSE checkpoint END "
+        "FROM projection_state WHERE name = ?",
+        (name,),
+    ).fetchone()
+    return int(row[0]) if row else 0

@@ -1,10 +1,11 @@
 """The event store: an append-only log in SQLite (WAL), with projections written inline.
 
-Writes go through one aiosqlite connection. Each append runs as one function on that
-connection's thread (``_run``): ``BEGIN IMMEDIATE`` takes SQLite's write lock before the
-next position is read, so commit order equals position order across threads *and*
-processes (no gaps, no interleaving), and the projections and consumer checkpoint are
-written in the same transaction as the events they reflect.
+Writes go through one connection (``SqliteWriter``): each append is one transaction, run
+on the event loop's thread when the write lock is free and on the writer's thread when it
+must wait. ``BEGIN IMMEDIATE`` takes SQLite's write lock before the next position is read,
+so commit order equals position order across threads *and* processes (no gaps, no
+interleaving), and the projections and consumer checkpoint are written in the same
+transaction as the events they reflect. Reads go through an aiosqlite connection.
 
 Durability is explicit: ``synchronous=FULL`` (default) fsyncs the WAL on every commit, so
 an acknowledged append survives power loss; ``NORMAL`` survives a process crash only.
@@ -26,6 +27,7 @@ from argus.lifecycle import IllegalTransition
 from argus.store.errors import ConcurrencyConflict, InvariantViolation, PayloadTooLarge
 from argus.store.migrate import migrate
 from argus.store.rows import EVENT_COLUMNS, decode_row, rebuild_projections
+from argus.store.writer import SqliteWriter, configure
 from projections import EntityProjection, FoldPlan, InlineFold, default_projections
 from projections.users import UserEventError
 
@@ -66,7 +68,7 @@ class EventStore:
     def __init__(
         self,
         path: str,
-        writer: aiosqlite.Connection,
+        writer: SqliteWriter,
         reader: aiosqlite.Connection,
         projections: Sequence[EntityProjection],  # type: ignore[type-arg]
         max_payload_bytes: int,
@@ -100,24 +102,22 @@ class EventStore:
         projections = default_projections() if projections is None else list(projections)
         FoldPlan(projections).require_homes()  # before anything is opened
         migrate(path)
-        writer = await aiosqlite.connect(path, isolation_level=None)
+        writer = SqliteWriter(path, synchronous)
         reader = await aiosqlite.connect(path, isolation_level=None)
         try:
-            for conn in (writer, reader):
-                # Reconfigure aiosqlite's connections exactly like _open_sqlite's.
-                await conn._execute(lambda c=conn: _configure(c._conn, synchronous))
+            await reader._execute(lambda: configure(reader._conn, synchronous))
             store = cls(path, writer, reader, projections, max_payload_bytes)
-            await store._run(store._ensure_projections)
+            await store._run(_in_transaction, store._ensure_projections)
         except BaseException:
             # A log that cannot be folded (an undecodable row, say): close what was opened,
             # or the connections' threads would keep the process alive.
-            await writer.close()
+            writer.close()
             await reader.close()
             raise
         return store
 
     async def close(self) -> None:
-        await self._writer.close()
+        self._writer.close()
         await self._reader.close()
 
     async def __aenter__(self) -> "EventStore":
@@ -128,8 +128,7 @@ class EventStore:
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(sqlite3_connection, *args)`` on the writer's thread, as one unit."""
-        writer = self._writer
-        return await writer._execute(lambda: fn(writer._conn, *args))  # type: ignore[no-any-return]
+        return await self._writer.in_thread(fn, *args)
 
     async def _read_run(self, fn: Callable[..., T], *args: Any) -> T:
         reader = self._reader
@@ -165,7 +164,7 @@ class EventStore:
         ``(consumer, position)`` is stored with the events, never moving backwards."""
         encoded = self._encode_batches(batches, meta)
         started = time.perf_counter()
-        positions = await self._run(self._append_sync, encoded, checkpoint)
+        positions = await self._writer.transaction(self._append_in_tx, encoded, checkpoint)
         self.append_seconds_total += time.perf_counter() - started
         self.appends_total += 1
         self._notify()
@@ -188,21 +187,6 @@ class EventStore:
         # says float, say): inline projections must equal a rebuild byte for byte.
         return type_, schema, data, decode_event(type_, schema, data)
 
-    def _append_sync(
-        self,
-        db: sqlite3.Connection,
-        encoded: list[_Encoded],
-        checkpoint: tuple[str, int] | None,
-    ) -> list[int]:
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            positions = self._append_in_tx(db, encoded, checkpoint)
-            db.execute("COMMIT")
-            return positions
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-
     def _append_in_tx(
         self,
         db: sqlite3.Connection,
@@ -211,21 +195,15 @@ class EventStore:
     ) -> list[int]:
         """The body of an append, inside a write transaction the caller holds."""
         now = time.time()
-        # Each entity the transaction touches is loaded once and saved once, after all of
-        # its events are folded: a batch of 100 events over a dozen tasks is a dozen saves.
-        inline = InlineFold(self._plan)
         try:
             position = db.execute("SELECT coalesce(max(position), 0) FROM events").fetchone()[0]
+            versions = _stream_versions(db, {item.batch.stream: None for item in encoded})
             positions: list[int] = []
             rows: list[tuple[object, ...]] = []
-            versions: dict[str, int] = {}  # rows are inserted at the end: track versions here
+            records: list[Recorded] = []
             for item in encoded:
                 stream, owner = item.batch.stream, item.batch.owner
-                version = versions.get(stream)
-                if version is None:
-                    version = db.execute(
-                        "SELECT coalesce(max(version), 0) FROM events WHERE stream = ?", (stream,)
-                    ).fetchone()[0]
+                version = versions[stream]
                 expected = item.batch.expected_version
                 if expected is not None and version != expected:
                     raise ConcurrencyConflict(stream, expected, version)
@@ -233,21 +211,18 @@ class EventStore:
                     position += 1
                     version += 1
                     rows.append((position, stream, version, type_, schema, data, item.meta_bytes, owner, now))
-                    inline.apply(db, Recorded(
+                    records.append(Recorded(
                         position=position, stream=stream, version=version, type=type_,
                         event=event, meta=item.meta, owner=owner, recorded_at=now,
                     ))
                     positions.append(position)
-                versions[stream] = version
+                versions[stream] = version  # a later batch of the same stream follows on
             db.executemany(f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", rows)
+            # Each entity the transaction touches is loaded once and saved once, after all
+            # of its events are folded: 100 events over a dozen tasks are a dozen rows.
+            inline = InlineFold(self._plan)
+            inline.fold(db, records)
             inline.save(db)
-            if positions and self.projections:
-                # Only this store's projections: one left out is behind and must be rebuilt.
-                db.execute(
-                    f"UPDATE projection_state SET checkpoint = ? "
-                    f"WHERE name IN ({','.join('?' * len(self.projections))})",
-                    (position, *(p.name for p in self.projections)),
-                )
             if checkpoint is not None:
                 db.execute(
                     "INSERT INTO subscriber_checkpoints VALUES (?, ?) ON CONFLICT (name) "
@@ -283,30 +258,21 @@ class EventStore:
 
         def claim(db: sqlite3.Connection) -> bool:
             now = time.time()
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                row = db.execute("SELECT holder, lease_until FROM leases WHERE name = ?", (name,)).fetchone()
-                if row is not None and row[0] != holder and row[1] > now:
-                    db.execute("ROLLBACK")
-                    return False
-                db.execute(
-                    "INSERT OR REPLACE INTO leases VALUES (?, ?, ?)", (name, holder, now + ttl_s)
-                )
-                if encoded and (row is None or row[0] != holder):
-                    self._append_in_tx(db, encoded, None)
-                db.execute("COMMIT")
-                return True
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+            row = db.execute("SELECT holder, lease_until FROM leases WHERE name = ?", (name,)).fetchone()
+            if row is not None and row[0] != holder and row[1] > now:
+                return False  # the transaction commits nothing
+            db.execute("INSERT OR REPLACE INTO leases VALUES (?, ?, ?)", (name, holder, now + ttl_s))
+            if encoded and (row is None or row[0] != holder):
+                self._append_in_tx(db, encoded, None)
+            return True
 
-        held = await self._run(claim)
+        held = await self._writer.transaction(claim)
         if held and encoded:
             self._notify()
         return held
 
     async def release_lease(self, name: str, holder: str) -> None:
-        await self._run(
+        await self._writer.transaction(
             lambda db: db.execute("DELETE FROM leases WHERE name = ? AND holder = ?", (name, holder))
         )
 
@@ -399,42 +365,53 @@ class EventStore:
 
     # ------------------------------------------------------------------ projections
     def _ensure_projections(self, db: sqlite3.Connection) -> list[str]:
-        """Rebuild projections whose version changed or whose checkpoint is behind."""
-        head = db.execute("SELECT coalesce(max(position), 0) FROM events").fetchone()[0]
+        """Inside the write transaction at open: rebuild this store's projections whose
+        version changed or that stopped being live, and mark the ones it does not keep
+        as no longer live (it will append without folding them)."""
         state = {
-            name: (version, checkpoint)
-            for name, version, checkpoint in db.execute("SELECT name, version, checkpoint FROM projection_state")
+            name: (version, bool(live))
+            for name, version, live in db.execute("SELECT name, version, live FROM projection_state")
         }
-        stale = [
-            p for p in self.projections if state.get(p.name) != (p.version, head)
-        ]
+        stale = [p for p in self.projections if state.get(p.name) != (p.version, True)]
         if stale:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                rebuild_projections(db, db, stale)
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+            rebuild_projections(db, db, stale)
+        kept = {p.name for p in self.projections}
+        left = [name for name, (_, live) in state.items() if live and name not in kept]
+        if left:
+            db.executemany(
+                "UPDATE projection_state SET live = 0, "
+                "checkpoint = (SELECT coalesce(max(position), 0) FROM events) WHERE name = ?",
+                [(name,) for name in left],
+            )
         return [p.name for p in stale]
 
     async def rebuild(self) -> int:
         """Recompute every projection from the log (inside one transaction)."""
 
-        def run(db: sqlite3.Connection) -> int:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                last = rebuild_projections(db, db, self.projections)
-                db.execute("COMMIT")
-                return last
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-
-        return await self._run(run)
+        # On the writer's thread: a rebuild holds the write lock for seconds.
+        return await self._run(_in_transaction, lambda db: rebuild_projections(db, db, self.projections))
 
 
-def _configure(conn: sqlite3.Connection, synchronous: str) -> None:
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(f"PRAGMA synchronous={synchronous}")
-    conn.execute("PRAGMA busy_timeout=30000")
+def _stream_versions(db: sqlite3.Connection, streams: dict[str, None]) -> dict[str, int]:
+    """Each stream's current version (0: new), in one statement; each lookup is the
+    index's max of one stream, however long the stream."""
+    names = list(streams)
+    if not names:
+        return {}
+    values = ",".join(["(?)"] * len(names))
+    sql = (
+        f"SELECT s.column1, (SELECT coalesce(max(version), 0) FROM events WHERE stream = s.column1) "
+        f"FROM (VALUES {values}) AS s"
+    )
+    return dict(db.execute(sql, names).fetchall())
+
+
+def _in_transaction(db: sqlite3.Connection, fn: Callable[..., T], *args: Any) -> T:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(db, *args)
+        db.execute("COMMIT")
+        return result
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise

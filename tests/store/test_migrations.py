@@ -165,7 +165,7 @@ def test_cli_migrate_and_status(tmp_path: Path) -> None:
     assert f"schema version: {HEAD}" in result.output
     assert "pending:        none" in result.output
     assert "events:         14 (head position 14)" in result.output
-    assert f"projection:     tasks v{TasksProjection.version} at 14" in result.output
+    assert f"projection:     tasks v{TasksProjection.version} live, at the head" in result.output
 
 
 def test_cli_uses_the_configured_path_and_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

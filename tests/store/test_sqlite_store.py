@@ -47,7 +47,8 @@ async def store(tmp_path: Path) -> AsyncIterator[EventStore]:
 
 
 def raw_insert(path: Path | str, position: int, stream: str, version: int, type_: str, schema: int, data: bytes) -> None:
-    """Write a row behind the store's back (as older or newer code would have)."""
+    """Write a row behind the store's back. Like a store that does not keep the
+    projections, the writer marks them no longer live, so that the next open rebuilds."""
     db = sqlite3.connect(path, isolation_level=None)
     try:
         db.execute(
@@ -55,6 +56,7 @@ def raw_insert(path: Path | str, position: int, stream: str, version: int, type_
             " VALUES (?,?,?,?,?,?,?,?,?)",
             (position, stream, version, type_, schema, data, b"{}", None, time.time()),
         )
+        db.execute("UPDATE projection_state SET live = 0")
     finally:
         db.close()
 
@@ -199,6 +201,25 @@ async def test_store_opened_with_some_projections_leaves_the_others_behind(tmp_p
     s = await EventStore.open(path)
     try:
         assert await s.query("SELECT task_id, state FROM queue") == [("a", "QUEUED")]
+    finally:
+        await s.close()
+    assert_projections_match_rebuild(path, tmp_path / "scratch.sqlite3")
+
+
+async def test_a_full_store_appending_later_does_not_hide_a_partial_stores_gap(tmp_path: Path) -> None:
+    """Two stores at once: the partial one's appends skip ``queue``; the full one's later
+    appends fold ``queue`` again, but cannot make it whole: it stays marked for rebuild."""
+    path = tmp_path / "db.sqlite3"
+    full = await EventStore.open(path)
+    partial = await EventStore.open(path, projections=[TasksProjection()])
+    await partial.append(task_stream("a"), 0, [f.submitted("a")])
+    await partial.close()
+    await full.append(task_stream("b"), 0, [f.submitted("b")])
+    await full.close()
+    assert inline_tables(path)["queue"] == [inline_tables(path)["queue"][0]]  # only b's row
+    s = await EventStore.open(path)
+    try:
+        assert await s.query("SELECT task_id FROM queue ORDER BY task_id") == [("a",), ("b",)]
     finally:
         await s.close()
     assert_projections_match_rebuild(path, tmp_path / "scratch.sqlite3")
