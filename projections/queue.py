@@ -30,13 +30,16 @@ def queue_row(v: TaskView) -> tuple[object, ...] | None:
 
 
 # Who, what and where in the FIFO order are fixed at submission; state and waiting change.
-_UPSERT = upsert_sql(
-    "queue",
+_COLUMNS = (
     "task_id, seq, user, priority, state, waiting, nnodes, n_gpus_per_node, cpus_per_node, "
-    "next_run_at, wait_reason, wait_message, waiting_since",
-    "task_id",
-    frozenset({"seq", "user", "priority", "nnodes", "n_gpus_per_node", "cpus_per_node"}),
+    "next_run_at, wait_reason, wait_message, waiting_since"
 )
+_WAITING = _COLUMNS.split(", ").index("waiting")  # its place in a queue row
+_FIXED = frozenset({"seq", "user", "priority", "nnodes", "n_gpus_per_node", "cpus_per_node"})
+_UPSERT = upsert_sql("queue", _COLUMNS, "task_id", _FIXED)
+# For a row that stays waiting (or not): ``waiting`` left out of the SET leaves the
+# ``queue_order`` index unwritten.
+_UPDATE_SAME_ORDER = upsert_sql("queue", _COLUMNS, "task_id", _FIXED | {"waiting"})
 
 
 class QueueProjection(EntityProjection[TaskView]):
@@ -49,6 +52,7 @@ class QueueProjection(EntityProjection[TaskView]):
 
     def save(self, db: sqlite3.Connection, changes: Sequence[Change[TaskView]]) -> None:
         upserts: list[tuple[object, ...]] = []
+        updates: list[tuple[object, ...]] = []
         deletes: list[tuple[str]] = []
         for key, before, after in changes:
             assert after is not None
@@ -56,10 +60,16 @@ class QueueProjection(EntityProjection[TaskView]):
             if row is None:
                 if before is not None and not before.state.is_terminal():
                     deletes.append((key,))
-            elif before is None or row != queue_row(before):
+                continue
+            old = queue_row(before) if before is not None else None
+            if old is None or old[_WAITING] != row[_WAITING]:
                 upserts.append(row)
+            elif row != old:
+                updates.append(row)
         if upserts:
             db.executemany(_UPSERT, upserts)
+        if updates:
+            db.executemany(_UPDATE_SAME_ORDER, updates)
         if deletes:
             db.executemany("DELETE FROM queue WHERE task_id = ?", deletes)
 

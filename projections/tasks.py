@@ -268,9 +268,11 @@ _ATTEMPT_COLUMNS = (
 # A task's user, workload, kind, priority and creation time are set by TaskSubmitted and
 # never change (the (user, created_at) index is written once); an attempt's submission id
 # is set when it starts.
-_UPSERT_TASK = upsert_sql(
-    "tasks", _TASK_COLUMNS, "task_id", frozenset({"user", "workload", "kind", "priority", "created_at"})
-)
+_FIXED_TASK_COLUMNS = frozenset({"user", "workload", "kind", "priority", "created_at"})
+_UPSERT_TASK = upsert_sql("tasks", _TASK_COLUMNS, "task_id", _FIXED_TASK_COLUMNS)
+# The same, for a task whose state did not change (a repeated deferral, say): ``state``
+# left out of the SET leaves the ``tasks_state`` index unwritten.
+_UPDATE_TASK_SAME_STATE = upsert_sql("tasks", _TASK_COLUMNS, "task_id", _FIXED_TASK_COLUMNS | {"state"})
 _UPSERT_ATTEMPT = upsert_sql("attempts", _ATTEMPT_COLUMNS, "task_id, attempt_no", frozenset({"submission_id"}))
 
 
@@ -326,7 +328,15 @@ class TasksProjection(EntityProjection[TaskView]):
     fold = TASK_FOLD
 
     def save(self, db: sqlite3.Connection, changes: Sequence[Change[TaskView]]) -> None:
-        db.executemany(_UPSERT_TASK, [_task_row(after) for _, _, after in changes if after is not None])
+        moved: list[tuple[object, ...]] = []
+        stayed: list[tuple[object, ...]] = []
+        for _, before, after in changes:
+            assert after is not None
+            (stayed if before is not None and before.state is after.state else moved).append(_task_row(after))
+        if moved:
+            db.executemany(_UPSERT_TASK, moved)
+        if stayed:
+            db.executemany(_UPDATE_TASK_SAME_STATE, stayed)
         attempts = [
             _attempt_row(key, a)
             for key, before, after in changes if after is not None

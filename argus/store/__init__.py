@@ -3,6 +3,7 @@
 from argus.store.errors import (
     ConcurrencyConflict,
     EventDecodeError,
+    InvalidEvent,
     InvariantViolation,
     PayloadTooLarge,
     StoreError,
@@ -17,6 +18,7 @@ __all__ = [
     "ConcurrencyConflict",
     "EventDecodeError",
     "EventStore",
+    "InvalidEvent",
     "InvariantViolation",
     "MigrationError",
     "PayloadTooLarge",

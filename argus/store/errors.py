@@ -7,6 +7,7 @@ from argus.events.codec import EventDecodeError, UnknownEventType
 __all__ = [
     "ConcurrencyConflict",
     "EventDecodeError",
+    "InvalidEvent",
     "InvariantViolation",
     "PayloadTooLarge",
     "StoreError",
@@ -37,6 +38,11 @@ class PayloadTooLarge(StoreError):
         super().__init__(f"{event_type} payload is {size} bytes; the limit is {limit}")
         self.size = size
         self.limit = limit
+
+
+class InvalidEvent(StoreError):
+    """An event whose fields do not match its type (a str where it says int, say): it
+    would not decode when read back, and the log cannot be corrected afterwards."""
 
 
 class InvariantViolation(StoreError):

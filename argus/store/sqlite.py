@@ -24,7 +24,13 @@ import msgspec
 
 from argus.events import EventBase, EventMeta, Recorded, decode_event, encode_event
 from argus.lifecycle import IllegalTransition
-from argus.store.errors import ConcurrencyConflict, InvariantViolation, PayloadTooLarge
+from argus.store.errors import (
+    ConcurrencyConflict,
+    EventDecodeError,
+    InvalidEvent,
+    InvariantViolation,
+    PayloadTooLarge,
+)
 from argus.store.migrate import migrate
 from argus.store.rows import EVENT_COLUMNS, decode_row, rebuild_projections
 from argus.store.writer import SqliteWriter, configure
@@ -53,11 +59,12 @@ class AppendBatch(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class _Encoded(msgspec.Struct, frozen=True):
-    """A batch made ready off the writer thread: each event as (type, schema, data, the
-    event as a reader will decode it), and its meta as stored and as folded."""
+    """A batch made ready before its transaction: each event as (type, schema, data, the
+    event as a reader will decode it, or None when no projection of this store folds it),
+    and its meta as stored and as folded."""
 
     batch: AppendBatch
-    events: list[tuple[str, int, bytes, EventBase]]
+    events: list[tuple[str, int, bytes, EventBase | None]]
     meta: EventMeta
     meta_bytes: bytes
 
@@ -179,13 +186,18 @@ class EventStore:
                 out.append(_Encoded(b, [self._encode(e) for e in b.events], m, _encode_meta(m)))
         return out
 
-    def _encode(self, event: EventBase) -> tuple[str, int, bytes, EventBase]:
+    def _encode(self, event: EventBase) -> tuple[str, int, bytes, EventBase | None]:
         type_, schema, data = encode_event(event)
         if len(data) > self.max_payload_bytes:
             raise PayloadTooLarge(type_, len(data), self.max_payload_bytes)
-        # Fold what a reader will decode, not the caller's object (an int where the type
-        # says float, say): inline projections must equal a rebuild byte for byte.
-        return type_, schema, data, decode_event(type_, schema, data)
+        # Decoded here, as every reader will decode it: an event that would not decode must
+        # never reach the log. Folds take the decoded event, not the caller's object (an
+        # int where the type says float, say), so inline projections equal a rebuild.
+        try:
+            decoded = decode_event(type_, schema, data)
+        except EventDecodeError as exc:
+            raise InvalidEvent(f"{type_} does not match its type: {exc}") from exc
+        return type_, schema, data, decoded if type_ in self._plan.by_type else None
 
     def _append_in_tx(
         self,
@@ -211,18 +223,20 @@ class EventStore:
                     position += 1
                     version += 1
                     rows.append((position, stream, version, type_, schema, data, item.meta_bytes, owner, now))
-                    records.append(Recorded(
-                        position=position, stream=stream, version=version, type=type_,
-                        event=event, meta=item.meta, owner=owner, recorded_at=now,
-                    ))
+                    if event is not None:
+                        records.append(Recorded(
+                            position=position, stream=stream, version=version, type=type_,
+                            event=event, meta=item.meta, owner=owner, recorded_at=now,
+                        ))
                     positions.append(position)
                 versions[stream] = version  # a later batch of the same stream follows on
             db.executemany(f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", rows)
             # Each entity the transaction touches is loaded once and saved once, after all
             # of its events are folded: 100 events over a dozen tasks are a dozen rows.
-            inline = InlineFold(self._plan)
-            inline.fold(db, records)
-            inline.save(db)
+            if records:
+                inline = InlineFold(self._plan)
+                inline.fold(db, records)
+                inline.save(db)
             if checkpoint is not None:
                 db.execute(
                     "INSERT INTO subscriber_checkpoints VALUES (?, ?) ON CONFLICT (name) "

@@ -145,6 +145,23 @@ async def test_max_payload_is_configurable(tmp_path: Path) -> None:
         await s.close()
 
 
+@pytest.mark.parametrize("kept", ["all projections", "no projections"])
+async def test_an_event_that_would_not_decode_is_refused_whole(tmp_path: Path, kept: str) -> None:
+    """msgspec Structs do not check field types when built: an int where the type says str
+    would encode, then fail every later read of an append-only log. Refused, whether or
+    not a projection folds the event; nothing of the transaction is written."""
+    from argus.store import InvalidEvent
+
+    s = await EventStore.open(tmp_path / "db.sqlite3", projections=None if kept == "all projections" else [])
+    try:
+        bad = msgspec.structs.replace(f.deferred("a"), task_id=123)  # type: ignore[arg-type]
+        with pytest.raises(InvalidEvent, match="TaskDeferred does not match its type.*task_id"):
+            await s.append(task_stream("a"), 0, [f.submitted("a"), bad])
+        assert await s.head_position() == 0
+    finally:
+        await s.close()
+
+
 # ------------------------------------------------------------------ rebuild on open
 async def test_projection_with_a_new_version_is_rebuilt_on_open(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
