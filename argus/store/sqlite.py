@@ -22,11 +22,11 @@ from typing import Any, AsyncIterator, Callable, Iterable, Sequence, TypeVar
 import aiosqlite
 import msgspec
 
-from argus.events import EventBase, EventMeta, Recorded, decode_event, encode_event
+from argus.events import EventBase, EventMeta, Recorded
+from argus.events.codec import EventCodec, event_codec
 from argus.lifecycle import IllegalTransition
 from argus.store.errors import (
     ConcurrencyConflict,
-    EventDecodeError,
     InvalidEvent,
     InvariantViolation,
     PayloadTooLarge,
@@ -85,6 +85,7 @@ class EventStore:
         self._reader = reader
         self.projections = list(projections)
         self._plan = FoldPlan(self.projections)
+        self._codecs: dict[type, tuple[EventCodec, bool]] = {}  # class -> (codec, folded here)
         self.max_payload_bytes = max_payload_bytes
         self._appended = asyncio.Event()
         self.append_seconds_total = 0.0  # for /metrics: time spent in appends
@@ -187,17 +188,22 @@ class EventStore:
         return out
 
     def _encode(self, event: EventBase) -> tuple[str, int, bytes, EventBase | None]:
-        type_, schema, data = encode_event(event)
+        codec = self._codecs.get(type(event))
+        if codec is None:
+            found = event_codec(type(event))
+            codec = self._codecs[type(event)] = (found, found.type in self._plan.by_type)
+        (type_, schema, encode, decode), folded = codec
+        data = encode(event)
         if len(data) > self.max_payload_bytes:
             raise PayloadTooLarge(type_, len(data), self.max_payload_bytes)
         # Decoded here, as every reader will decode it: an event that would not decode must
         # never reach the log. Folds take the decoded event, not the caller's object (an
         # int where the type says float, say), so inline projections equal a rebuild.
         try:
-            decoded = decode_event(type_, schema, data)
-        except EventDecodeError as exc:
+            decoded = decode(data)
+        except msgspec.DecodeError as exc:
             raise InvalidEvent(f"{type_} does not match its type: {exc}") from exc
-        return type_, schema, data, decoded if type_ in self._plan.by_type else None
+        return type_, schema, data, decoded if folded else None
 
     def _append_in_tx(
         self,
@@ -301,7 +307,9 @@ class EventStore:
         owner: str | None = None,
         until: int | None = None,
     ) -> list[Recorded]:
-        """Events after position ``after`` in order, at most ``limit``, filtered."""
+        """Events after position ``after`` in order, at most ``limit``, filtered. Every
+        filter but ``streams`` is applied while walking the log by position from ``after``
+        (bound it with ``until`` where the caller can)."""
         where = ["position > ?"]
         params: list[object] = [after]
         if streams is not None:
