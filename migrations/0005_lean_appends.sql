@@ -15,3 +15,22 @@ UPDATE projection_state SET live = (checkpoint = (SELECT coalesce(max(position),
 -- That read now walks the log from the cursor by position (SQLite filters on ``owner``
 -- without decoding), which is linear in the events since the cursor, as the catch-up is.
 DROP INDEX events_owner;
+
+-- 3. ``attempts.submission_id`` was UNIQUE: an index written at a random place per new
+-- attempt, for a rule that holds by construction (the id is ``<task_id>--aNN``, made from
+-- the primary key) and a lookup nothing does.
+CREATE TABLE attempts_v5 (
+    task_id       TEXT NOT NULL,
+    attempt_no    INTEGER NOT NULL,
+    submission_id TEXT NOT NULL,
+    ray_status    TEXT NOT NULL,
+    failure_kind  TEXT,
+    evidence      TEXT,
+    exit_code     INTEGER,
+    started_at    REAL,
+    ended_at      REAL,
+    PRIMARY KEY (task_id, attempt_no)
+) WITHOUT ROWID;
+INSERT INTO attempts_v5 SELECT * FROM attempts;
+DROP TABLE attempts;
+ALTER TABLE attempts_v5 RENAME TO attempts;

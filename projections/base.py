@@ -21,13 +21,18 @@ from typing import ClassVar, Generic, Sequence, TypeVar
 
 from argus.events import Recorded
 
-__all__ = ["Change", "EntityFold", "EntityProjection", "FoldPlan", "InlineFold", "Rebuild", "upsert_sql"]
+__all__ = ["Change", "EntityFold", "EntityProjection", "FoldPlan", "InlineFold", "Rebuild", "insert_sql", "upsert_sql"]
 
 E = TypeVar("E")
 
 # One entity's change within a transaction: (key, as loaded, as folded). ``before`` is
 # None for an entity the tables did not hold.
 Change = tuple[str, E | None, E | None]
+
+
+def insert_sql(table: str, columns: str) -> str:
+    """A plain INSERT of ``columns`` (what a rebuild uses: its keys are all new)."""
+    return f"INSERT INTO {table} ({columns}) VALUES ({','.join('?' * len(columns.split(',')))})"
 
 
 def upsert_sql(table: str, columns: str, key: str, fixed: frozenset[str] = frozenset()) -> str:
@@ -37,10 +42,7 @@ def upsert_sql(table: str, columns: str, key: str, fixed: frozenset[str] = froze
     names = [c.strip() for c in columns.split(",")]
     keys = {c.strip() for c in key.split(",")}
     sets = ", ".join(f"{c} = excluded.{c}" for c in names if c not in fixed and c not in keys)
-    return (
-        f"INSERT INTO {table} ({columns}) VALUES ({','.join('?' * len(names))}) "
-        f"ON CONFLICT ({key}) DO UPDATE SET {sets}"
-    )
+    return f"{insert_sql(table, columns)} ON CONFLICT ({key}) DO UPDATE SET {sets}"
 
 
 class EntityFold(Generic[E]):
@@ -87,7 +89,8 @@ class EntityProjection(Generic[E]):
         raise NotImplementedError
 
     def write_all(self, db: sqlite3.Connection, entities: dict[str, E]) -> None:
-        """Fill the (empty) tables with every entity."""
+        """Add ``entities`` to the tables, which hold none of their keys (a rebuild clears
+        the tables, then adds every entity, in one part or several)."""
         raise NotImplementedError
 
 
@@ -152,16 +155,27 @@ class InlineFold:
 
 
 class Rebuild:
-    """Entities folded in memory, per fold (``argus.store.rows.fold_log`` fills them);
-    ``write`` clears the projections' tables and fills them."""
+    """Entities folded in memory, per fold (``argus.store.rows.fold_log`` fills them).
+    ``write`` clears the projections' tables and fills them; ``add_to`` adds these
+    entities to tables that hold others already (a parallel rebuild writes its shares one
+    after another, each share's keys its own)."""
 
     def __init__(self, plan: FoldPlan) -> None:
         self.plan = plan
         self.entities: dict[EntityFold, dict[str, object]] = {f: {} for f in plan.by_fold}  # type: ignore[type-arg]
 
     def write(self, db: sqlite3.Connection) -> None:
+        self.clear(db)
+        self.add_to(db)
+
+    def clear(self, db: sqlite3.Connection) -> None:
+        for projection in self.plan.projections:
+            for table in projection.tables:
+                db.execute(f"DELETE FROM {table}")
+
+    def add_to(self, db: sqlite3.Connection) -> None:
         for fold, projections in self.plan.by_fold.items():
+            # In key order, each b-tree keyed by it is written at its end, page after page.
+            entities = dict(sorted(self.entities[fold].items()))
             for projection in projections:
-                for table in projection.tables:
-                    db.execute(f"DELETE FROM {table}")
-                projection.write_all(db, self.entities[fold])  # type: ignore[arg-type]
+                projection.write_all(db, entities)  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Sequence
 
-from projections.base import Change, EntityProjection, upsert_sql
+from projections.base import Change, EntityProjection, insert_sql, upsert_sql
 from projections.tasks import TASK_FOLD, TaskView
 
 __all__ = ["QueueProjection", "queue_row"]
@@ -75,4 +75,4 @@ class QueueProjection(EntityProjection[TaskView]):
 
     def write_all(self, db: sqlite3.Connection, entities: dict[str, TaskView]) -> None:
         rows = (queue_row(v) for v in entities.values())
-        db.executemany(_UPSERT, (r for r in rows if r is not None))
+        db.executemany(insert_sql("queue", _COLUMNS), (r for r in rows if r is not None))

@@ -29,7 +29,7 @@ from argus.events import (
     TaskSucceeded,
 )
 from argus.lifecycle import NEXT_STATE, TaskState, next_state
-from projections.base import Change, EntityFold, EntityProjection, upsert_sql
+from projections.base import Change, EntityFold, EntityProjection, insert_sql, upsert_sql
 
 __all__ = [
     "AttemptView",
@@ -273,6 +273,8 @@ _UPSERT_TASK = upsert_sql("tasks", _TASK_COLUMNS, "task_id", _FIXED_TASK_COLUMNS
 # The same, for a task whose state did not change (a repeated deferral, say): ``state``
 # left out of the SET leaves the ``tasks_state`` index unwritten.
 _UPDATE_TASK_SAME_STATE = upsert_sql("tasks", _TASK_COLUMNS, "task_id", _FIXED_TASK_COLUMNS | {"state"})
+_INSERT_TASK = insert_sql("tasks", _TASK_COLUMNS)
+_INSERT_ATTEMPT = insert_sql("attempts", _ATTEMPT_COLUMNS)
 _UPSERT_ATTEMPT = upsert_sql("attempts", _ATTEMPT_COLUMNS, "task_id, attempt_no", frozenset({"submission_id"}))
 
 
@@ -346,8 +348,8 @@ class TasksProjection(EntityProjection[TaskView]):
             db.executemany(_UPSERT_ATTEMPT, attempts)
 
     def write_all(self, db: sqlite3.Connection, entities: dict[str, TaskView]) -> None:
-        db.executemany(_UPSERT_TASK, (_task_row(v) for v in entities.values()))
+        db.executemany(_INSERT_TASK, (_task_row(v) for v in entities.values()))
         db.executemany(
-            _UPSERT_ATTEMPT,
+            _INSERT_ATTEMPT,
             (_attempt_row(v.task_id, a) for v in entities.values() for a in v.attempts),
         )

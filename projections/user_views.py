@@ -17,6 +17,11 @@ from projections.tasks import TASK_FOLD, TaskView
 __all__ = ["UserViewsProjection"]
 
 
+_ADD_COUNTS = (
+    "INSERT INTO user_task_counts VALUES (?, ?, ?) ON CONFLICT (user, state) DO UPDATE SET n = n + excluded.n"
+)
+
+
 class UserViewsProjection(EntityProjection[TaskView]):
     name = "user_views"
     version = 1
@@ -37,7 +42,7 @@ class UserViewsProjection(EntityProjection[TaskView]):
         if not rows:
             return
         db.executemany(
-            "INSERT INTO user_task_counts VALUES (?, ?, ?) ON CONFLICT (user, state) DO UPDATE SET n = n + excluded.n",
+            _ADD_COUNTS,
             rows,
         )
         # Drop emptied rows so that the inline table equals a rebuild's.
@@ -47,7 +52,7 @@ class UserViewsProjection(EntityProjection[TaskView]):
 
     def write_all(self, db: sqlite3.Connection, entities: dict[str, TaskView]) -> None:
         counts = Counter((v.user, v.state.value) for v in entities.values())
-        db.executemany(
-            "INSERT INTO user_task_counts VALUES (?, ?, ?)",
+        db.executemany(  # adds up across the parts of a parallel rebuild
+            _ADD_COUNTS,
             ((user, state, n) for (user, state), n in counts.items()),
         )

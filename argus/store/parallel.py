@@ -3,8 +3,8 @@
 A rebuild is CPU-bound in Python (read a row, decode it, fold it), so one process uses one
 core. Every event of a stream belongs to one entity key (task, user, cluster), so the
 streams can be split into shares (``rows.Share``) and each share folded by its own process
-with the same ``fold_log``, in log order; the shares' entities are then merged and written
-by the caller, in its transaction. Helpers read the database file through their own
+with the same ``fold_log``, in log order; the caller's process writes its own share's
+entities while the helpers fold, then adds theirs, all in the caller's transaction. Helpers read the database file through their own
 read-only connections: they see the committed log, and the caller folds only up to a
 position it read first (``until``), so every share ends at the same point.
 
@@ -20,14 +20,12 @@ import concurrent.futures
 import multiprocessing
 import os
 import sqlite3
-from typing import Any
-
 import msgspec
 
 from argus.store.rows import Share, fold_log
 from projections import FoldPlan, Rebuild, default_projections
 
-__all__ = ["PARALLEL_MIN_EVENTS", "fold_in_parallel", "split_streams"]
+__all__ = ["PARALLEL_MIN_EVENTS", "rebuild_in_parallel", "split_streams"]
 
 # Below this many events a helper's start (a fresh interpreter: ~0.3 s) costs more than
 # folding half the log saves.
@@ -69,12 +67,15 @@ def split_streams(db: sqlite3.Connection, count: int) -> list[Share]:
     return [Share(tuple(sorted(m))) for m in members if m]
 
 
-def fold_in_parallel(source: sqlite3.Connection, plan: FoldPlan, until: int) -> Rebuild | None:
-    """Fold the log up to ``until`` in shares across processes; None when not worth it
-    (short log, one core, no file) or when it did not work (the caller folds serially)."""
+def rebuild_in_parallel(source: sqlite3.Connection, target: sqlite3.Connection, plan: FoldPlan, until: int) -> bool:
+    """Fold the log up to ``until`` in shares across processes and write the projections
+    into ``target``: this process writes its own share while the helpers still fold, then
+    adds theirs. False when not worth it (short log, one core, no file) or when it did not
+    work; the tables may then be half written, and the caller's serial rebuild, which
+    clears them first, gives the same result or the real error."""
     count, path = _shares(), _database_file(source)
     if count < 2 or path is None or until < PARALLEL_MIN_EVENTS:
-        return None
+        return False
     names = [p.name for p in plan.projections]
     context = multiprocessing.get_context("spawn")  # never fork a process with threads
     try:
@@ -83,28 +84,35 @@ def fold_in_parallel(source: sqlite3.Connection, plan: FoldPlan, until: int) -> 
             futures = [pool.submit(_fold_share, path, names, until, share) for share in shares[1:]]
             # This process folds the first share meanwhile, on its own connection (it may
             # be the caller's, inside the caller's transaction: that is fine for reading).
-            merged = fold_log(source, plan, until=until, share=shares[0])
+            own = fold_log(source, plan, until=until, share=shares[0])
+            own.write(target)
+            keys = {fold: set(own.entities[fold]) for fold in plan.by_fold}
+            del own
             for future in futures:
                 seen, payload = future.result()
                 # A helper reads only what is committed. If the caller's transaction holds
                 # events not yet committed, the helper's log ends earlier: not the same log.
-                if seen != until or not _merge(merged, plan, payload):
-                    return None
-    except Exception:  # noqa: BLE001 - any failure: fold in one process instead
-        return None
-    return merged
-
-
-def _merge(into: Rebuild, plan: FoldPlan, payload: bytes) -> bool:
-    """Add a helper's entities; False if a key was folded in two shares (its events were
-    in two streams of different shares: only a serial fold is right then)."""
-    for fold, encoded in zip(plan.by_fold, msgspec.msgpack.decode(payload, type=list[bytes])):
-        entities: dict[str, Any] = msgspec.msgpack.decode(encoded, type=dict[str, fold.entity])
-        target = into.entities[fold]
-        if not target.keys().isdisjoint(entities):
-            return False
-        target.update(entities)
+                if seen != until:
+                    return False
+                part = _decode(plan, payload)
+                for fold, entities in part.entities.items():
+                    # A key folded in two shares had its events in two streams of different
+                    # shares: only a serial fold is right then.
+                    if not keys[fold].isdisjoint(entities):
+                        return False
+                    keys[fold].update(entities)
+                part.add_to(target)
+    except Exception:  # noqa: BLE001 - any failure: the caller rebuilds in one process
+        return False
     return True
+
+
+def _decode(plan: FoldPlan, payload: bytes) -> Rebuild:
+    """A helper's entities, per fold."""
+    part = Rebuild(plan)
+    for fold, encoded in zip(plan.by_fold, msgspec.msgpack.decode(payload, type=list[bytes])):
+        part.entities[fold] = msgspec.msgpack.decode(encoded, type=dict[str, fold.entity])
+    return part
 
 
 def _fold_share(path: str, names: list[str], until: int, share: Share) -> tuple[int, bytes]:

@@ -185,14 +185,13 @@ def rebuild_projections(
     ).fetchone()
     last = int(row[0])
     plan = FoldPlan(projections)
-    rebuild = None
+    done = False
     if parallel:
-        from argus.store.parallel import fold_in_parallel  # spawns processes: only when used
+        from argus.store.parallel import rebuild_in_parallel  # spawns processes: only when used
 
-        rebuild = fold_in_parallel(source, plan, last)
-    if rebuild is None:
-        rebuild = fold_log(source, plan, until=last)
-    rebuild.write(target)
+        done = rebuild_in_parallel(source, target, plan, last)
+    if not done:
+        fold_log(source, plan, until=last).write(target)
     # Live (following every append from now on) only when rebuilt in place at the head.
     write_projection_state(target, projections, last, live=until is None and source is target)
     return last

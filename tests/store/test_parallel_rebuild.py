@@ -54,14 +54,14 @@ def always_parallel(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     used: list[bool] = []
     monkeypatch.setattr(parallel, "PARALLEL_MIN_EVENTS", 0)
     monkeypatch.setattr(parallel, "_shares", lambda: 2)
-    real = parallel.fold_in_parallel
+    real = parallel.rebuild_in_parallel
 
-    def spy(*args: object) -> object:
-        result = real(*args)  # type: ignore[arg-type]
-        used.append(result is not None)
-        return result
+    def spy(*args: object) -> bool:
+        done = real(*args)  # type: ignore[arg-type]
+        used.append(done)
+        return done
 
-    monkeypatch.setattr(parallel, "fold_in_parallel", spy)
+    monkeypatch.setattr(parallel, "rebuild_in_parallel", spy)
     return used
 
 
@@ -107,7 +107,7 @@ def test_a_key_whose_events_span_shares_falls_back_to_one_process(
 
 def test_no_parallel_fold_for_a_short_log_or_an_in_memory_database() -> None:
     db = sqlite3.connect(":memory:")
-    assert parallel.fold_in_parallel(db, FoldPlan(default_projections()), 10**9) is None
+    assert parallel.rebuild_in_parallel(db, db, FoldPlan(default_projections()), 10**9) is False
 
 
 def test_shares_cover_every_stream_once_and_balance_a_busy_stream(tmp_path: Path) -> None:
