@@ -69,18 +69,23 @@ def _undecodable(db: sqlite3.Connection, position: int) -> EventDecodeError:
 
 
 class Share(msgspec.Struct, frozen=True):
-    """Some of the log's streams, picked by the last character of the stream name (task and
-    user ids end in varied characters): those whose code point modulo ``BUCKETS`` is in
-    ``buckets``. Every event of a stream falls in one share, in order, so each share can be
-    folded on its own."""
+    """Some of the log's streams: those whose names sort from ``low`` (included) up to
+    ``high`` (excluded); None is no bound. Every event of a stream falls in one share, in
+    order, so each share can be folded on its own."""
 
-    buckets: tuple[int, ...]
+    low: str | None = None
+    high: str | None = None
 
-    BUCKETS: ClassVar[int] = 64
-    BUCKET_SQL: ClassVar[str] = "unicode(substr(stream, -1)) % 64"
-
-    def sql(self) -> str:
-        return f" AND {self.BUCKET_SQL} IN ({','.join(str(b) for b in self.buckets)})"
+    def sql(self) -> tuple[str, list[str]]:
+        """The share's condition on a scan of ``events``, and its parameters. ``+stream``
+        keeps SQLite on the scan in log order: with the (stream, version) index it would
+        walk the share's streams and then sort a million rows back into order."""
+        sql, params = "", []
+        if self.low is not None:
+            sql, params = sql + " AND +stream >= ?", [*params, self.low]
+        if self.high is not None:
+            sql, params = sql + " AND +stream < ?", [*params, self.high]
+        return sql, params
 
 
 def _log_rows(
@@ -89,12 +94,14 @@ def _log_rows(
     """One statement streaming the log's rows in order: memory stays flat however long the
     log is. Without ``meta`` its column is NULL (folds never read who caused an event)."""
     sql = f"SELECT {EVENT_COLUMNS if meta else _FOLD_COLUMNS} FROM events WHERE position > ?"
-    params: list[int] = [after]
+    params: list[int | str] = [after]
     if until is not None:
         sql += " AND position <= ?"
         params.append(until)
     if share is not None:
-        sql += share.sql()
+        condition, names = share.sql()
+        sql += condition
+        params.extend(names)
     return db.execute(sql + " ORDER BY position", params)
 
 

@@ -93,8 +93,8 @@ def test_a_key_whose_events_span_shares_falls_back_to_one_process(
 ) -> None:
     """Task ``a``'s events written to two streams that land in different shares: folded
     apart they would be wrong, so the parallel fold gives up and one process folds."""
-    odd_even = [parallel.Share(tuple(range(k, parallel.Share.BUCKETS, 2))) for k in (0, 1)]
-    monkeypatch.setattr(parallel, "split_streams", lambda db, count: odd_even)
+    apart = [parallel.Share(None, "task-odd-2"), parallel.Share("task-odd-2", None)]
+    monkeypatch.setattr(parallel, "split_streams", lambda db, count: apart)
     streams = mixed_streams(10)
     streams.append(("task-odd-1", "alice", [f.submitted("a")]))
     streams.append(("task-odd-2", "alice", [f.deferred("a")]))
@@ -117,7 +117,8 @@ def test_shares_cover_every_stream_once_and_balance_a_busy_stream(tmp_path: Path
     db = sqlite3.connect(tmp_path / "log.sqlite3")
     total = db.execute("SELECT count(*) FROM events").fetchone()[0]
     shares = parallel.split_streams(db, 2)
-    per_share = [[r[0] for r in db.execute("SELECT position FROM events WHERE 1" + s.sql())] for s in shares]
+    per_share = [[r[0] for r in db.execute("SELECT position FROM events WHERE 1" + s.sql()[0], s.sql()[1])]
+                 for s in shares]
     assert sorted(p for share in per_share for p in share) == list(range(1, total + 1))
     # The cluster stream (~half the log) has a share of its own; the tasks fill the other.
     sizes = sorted(len(share) for share in per_share)
