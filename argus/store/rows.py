@@ -7,7 +7,7 @@ time travel), so that there is one decode path and one fold.
 from __future__ import annotations
 
 import sqlite3
-from typing import Callable, ClassVar, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import msgspec
 

@@ -115,7 +115,7 @@ class EventStore:
         try:
             await reader._execute(lambda: configure(reader._conn, synchronous))
             store = cls(path, writer, reader, projections, max_payload_bytes)
-            await store._run(_in_transaction, store._ensure_projections)
+            await writer.long_transaction(store._ensure_projections)
         except BaseException:
             # A log that cannot be folded (an undecodable row, say): close what was opened,
             # or the connections' threads would keep the process alive.
@@ -410,8 +410,7 @@ class EventStore:
     async def rebuild(self) -> int:
         """Recompute every projection from the log (inside one transaction)."""
 
-        # On the writer's thread: a rebuild holds the write lock for seconds.
-        return await self._run(_in_transaction, lambda db: rebuild_projections(db, db, self.projections))
+        return await self._writer.long_transaction(lambda db: rebuild_projections(db, db, self.projections))
 
 
 def _stream_versions(db: sqlite3.Connection, streams: dict[str, None]) -> dict[str, int]:
@@ -426,14 +425,3 @@ def _stream_versions(db: sqlite3.Connection, streams: dict[str, None]) -> dict[s
         f"FROM (VALUES {values}) AS s"
     )
     return dict(db.execute(sql, names).fetchall())
-
-
-def _in_transaction(db: sqlite3.Connection, fn: Callable[..., T], *args: Any) -> T:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        result = fn(db, *args)
-        db.execute("COMMIT")
-        return result
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise

@@ -57,6 +57,11 @@ class SqliteWriter:
                 return _finish(self.conn, body, args)
         return await self.in_thread(_begin_and_finish, body, args)
 
+    async def long_transaction(self, body: Callable[..., T], *args: Any) -> T:
+        """Like ``transaction``, always on the writer's thread: for work that holds the
+        write lock for seconds (a rebuild), which must not stop the loop."""
+        return await self.in_thread(_begin_and_finish, body, args)
+
     async def in_thread(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(conn, *args)`` on the writer's thread, after every job queued before it,
         waiting for another process's write lock as long as the busy timeout allows."""
