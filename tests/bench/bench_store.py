@@ -231,6 +231,51 @@ def build_es_log(path: Path, n: int) -> None:
     recorder.datastore.close()
 
 
+def es_rebuild(path: Path) -> int:
+    """The same rebuild with eventsourcing's recorder as the log: page through
+    ``select_notifications``, decode each event with the same decoders, fold it with the
+    same folds, write the same tables (into a fresh database). One process: the recorder
+    reads in notification order only, with no way to split the log by stream."""
+    from argus.events import Recorded
+    from argus.events.codec import decoder_for
+    from argus.events.envelope import EventMeta
+    from projections import FoldPlan, Rebuild
+
+    recorder = es_recorder(path, "FULL")
+    plan = FoldPlan(default_projections())
+    rebuild = Rebuild(plan)
+    folds = {t: tuple((fold.key, fold.evolve, rebuild.entities[fold]) for fold in fs) for t, fs in plan.by_type.items()}
+    meta = EventMeta()
+    decoders = {t: decoder_for(t, 1) for t in plan.by_type}  # as fold_log keeps them
+    n, start = 0, 1
+    while True:
+        page = recorder.select_notifications(start, 10_000)
+        if not page:
+            break
+        for note in page:
+            fs = folds.get(note.topic)
+            if fs is None:
+                continue
+            rec = Recorded(
+                position=note.id, stream=note.originator_id, version=note.originator_version, type=note.topic,
+                event=decoders[note.topic](note.state), meta=meta, owner=None, recorded_at=0.0,
+            )
+            for key_of, evolve, entities in fs:
+                key = key_of(rec)
+                entities[key] = evolve(entities.get(key), rec)
+        n += len(page)
+        start = page[-1].id + 1
+    target = path.with_name("es-rebuild-target.sqlite3")
+    migrate(target)
+    conn = sqlite3.connect(target, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    rebuild.write(conn)
+    conn.execute("COMMIT")
+    conn.close()
+    recorder.datastore.close()
+    return n
+
+
 def measure(kind: str, path: str) -> dict[str, float]:
     """Run one read-side measurement in this (fresh) process; peak RSS is its own."""
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -246,6 +291,8 @@ def measure(kind: str, path: str) -> dict[str, float]:
         n = 0
         for _ in conn.execute(f"SELECT {EVENT_COLUMNS} FROM events ORDER BY position"):
             n += 1
+    elif kind == "es-rebuild":
+        n = es_rebuild(Path(path))
     elif kind == "es":
         recorder = es_recorder(Path(path), "FULL")
         n, start = 0, 1
@@ -335,6 +382,7 @@ def main() -> None:
             "raw": timed("raw scan", lambda: in_child("raw", log)),
             "argus": timed("argus rebuild", lambda: in_child("argus", log)),
             "es": timed("es select_notifications", lambda: in_child("es", es_log)),
+            "es-rebuild": timed("es select_notifications + the same fold and writes", lambda: in_child("es-rebuild", es_log)),
         }
 
     print(f"\nEvent store benchmark (synchronous=FULL appends, WAL; {os.cpu_count()} CPUs; "
@@ -343,6 +391,9 @@ def main() -> None:
     r2 = {k: v["rate"] for k, v in rebuild.items()}
     print(f"{'rebuild/scan events/s':44} {r2['argus']:12,.0f} {r2['raw']:12,.0f} {r2['es']:14,.0f} "
           f"{r2['argus'] / r2['raw']:10.2f} {r2['argus'] / r2['es']:9.2f}")
+    es_rb = rebuild["es-rebuild"]["rate"]
+    print(f"{'  the same rebuild from es (one process)':44} {'':12} {'':12} {es_rb:14,.0f} {'':10} "
+          f"{r2['argus'] / es_rb:9.2f}")
     print(f"{'  seconds':44} {rebuild['argus']['seconds']:12.2f} {rebuild['raw']['seconds']:12.2f} "
           f"{rebuild['es']['seconds']:14.2f}")
     print(f"{'  peak RSS growth (MiB)':44} {rebuild['argus']['peak_mib']:12.1f} {rebuild['raw']['peak_mib']:12.1f} "
