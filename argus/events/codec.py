@@ -18,6 +18,7 @@ __all__ = [
     "EventDecodeError",
     "UnknownEventType",
     "decode_event",
+    "decode_failure",
     "decoder_for",
     "encode_event",
     "event_codec",
@@ -85,7 +86,14 @@ def decode_event(type_name: str, schema: int, data: bytes) -> EventBase:
     try:
         return decoder_for(type_name, schema)(data)
     except msgspec.DecodeError as exc:
-        raise EventDecodeError(f"stored {type_name} v{schema} does not decode: {exc}") from exc
+        raise decode_failure(type_name, schema, exc) from exc
+
+
+def decode_failure(type_name: str, schema: int, exc: msgspec.DecodeError, position: int | None = None) -> EventDecodeError:
+    """The named error for a stored payload that msgspec could not decode (``position``:
+    where it is in the log, when the caller knows)."""
+    where = f"event at position {position}: " if position is not None else ""
+    return EventDecodeError(f"{where}stored {type_name} v{schema} does not decode: {exc}")
 
 
 def decoder_for(type_name: str, schema: int) -> Callable[[bytes], EventBase]:

@@ -7,12 +7,12 @@ time travel), so that there is one decode path and one fold.
 from __future__ import annotations
 
 import sqlite3
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import msgspec
 
 from argus.events import EventBase, EventMeta, Recorded, decode_event
-from argus.events.codec import EventDecodeError, decoder_for
+from argus.events.codec import decode_failure, decoder_for
 from projections import EntityProjection, FoldPlan, Rebuild
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "Share",
     "decode_row",
     "fold_log",
+    "fold_rows",
     "iter_log",
     "projection_checkpoint",
     "rebuild_projections",
@@ -54,18 +55,6 @@ class _Decoders(dict[tuple[str, int], Callable[[bytes], EventBase]]):
     def __missing__(self, key: tuple[str, int]) -> Callable[[bytes], EventBase]:
         decode = self[key] = decoder_for(*key)
         return decode
-
-
-def _undecodable(db: sqlite3.Connection, position: int) -> EventDecodeError:
-    """The named error for the event at ``position``, whose payload did not decode."""
-    type_, schema, data = db.execute(
-        "SELECT type, schema_version, data FROM events WHERE position = ?", (position,)
-    ).fetchone()
-    try:
-        decode_event(type_, schema, data)
-    except EventDecodeError as exc:
-        return EventDecodeError(f"event at position {position}: {exc}")
-    return EventDecodeError(f"event at position {position} does not decode")
 
 
 class Share(msgspec.Struct, frozen=True):
@@ -118,7 +107,7 @@ def iter_log(
     query cost more per row than skipping a row in Python."""
     wanted = None if types is None else frozenset(types)
     decoders = _Decoders()
-    position = after
+    position, type_, schema = after, "", 0
     try:
         for position, stream, version, type_, schema, data, meta, owner, recorded_at in _log_rows(
             db, after, until, meta=True
@@ -132,14 +121,20 @@ def iter_log(
                 owner=owner, recorded_at=recorded_at,
             )
     except msgspec.DecodeError as exc:
-        raise _undecodable(db, position) from exc
+        raise decode_failure(type_, schema, exc, position) from exc
 
 
 def fold_log(
     source: sqlite3.Connection, plan: FoldPlan, *, until: int | None = None, share: Share | None = None
 ) -> Rebuild:
     """Fold the log of ``source`` (up to ``until``; only ``share`` of its streams if given)
-    in memory. One pass decodes each event once and folds it once per fold, however many
+    in memory."""
+    return fold_rows(_log_rows(source, 0, until, meta=False, share=share), plan)
+
+
+def fold_rows(rows: Iterable[Sequence[Any]], plan: FoldPlan) -> Rebuild:
+    """Fold log rows (``EVENT_COLUMNS``, in log order; meta is not read) into fresh
+    entities. One pass decodes each event once and folds it once per fold, however many
     projections that fold feeds."""
     rebuild = Rebuild(plan)
     # The fold and the row decoding inlined, with bound methods looked up once per type: this
@@ -149,11 +144,9 @@ def fold_log(
         for t, fs in plan.by_type.items()
     }
     decoders = _Decoders()
-    position = 0
+    position, type_, schema = 0, "", 0
     try:
-        for position, stream, version, type_, schema, data, _, owner, recorded_at in _log_rows(
-            source, 0, until, meta=False, share=share
-        ):
+        for position, stream, version, type_, schema, data, _, owner, recorded_at in rows:
             fs = folds.get(type_)
             if fs is None:
                 continue
@@ -170,7 +163,7 @@ def fold_log(
                 else:
                     entities[key] = entity
     except msgspec.DecodeError as exc:
-        raise _undecodable(source, position) from exc
+        raise decode_failure(type_, schema, exc, position) from exc
     return rebuild
 
 

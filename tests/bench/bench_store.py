@@ -233,38 +233,25 @@ def build_es_log(path: Path, n: int) -> None:
 
 def es_rebuild(path: Path) -> int:
     """The same rebuild with eventsourcing's recorder as the log: page through
-    ``select_notifications``, decode each event with the same decoders, fold it with the
-    same folds, write the same tables (into a fresh database). One process: the recorder
-    reads in notification order only, with no way to split the log by stream."""
-    from argus.events import Recorded
-    from argus.events.codec import decoder_for
-    from argus.events.envelope import EventMeta
-    from projections import FoldPlan, Rebuild
+    ``select_notifications`` and hand the notifications, as log rows, to the same fold
+    (``fold_rows``), then write the same tables (into a fresh database). One process: the
+    recorder reads in notification order only, with no way to split the log by stream."""
+    from argus.store.rows import fold_rows
+    from projections import FoldPlan
 
     recorder = es_recorder(path, "FULL")
-    plan = FoldPlan(default_projections())
-    rebuild = Rebuild(plan)
-    folds = {t: tuple((fold.key, fold.evolve, rebuild.entities[fold]) for fold in fs) for t, fs in plan.by_type.items()}
-    meta = EventMeta()
-    decoders = {t: decoder_for(t, 1) for t in plan.by_type}  # as fold_log keeps them
-    n, start = 0, 1
-    while True:
-        page = recorder.select_notifications(start, 10_000)
-        if not page:
-            break
-        for note in page:
-            fs = folds.get(note.topic)
-            if fs is None:
-                continue
-            rec = Recorded(
-                position=note.id, stream=note.originator_id, version=note.originator_version, type=note.topic,
-                event=decoders[note.topic](note.state), meta=meta, owner=None, recorded_at=0.0,
-            )
-            for key_of, evolve, entities in fs:
-                key = key_of(rec)
-                entities[key] = evolve(entities.get(key), rec)
-        n += len(page)
-        start = page[-1].id + 1
+    count = 0
+
+    def log_rows() -> Iterator[tuple[object, ...]]:
+        nonlocal count
+        start = 1
+        while page := recorder.select_notifications(start, 10_000):
+            count += len(page)
+            start = page[-1].id + 1
+            for n in page:  # recorded_at is not kept by the recorder
+                yield (n.id, n.originator_id, n.originator_version, n.topic, 1, n.state, None, None, 0.0)
+
+    rebuild = fold_rows(log_rows(), FoldPlan(default_projections()))
     target = path.with_name("es-rebuild-target.sqlite3")
     migrate(target)
     conn = sqlite3.connect(target, isolation_level=None)
@@ -273,7 +260,7 @@ def es_rebuild(path: Path) -> int:
     conn.execute("COMMIT")
     conn.close()
     recorder.datastore.close()
-    return n
+    return count
 
 
 def measure(kind: str, path: str) -> dict[str, float]:
