@@ -36,6 +36,7 @@ _COLUMNS = (
 )
 _WAITING = _COLUMNS.split(", ").index("waiting")  # its place in a queue row
 _FIXED = frozenset({"seq", "user", "priority", "nnodes", "n_gpus_per_node", "cpus_per_node"})
+_INSERT = insert_sql("queue", _COLUMNS)
 _UPSERT = upsert_sql("queue", _COLUMNS, "task_id", _FIXED)
 # For a row that stays waiting (or not): ``waiting`` left out of the SET leaves the
 # ``queue_order`` index unwritten.
@@ -75,4 +76,4 @@ class QueueProjection(EntityProjection[TaskView]):
 
     def write_all(self, db: sqlite3.Connection, entities: dict[str, TaskView]) -> None:
         rows = (queue_row(v) for v in entities.values())
-        db.executemany(insert_sql("queue", _COLUMNS), (r for r in rows if r is not None))
+        db.executemany(_INSERT, (r for r in rows if r is not None))
