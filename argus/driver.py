@@ -15,7 +15,6 @@ too, and the child gets PDEATHSIG=SIGKILL so it cannot outlive a SIGKILLed drive
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import select
@@ -29,12 +28,10 @@ from typing import Any
 
 import msgspec
 
+from argus.nodepool.process import die_with_parent
 from argus.rayjobs.submission import DriverContext, decode_context, job_dir
 
 __all__ = ["DriverResult", "main", "prepare_job_dir", "run_command"]
-
-_PR_SET_PDEATHSIG = 1
-
 
 class DriverResult(msgspec.Struct, kw_only=True):
     """``result.json``: how the command ended, and where the driver ran."""
@@ -86,15 +83,6 @@ def prepare_job_dir(ctx: DriverContext) -> Path:
     return path
 
 
-def _child_setup() -> None:
-    """In the child, before exec: die with the driver even if it is SIGKILLed."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
-
-
 def _kill_group(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)
@@ -115,10 +103,12 @@ def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult
         header = f"[argus.driver] {ctx.submission_id} on {socket.gethostname()}: bash -lc {ctx.command!r}\n"
         log.write(header.encode())
         out.write(header.encode())
+        driver_pid = os.getpid()  # read here: the preexec function runs in the child
         child = subprocess.Popen(
             ["bash", "-lc", ctx.command], cwd=path, env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=_child_setup,
+            # Die with the driver even if it is SIGKILLed.
+            start_new_session=True, preexec_fn=lambda: die_with_parent(driver_pid),
         )
 
         def forward(signum: int, _frame: object) -> None:

@@ -20,6 +20,7 @@ from projections.users import USER_FOLD, TokenView, UsersProjection, UserView, e
 
 __all__ = [
     "ALL_PROJECTIONS",
+    "PROJECTION_TABLES",
     "AttemptView",
     "CLUSTER_FOLD",
     "ClusterProjection",
@@ -59,3 +60,5 @@ def default_projections() -> list[EntityProjection]:  # type: ignore[type-arg]
 
 
 ALL_PROJECTIONS = tuple(p.name for p in default_projections())
+# Every table the projections keep (everything in the database but the log and its consumers).
+PROJECTION_TABLES = tuple(t for p in default_projections() for t in p.tables)

@@ -14,7 +14,15 @@ from typing import Sequence
 from projections.base import Change, EntityProjection, insert_sql, upsert_sql
 from projections.tasks import TASK_FOLD, TaskView
 
-__all__ = ["QueueProjection", "queue_row"]
+__all__ = ["QUEUE_ORDER_SQL", "QueueProjection", "queue_row"]
+
+
+# The queue as the scheduler and the API order it: waiting tasks, priority first, then FIFO.
+QUEUE_ORDER_SQL = (
+    "SELECT task_id, user, priority, state, nnodes, n_gpus_per_node, cpus_per_node, "
+    "next_run_at, wait_reason, wait_message, waiting_since "
+    "FROM queue WHERE waiting = 1 ORDER BY priority DESC, seq"
+)
 
 
 def queue_row(v: TaskView) -> tuple[object, ...] | None:

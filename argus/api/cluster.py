@@ -10,6 +10,7 @@ from litestar.datastructures import State
 
 from argus.api.schemas import ClusterNodeOut, ClusterOut, DemandOut, QueueEntryOut
 from argus.service import Principal
+from projections.queue import QUEUE_ORDER_SQL
 
 __all__ = ["cluster_view", "queue_view"]
 
@@ -17,10 +18,7 @@ __all__ = ["cluster_view", "queue_view"]
 @get("/queue", tags=["cluster"])
 async def queue_view(state: State, who: Principal) -> list[QueueEntryOut]:
     """Waiting tasks in admission order; other users' entries are anonymised for users."""
-    rows = await state.store.query(
-        "SELECT task_id, user, priority, state, nnodes, n_gpus_per_node, cpus_per_node, "
-        "next_run_at, wait_reason, wait_message, waiting_since FROM queue WHERE waiting = 1 "
-        "ORDER BY priority DESC, seq")
+    rows = await state.store.query(QUEUE_ORDER_SQL)
     out = []
     for i, r in enumerate(rows, start=1):
         mine = who.is_admin or r[1] == who.user_id

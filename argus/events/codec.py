@@ -23,7 +23,6 @@ __all__ = [
     "encode_event",
     "event_codec",
     "register_upcaster",
-    "schema_of",
 ]
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
@@ -53,10 +52,6 @@ def register_upcaster(type_name: str, from_version: int) -> Callable[[Upcaster],
         return fn
 
     return wrap
-
-
-def schema_of(event: EventBase) -> int:
-    return type(event).SCHEMA
 
 
 def encode_event(event: EventBase) -> tuple[str, int, bytes]:

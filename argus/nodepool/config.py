@@ -88,15 +88,16 @@ class NodePoolConfig(msgspec.Struct, kw_only=True):
             except ValueError as exc:
                 raise ValueError(f"{name}={raw!r} is not an integer") from exc
 
+        d = cls()  # the defaults, written once: in the fields above
         return cls(
             cluster_name=base.cluster_name,
             head_file=head_file,
-            ray_port=int(num("ARGUS_RAY_PORT", 6379)),
-            dashboard_port=int(num("ARGUS_DASHBOARD_PORT", 8265)),
-            dashboard_host=env.get("ARGUS_DASHBOARD_HOST") or "0.0.0.0",
-            ttl_s=num("ARGUS_TTL_S", 60.0),
-            refresh_s=num("ARGUS_REFRESH_S", 10.0),
-            poll_s=num("ARGUS_POLL_S", 5.0),
+            ray_port=int(num("ARGUS_RAY_PORT", d.ray_port)),
+            dashboard_port=int(num("ARGUS_DASHBOARD_PORT", d.dashboard_port)),
+            dashboard_host=env.get("ARGUS_DASHBOARD_HOST") or d.dashboard_host,
+            ttl_s=num("ARGUS_TTL_S", d.ttl_s),
+            refresh_s=num("ARGUS_REFRESH_S", d.refresh_s),
+            poll_s=num("ARGUS_POLL_S", d.poll_s),
             node_ip=env.get("ARGUS_NODE_IP", "").strip(),
             node_name=node_name,
             worker_resources=parse_resources_kv(
@@ -106,11 +107,11 @@ class NodePoolConfig(msgspec.Struct, kw_only=True):
             num_cpus=opt_int("ARGUS_NUM_CPUS"),
             ray_extra_args=shlex.split(env.get("ARGUS_RAY_EXTRA_ARGS", "")),
             ray_bin=env.get("ARGUS_RAY_BIN") or default_ray_bin(),
-            backoff_initial_s=num("ARGUS_BACKOFF_INITIAL_S", 1.0),
-            backoff_max_s=num("ARGUS_BACKOFF_MAX_S", 60.0),
-            stable_s=num("ARGUS_STABLE_S", 30.0),
-            stop_grace_s=num("ARGUS_STOP_GRACE_S", 15.0),
-            head_start_timeout_s=num("ARGUS_HEAD_START_TIMEOUT_S", 180.0),
+            backoff_initial_s=num("ARGUS_BACKOFF_INITIAL_S", d.backoff_initial_s),
+            backoff_max_s=num("ARGUS_BACKOFF_MAX_S", d.backoff_max_s),
+            stable_s=num("ARGUS_STABLE_S", d.stable_s),
+            stop_grace_s=num("ARGUS_STOP_GRACE_S", d.stop_grace_s),
+            head_start_timeout_s=num("ARGUS_HEAD_START_TIMEOUT_S", d.head_start_timeout_s),
             node_log_dir=node_log_dir,
         )
 

@@ -25,6 +25,7 @@ __all__ = [
     "RayGateway",
     "RayUnavailable",
     "WORKER_RESOURCE",
+    "is_duplicate_submission",
 ]
 
 # Nodes that carry this custom resource are training workers; the head carries none.
@@ -60,6 +61,11 @@ class JobObservation(msgspec.Struct, frozen=True, kw_only=True):
 
 def _ms(value: int | None) -> float | None:
     return None if not value else value / 1000.0
+
+
+def is_duplicate_submission(exc: BaseException) -> bool:
+    """True when Ray refused a submission because the id is taken (``already exists``)."""
+    return "already exists" in str(exc)
 
 
 def _is_not_found(exc: BaseException) -> bool:
@@ -136,7 +142,7 @@ class RayGateway:
                     entrypoint_resources=payload.entrypoint_resources or None,
                 )
             except RuntimeError as exc:
-                if "already exists" in str(exc):
+                if is_duplicate_submission(exc):
                     raise DuplicateSubmission(str(exc)) from exc
                 raise
 

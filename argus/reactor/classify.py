@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from argus.events.catalog import FailureKind
+from argus.rayjobs.gateway import is_duplicate_submission  # re-exported: classify's callers use it
 
 __all__ = ["EVIDENCE_MAX", "classify_failure", "is_duplicate_submission"]
 
@@ -128,8 +129,3 @@ def _last_error_line(text: str) -> str:
     """The last ``SomeError: …`` line of a traceback, else the last line."""
     found = _EXC_LINE.findall(text)
     return found[-1].strip()[:EVIDENCE_MAX] if found else _last_line(text)
-
-
-def is_duplicate_submission(exc: BaseException) -> bool:
-    """True when Ray refused a submission because the id is taken (``already exists``)."""
-    return "already exists" in str(exc)

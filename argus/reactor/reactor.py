@@ -144,6 +144,10 @@ class Reactor:
     async def turn(self) -> None:
         """One pass of the loop (also called directly by tests)."""
         await self._catch_up()
+        # Finished tasks need their TaskSubmitted no more: a long-lived reactor would
+        # otherwise keep every task's spec and command it ever started.
+        for task_id in self._submitted_events.keys() - self.state.tasks.keys():
+            del self._submitted_events[task_id]
         was_reachable = self.capacity is not None
         await self._observe_cluster()
         if self.capacity is not None and not was_reachable:

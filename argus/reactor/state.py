@@ -14,7 +14,7 @@ import msgspec
 from argus.events import CapacityObserved, ClusterUnreachable, NodeCapacity, Recorded
 from argus.lifecycle import TaskState
 from argus.store.rows import projection_checkpoint
-from projections import TaskView, evolve_task
+from projections import CLUSTER_FOLD, TaskView, evolve_task
 from projections.tasks import TASK_EVENT_TYPES
 
 __all__ = ["ReactorState"]
@@ -44,13 +44,10 @@ class ReactorState:
             ):
                 task = _decode_view(view)
                 state.tasks[task.task_id] = task
-            status = db.execute("SELECT reachable FROM cluster_status").fetchone()
-            if status is not None:
-                state.cluster_reachable = bool(status[0])
-                state.last_capacity = tuple(
-                    NodeCapacity(node_id=r[0], ip=r[1], total_gpus=r[2], free_gpus=r[3], total_cpus=r[4], free_cpus=r[5])
-                    for r in db.execute("SELECT * FROM cluster_nodes ORDER BY node_id")
-                )
+            cluster = CLUSTER_FOLD.load(db, "cluster")
+            if cluster is not None:
+                state.cluster_reachable = cluster.reachable
+                state.last_capacity = cluster.nodes
         finally:
             db.execute("COMMIT")
         return state

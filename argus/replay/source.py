@@ -22,7 +22,6 @@ from argus.store.migrate import available_migrations, migrate
 
 __all__ = [
     "LogSource",
-    "PROJECTION_TABLES",
     "ReplayError",
     "head_position",
     "open_log",
@@ -31,18 +30,6 @@ __all__ = [
     "resolve_point",
     "scratch_db",
 ]
-
-# The read models replay rebuilds and compares (DESIGN.md §1: everything but the log).
-PROJECTION_TABLES = (
-    "tasks",
-    "attempts",
-    "user_task_counts",
-    "queue",
-    "users",
-    "tokens",
-    "cluster_nodes",
-    "cluster_status",
-)
 
 # An integer at least this large given as POSITION|TIME is read as UNIX seconds: a log of
 # 10^9 events is beyond this store's scale, and 10^9 s is 2001-09-09.

@@ -8,7 +8,6 @@ known capacity per node. ``read_world`` works on any database with projection ta
 
 from __future__ import annotations
 
-import datetime as dt
 import sqlite3
 from pathlib import Path
 
@@ -17,11 +16,11 @@ import msgspec
 from argus.replay.source import head_position, open_log, resolve_point, scratch_db
 from argus.store.rows import rebuild_projections
 from projections import default_projections
+from projections.queue import QUEUE_ORDER_SQL
 
 __all__ = [
     "ClusterAt",
     "NodeAt",
-    "QUEUE_ORDER_SQL",
     "QueueItem",
     "RunningAttempt",
     "TaskAt",
@@ -30,12 +29,6 @@ __all__ = [
     "world_at",
 ]
 
-# The queue as the scheduler and the API order it: waiting tasks, priority first, then FIFO.
-QUEUE_ORDER_SQL = (
-    "SELECT task_id, user, priority, state, nnodes, n_gpus_per_node, cpus_per_node, "
-    "next_run_at, wait_reason, wait_message, waiting_since "
-    "FROM queue WHERE waiting = 1 ORDER BY priority DESC, seq"
-)
 
 
 class TaskAt(msgspec.Struct, frozen=True, kw_only=True):
@@ -104,11 +97,6 @@ class World(msgspec.Struct, frozen=True, kw_only=True):
     running: list[RunningAttempt]
     cluster: ClusterAt
 
-    @property
-    def recorded_at_iso(self) -> str:
-        if self.recorded_at is None:
-            return "-"
-        return dt.datetime.fromtimestamp(self.recorded_at, dt.timezone.utc).isoformat()
 
 
 def world_at(db_path: str | Path, point: str | int | float | None = None) -> World:

@@ -17,10 +17,10 @@ from typing import IO, Iterable, Iterator
 import msgspec
 
 from argus.lifecycle import IllegalTransition
-from argus.replay.source import PROJECTION_TABLES, ReplayError, open_log
+from argus.replay.source import ReplayError, open_log
 from argus.store.migrate import migrate
 from argus.store.rows import EVENT_COLUMNS, rebuild_projections
-from projections import default_projections
+from projections import PROJECTION_TABLES, default_projections
 
 __all__ = ["ExportedEvent", "ImportRefused", "ImportReport", "export_jsonl", "import_jsonl"]
 

@@ -15,9 +15,9 @@ from urllib.parse import quote
 
 import msgspec
 
-from argus.replay.source import PROJECTION_TABLES, head_position, open_log, scratch_db
+from argus.replay.source import head_position, open_log, scratch_db
 from argus.store.rows import rebuild_projections
-from projections import default_projections
+from projections import PROJECTION_TABLES, default_projections
 
 __all__ = ["RowDiff", "VerifyReport", "compare_tables", "verify"]
 

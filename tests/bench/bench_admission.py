@@ -37,19 +37,10 @@ from argus.rayjobs import AsyncRayGateway, RayGateway  # noqa: E402
 from argus.reactor import Reactor  # noqa: E402
 from argus.store import EventStore  # noqa: E402
 from tests.reactor.harness import reactor_config, submit_task, task_view, toy_command  # noqa: E402
+from argus.replay.stats import percentile  # noqa: E402
 from tests.support.ray_cluster import RayCluster  # noqa: E402
 
-DONE = {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELED}
 TARGET_P99_S = 2.0
-
-
-def percentile(values: list[float], p: float) -> float:
-    """Nearest-rank percentile (p in 0..100)."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    rank = max(1, -(-len(ordered) * p // 100))  # ceil(n * p / 100)
-    return ordered[int(rank) - 1]
 
 
 def stats_ms(values: list[float]) -> str:
@@ -80,11 +71,11 @@ async def run_once(cluster: RayCluster, n_tasks: int, poll_s: float, work: Path)
         last_report = 0.0
         while time.monotonic() < deadline:
             for tid in task_ids:
-                if tid not in states or states[tid] not in DONE:
+                if tid not in states or not states[tid].is_terminal():
                     view = await task_view(store, tid)
                     if view is not None:
                         states[tid] = view.state
-            done = sum(1 for s in states.values() if s in DONE)
+            done = sum(1 for s in states.values() if s.is_terminal())
             if done == n_tasks:
                 break
             if time.monotonic() - last_report > 30:

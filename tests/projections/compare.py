@@ -6,11 +6,11 @@ import sqlite3
 from pathlib import Path
 
 from argus.store import migrate, rebuild_projections
-from projections import default_projections
+from projections import PROJECTION_TABLES, default_projections
 
 
 def projection_tables() -> list[str]:
-    return [t for p in default_projections() for t in p.tables]
+    return list(PROJECTION_TABLES)
 
 
 def dump_table(db: sqlite3.Connection, table: str) -> list[tuple[object, ...]]:
