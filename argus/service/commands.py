@@ -95,15 +95,15 @@ class Commands:
     # ------------------------------------------------------------------ tasks
     def prepare(self, document: str | dict[str, Any], user: str, task_id: str | None = None) -> Any:
         """Parse and check a TaskSpec for ``user``; raises CommandError(400/413)."""
-        from argus.taskspec import TaskSpecError, parse_taskspec, prepare_task
+        from argus.taskspec import TaskSpecError, parse_taskspec_with_warnings, prepare_task
 
         cfg = self.config.v2.taskspec
         try:
+            parsed = parse_taskspec_with_warnings(document, config=cfg)  # once: the id needs the workload
             if task_id is None:
-                spec = parse_taskspec(document, config=cfg)
-                task_id = new_task_id(user, spec.workload)
+                task_id = new_task_id(user, parsed[0].workload)
             return task_id, prepare_task(
-                document, user=user, task_id=task_id, shared_root=self.shared_root, config=cfg
+                document, user=user, task_id=task_id, shared_root=self.shared_root, config=cfg, parsed=parsed
             )
         except TaskSpecError as exc:
             raise CommandError(400, f"{exc.field}: {exc.message}",
@@ -132,7 +132,8 @@ class Commands:
                 else:
                     await self._append([batch], meta)
             except ConcurrencyConflict:
-                task_id = new_task_id(who.user_id, prepared.workload)
+                # The id was taken: prepare again under a new one (the command names the task).
+                task_id, prepared = self.prepare(document, who.user_id)
                 continue
             except PayloadTooLarge as exc:
                 raise CommandError(413, f"the task is too large to record: {exc}") from exc

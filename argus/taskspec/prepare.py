@@ -21,6 +21,7 @@ from argus.taskspec.paths import PathPolicy
 from argus.taskspec.spec import (
     AdvancedTaskSpec,
     BasicTaskSpec,
+    TaskSpec,
     encode_taskspec,
     parse_taskspec_with_warnings,
 )
@@ -73,8 +74,10 @@ def prepare_task(
     task_id: str,
     shared_root: Path,
     config: TaskSpecConfig | None = None,
+    parsed: tuple[TaskSpec, list[str]] | None = None,
 ) -> PreparedTask:
-    """Parse, expand, check and build one submitted TaskSpec; raises TaskSpecError."""
+    """Parse, expand, check and build one submitted TaskSpec; raises TaskSpecError.
+    ``parsed``: the spec and its warnings, when the caller parsed ``document`` already."""
     config = config or TaskSpecConfig()
     _check_component(user, "user")
     _check_component(task_id, "task_id")
@@ -83,7 +86,7 @@ def prepare_task(
             "shared_root", f"{str(shared_root)[:120]!r} must be an absolute path of letters, "
             "digits, '_', '.', '/' and '-' (it is pasted into commands unquoted)",
         )
-    spec, warnings = parse_taskspec_with_warnings(document, config=config)
+    spec, warnings = parsed if parsed is not None else parse_taskspec_with_warnings(document, config=config)
     policy = PathPolicy(shared_root=shared_root, user=user)
 
     def expand(text: str) -> str:

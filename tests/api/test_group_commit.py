@@ -134,3 +134,26 @@ async def test_two_users_submissions_over_http_share_one_transaction(
     assert a.meta == ALICE and a.owner == "alice"
     assert b.meta == BOB and b.owner == "bob"
     assert abs(a.position - b.position) == 1 and a.recorded_at == b.recorded_at
+
+
+async def test_a_taken_task_id_is_replaced_and_the_command_names_the_new_one(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A basic task's command names its task id (``trainer.experiment_name``): when the id
+    turns out to be taken at append time, the task is prepared again under the new id."""
+    import argus.service.commands as commands
+
+    for path in ("users/alice/datasets/gsm8k/train.parquet", "common/datasets/gsm8k/test.parquet"):
+        (env.shared / path).parent.mkdir(parents=True, exist_ok=True)
+        (env.shared / path).write_bytes(b"PAR1")
+    await env.store.append(task_stream("alice-ppo-taken"), 0, [f.submitted("alice-ppo-taken")], owner="alice")
+    ids = iter(["alice-ppo-taken", "alice-ppo-fresh"])
+    monkeypatch.setattr(commands, "new_task_id", lambda user, workload: next(ids))
+    doc = {"workload": "ppo", "nnodes": 1, "n_gpus_per_node": 1, "model_id": "Qwen/Qwen2.5-0.5B-Instruct",
+           "train_file": "$HOME/datasets/gsm8k/train.parquet", "val_file": "$HOME/common/datasets/gsm8k/test.parquet"}
+    r = await env.client.post("/api/v2/tasks", json=doc, headers=env.h("alice"))
+    assert r.status_code == 201, r.text
+    assert r.json()["task_id"] == "alice-ppo-fresh"
+    [rec] = await env.store.read_stream(task_stream("alice-ppo-fresh"))
+    assert "trainer.experiment_name=alice-ppo-fresh" in rec.event.command
+    assert "alice-ppo-taken" not in rec.event.command
