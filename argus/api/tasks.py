@@ -180,8 +180,7 @@ class TasksController(Controller):
     @get("/{task_id:str}/spec")
     async def spec(self, state: State, who: Principal, task_id: str) -> SpecOut:
         """The spec as sent (raw) and as run (expanded command)."""
-        await _load(state, who, task_id)
-        first = (await state.store.read_stream(task_stream(task_id)))[0].event
+        first = await _submitted(state, await _load(state, who, task_id))
         assert isinstance(first, TaskSubmitted)
         return SpecOut(task_id=task_id, kind=first.kind, workload=first.workload,
                        spec_raw=first.spec_raw, spec=first.spec, command_raw=first.command_raw,
@@ -218,37 +217,51 @@ class TasksController(Controller):
         path = _log_path(state, v, attempt)
         if not follow:
             return (await asyncio.to_thread(jobfiles.tail_lines, path, tail))[0] if path else ""
-        return ServerSentEvent(_follow(state, who, task_id, path, tail))
+        return ServerSentEvent(_follow(state, who, task_id, path, tail, attempt))
 
     @get("/{task_id:str}/progress")
     async def progress(self, state: State, who: Principal, task_id: str,
                        attempt: Annotated[int | None, Parameter(ge=1, le=1000)] = None) -> ProgressOut:
         """Training steps and metrics parsed from the attempt's metrics / driver log."""
         v = await _load(state, who, task_id)
+        chosen = _chosen_attempt(v, attempt)
         path = _log_path(state, v, attempt)
         points = await asyncio.to_thread(jobfiles.parse_progress, path.parent) if path else []
-        first = (await state.store.read_stream(task_stream(task_id)))[0].event
-        total = getattr(first, "spec", {}).get("total_training_steps")
+        total = getattr(await _submitted(state, v), "spec", {}).get("total_training_steps")
         return ProgressOut(
-            task_id=task_id, attempt_no=int(path.parent.name.rsplit("--a", 1)[1]) if path else None,
+            task_id=task_id, attempt_no=chosen.attempt_no if chosen else None,
             total_steps=total if isinstance(total, int) else None,
             last_step=points[-1][0] if points else None,
             points=[ProgressPoint(step=s, metrics=m) for s, m in points])
 
 
-def _log_path(state: State, view: Any, attempt: int | None) -> Path | None:
+async def _submitted(state: State, view: Any) -> Any:
+    """The task's TaskSubmitted, read at its log position (``seq``), not with its stream."""
+    return (await state.store.read(view.seq - 1, 1))[0].event
+
+
+def _chosen_attempt(view: Any, attempt: int | None) -> Any:
+    """Attempt ``attempt`` (the latest when None; None when there is none yet)."""
     if not view.attempts:
         return None
     chosen = view.attempts[-1] if attempt is None else next(
         (a for a in view.attempts if a.attempt_no == attempt), None)
     if chosen is None:
         raise NotFoundException(f"task {view.task_id} has no attempt {attempt}")
+    return chosen
+
+
+def _log_path(state: State, view: Any, attempt: int | None) -> Path | None:
+    chosen = _chosen_attempt(view, attempt)
+    if chosen is None:
+        return None
     return Path(job_dir(state.config.shared_root, view.user, chosen.submission_id)) / "driver.log"
 
 
 async def _follow(state: State, who: Principal, task_id: str, path: Path | None,
-                  tail: int) -> AsyncIterator[ServerSentEventMessage]:
-    """Stream the log: its tail, then new lines, until the task ended and the log is quiet."""
+                  tail: int, attempt: int | None) -> AsyncIterator[ServerSentEventMessage]:
+    """Stream the log: its tail, then new lines, until the task ended and the log is quiet.
+    Without ``attempt``, a new attempt's log is followed from its start."""
     offset = 0
     if path is not None:
         text, offset = await asyncio.to_thread(jobfiles.tail_lines, path, tail)
@@ -258,7 +271,7 @@ async def _follow(state: State, who: Principal, task_id: str, path: Path | None,
     while True:
         await asyncio.sleep(0.5)
         view = await state.commands.load_task(who, task_id)
-        new_path = _log_path(state, view, None)
+        new_path = _log_path(state, view, attempt)
         if new_path != path:  # a new attempt started: follow its log from the start
             path, offset = new_path, 0
         data = b""

@@ -154,3 +154,36 @@ async def test_log_follow(live: Env) -> None:
                             owner="alice")
     await asyncio.wait_for(task, 6)
     assert lines == ["hello", "step:1 - loss:0.5 - acc:0.1", "step:2 - loss:0.25"]
+
+
+async def test_log_follow_of_an_earlier_attempt_stays_on_that_attempt(live: Env) -> None:
+    """``?attempt=1&follow=true`` while attempt 2 exists: attempt 1's log, not the latest."""
+    from argus.events import FailureKind, TaskCanceled, task_stream
+    from tests.events import factories as f
+
+    t = await submit(live, "alice")
+    await live.store.append(task_stream(t), 1, [
+        f.starting(t, 1), f.attempt_submitted(t, 1), f.running(t, 1),
+        f.ended(t, 1, "LOST", failure_kind=FailureKind.CLUSTER_LOST), f.retry(t), f.starting(t, 2),
+    ], owner="alice")
+    for n in (1, 2):
+        jd = live.shared / "users/alice/jobs" / f"{t}--a0{n}"
+        jd.mkdir(parents=True)
+        (jd / "driver.log").write_text(f"attempt {n}\n")
+    lines: list[str] = []
+
+    async def follow() -> None:
+        async with live.client.stream("GET", f"/api/v2/tasks/{t}/logs?follow=true&attempt=1",
+                                      headers=live.h("alice")) as resp:
+            async for ev in sse_events(resp):
+                if ev.get("event") == "log":
+                    lines.append(ev["data"])
+                if ev.get("event") == "end":
+                    return
+
+    task = asyncio.create_task(follow())
+    await asyncio.sleep(0.3)
+    await live.store.append(task_stream(t), None, [TaskCanceled(task_id=t, by="x", canceled_at=0)],
+                            owner="alice")
+    await asyncio.wait_for(task, 6)
+    assert lines == ["attempt 1"]
