@@ -34,7 +34,7 @@ from argus.service import Principal
 if TYPE_CHECKING:
     from argus.store import EventStore
 
-__all__ = ["Broadcaster", "encode_record", "events_stream"]
+__all__ = ["Broadcaster", "events_stream"]
 
 log = logging.getLogger(__name__)
 _encode = msgspec.json.Encoder().encode
@@ -60,11 +60,6 @@ def _data(rec: Recorded) -> bytes:
         "recorded_at": rec.recorded_at, "actor": rec.meta.actor, "owner": rec.owner,
         "data": rec.event,
     })
-
-
-def encode_record(rec: Recorded) -> str:
-    """The SSE ``data:`` of an event (JSON: never holds a raw line break)."""
-    return _data(rec).decode()
 
 
 class _Client:

@@ -6,6 +6,8 @@ from typing import Annotated, Any
 
 import msgspec
 
+from argus.service.ids import USER_ID_RE
+
 __all__ = [
     "AttemptOut", "ClusterNodeOut", "ClusterOut", "CreateUserIn", "DemandOut", "FileEntry",
     "FileListing", "IssueTokenIn", "LoginIn", "MeOut", "ProgressOut", "ProgressPoint",
@@ -14,7 +16,7 @@ __all__ = [
     "ValidateError", "ValidateOut",
 ]
 
-UserId = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
+UserId = Annotated[str, msgspec.Meta(pattern=USER_ID_RE.pattern)]
 Label = Annotated[str, msgspec.Meta(max_length=200)]
 
 

@@ -65,8 +65,8 @@ class Client:
         if r.status_code < 400:
             return
         try:
-            detail = r.json().get("detail", r.text)
-            extra = r.json().get("extra")
+            body = r.json()
+            detail, extra = body.get("detail", r.text), body.get("extra")
         except ValueError:
             detail, extra = r.text, None
         if self.as_json:

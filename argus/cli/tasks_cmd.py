@@ -12,7 +12,6 @@ from argus.cli.client import Client, client_options, fmt_time, print_table
 
 __all__ = ["cancel", "logs", "show", "spec", "submit", "tasks", "watch"]
 
-TERMINAL = {"SUCCEEDED", "FAILED", "CANCELED"}
 _END_EVENTS = {"TaskSucceeded", "TaskFailed", "TaskCanceled"}
 
 
