@@ -19,7 +19,7 @@ import msgspec
 from argus.lifecycle import IllegalTransition
 from argus.replay.source import ReplayError, open_log
 from argus.store.migrate import migrate
-from argus.store.rows import EVENT_COLUMNS, rebuild_projections
+from argus.store.rows import EVENT_COLUMNS, log_rows, rebuild_projections
 from projections import PROJECTION_TABLES, default_projections
 
 __all__ = ["ExportedEvent", "ImportRefused", "ImportReport", "export_jsonl", "import_jsonl"]
@@ -70,26 +70,19 @@ def _raw_or_b64(value: bytes) -> tuple[msgspec.Raw | msgspec.UnsetType, str | ms
     return UNSET, base64.b64encode(value).decode()
 
 
-def iter_export(conn: sqlite3.Connection, *, after: int = 0, until: int | None = None,
-                chunk: int = 20_000) -> Iterator[bytes]:
+def iter_export(conn: sqlite3.Connection, *, after: int = 0, until: int | None = None) -> Iterator[bytes]:
     """JSON lines (with their newline) for the events after ``after`` up to ``until``."""
-    where = "position > ?" + (" AND position <= ?" if until is not None else "")
-    sql = f"SELECT {EVENT_COLUMNS} FROM events WHERE {where} ORDER BY position LIMIT {chunk}"
-    cursor = after
-    while True:
-        rows = conn.execute(sql, (cursor, until) if until is not None else (cursor,)).fetchall()
-        if not rows:
-            return
-        for position, stream, version, type_, schema, data, meta, owner, recorded_at in rows:
-            d, d64 = _raw_or_b64(_as_bytes(data))
-            m, m64 = _raw_or_b64(_as_bytes(meta))
-            line = ExportedEvent(
-                position=position, stream=stream, version=version, type=type_,
-                schema_version=schema, data=d, data_b64=d64, meta=m, meta_b64=m64,
-                owner=owner, recorded_at=recorded_at,
-            )
-            yield _encoder.encode(line) + b"\n"
-        cursor = rows[-1][0]
+    for position, stream, version, type_, schema, data, meta, owner, recorded_at in log_rows(
+        conn, after, until, meta=True
+    ):
+        d, d64 = _raw_or_b64(_as_bytes(data))
+        m, m64 = _raw_or_b64(_as_bytes(meta))
+        line = ExportedEvent(
+            position=position, stream=stream, version=version, type=type_,
+            schema_version=schema, data=d, data_b64=d64, meta=m, meta_b64=m64,
+            owner=owner, recorded_at=recorded_at,
+        )
+        yield _encoder.encode(line) + b"\n"
 
 
 def export_jsonl(db_path: str | Path, out: IO[bytes], *, after: int = 0,

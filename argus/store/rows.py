@@ -22,6 +22,7 @@ __all__ = [
     "fold_log",
     "fold_rows",
     "iter_log",
+    "log_rows",
     "projection_checkpoint",
     "rebuild_projections",
     "write_projection_state",
@@ -77,7 +78,7 @@ class Share(msgspec.Struct, frozen=True):
         return sql, params
 
 
-def _log_rows(
+def log_rows(
     db: sqlite3.Connection, after: int, until: int | None, meta: bool, share: Share | None = None
 ) -> sqlite3.Cursor:
     """One statement streaming the log's rows in order: memory stays flat however long the
@@ -109,7 +110,7 @@ def iter_log(
     decoders = _Decoders()
     position, type_, schema = after, "", 0
     try:
-        for position, stream, version, type_, schema, data, meta, owner, recorded_at in _log_rows(
+        for position, stream, version, type_, schema, data, meta, owner, recorded_at in log_rows(
             db, after, until, meta=True
         ):
             if wanted is not None and type_ not in wanted:
@@ -129,7 +130,7 @@ def fold_log(
 ) -> Rebuild:
     """Fold the log of ``source`` (up to ``until``; only ``share`` of its streams if given)
     in memory."""
-    return fold_rows(_log_rows(source, 0, until, meta=False, share=share), plan)
+    return fold_rows(log_rows(source, 0, until, meta=False, share=share), plan)
 
 
 def fold_rows(rows: Iterable[Sequence[Any]], plan: FoldPlan) -> Rebuild:
