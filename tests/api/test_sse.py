@@ -117,6 +117,16 @@ async def test_events_auth(live: Env) -> None:
     assert r.status_code == 400
 
 
+async def follow_log(live: Env, url: str, lines: list[str]) -> None:
+    """Collect alice's followed log lines into ``lines`` until the stream's ``end``."""
+    async with live.client.stream("GET", url, headers=live.h("alice")) as resp:
+        async for ev in sse_events(resp):
+            if ev.get("event") == "log":
+                lines.append(ev["data"])
+            if ev.get("event") == "end":
+                return
+
+
 async def test_log_follow(live: Env) -> None:
     """Logs of an attempt: tail and follow (attempt recorded by hand, no reactor)."""
     from argus.events import AttemptStarting, SubmissionPayload, TaskCanceled, task_stream
@@ -136,17 +146,7 @@ async def test_log_follow(live: Env) -> None:
     r = await live.client.get(f"/api/v2/tasks/{t}/progress", headers=live.h("alice"))
     assert r.json()["points"] == [{"step": 1, "metrics": {"loss": 0.5, "acc": 0.1}}]
     lines: list[str] = []
-
-    async def follow() -> None:
-        async with live.client.stream("GET", f"/api/v2/tasks/{t}/logs?follow=true&tail=5",
-                                      headers=live.h("alice")) as resp:
-            async for ev in sse_events(resp):
-                if ev.get("event") == "log":
-                    lines.append(ev["data"])
-                if ev.get("event") == "end":
-                    return
-
-    task = asyncio.create_task(follow())
+    task = asyncio.create_task(follow_log(live, f"/api/v2/tasks/{t}/logs?follow=true&tail=5", lines))
     await asyncio.sleep(0.3)
     with open(jd / "driver.log", "a") as f:
         f.write("step:2 - loss:0.25\n")
@@ -171,17 +171,7 @@ async def test_log_follow_of_an_earlier_attempt_stays_on_that_attempt(live: Env)
         jd.mkdir(parents=True)
         (jd / "driver.log").write_text(f"attempt {n}\n")
     lines: list[str] = []
-
-    async def follow() -> None:
-        async with live.client.stream("GET", f"/api/v2/tasks/{t}/logs?follow=true&attempt=1",
-                                      headers=live.h("alice")) as resp:
-            async for ev in sse_events(resp):
-                if ev.get("event") == "log":
-                    lines.append(ev["data"])
-                if ev.get("event") == "end":
-                    return
-
-    task = asyncio.create_task(follow())
+    task = asyncio.create_task(follow_log(live, f"/api/v2/tasks/{t}/logs?follow=true&attempt=1", lines))
     await asyncio.sleep(0.3)
     await live.store.append(task_stream(t), None, [TaskCanceled(task_id=t, by="x", canceled_at=0)],
                             owner="alice")
