@@ -20,8 +20,9 @@ import sqlite3
 from typing import ClassVar, Generic, Sequence, TypeVar
 
 from argus.events import Recorded
+from argus.sqlbatch import BatchInsert
 
-__all__ = ["Change", "EntityFold", "EntityProjection", "FoldPlan", "InlineFold", "Rebuild", "insert_sql", "upsert_sql"]
+__all__ = ["Change", "EntityFold", "EntityProjection", "FoldPlan", "InlineFold", "Rebuild", "insert_rows", "upsert_rows"]
 
 E = TypeVar("E")
 
@@ -30,19 +31,19 @@ E = TypeVar("E")
 Change = tuple[str, E | None, E | None]
 
 
-def insert_sql(table: str, columns: str) -> str:
+def insert_rows(table: str, columns: str) -> BatchInsert:
     """A plain INSERT of ``columns`` (what a rebuild uses: its keys are all new)."""
-    return f"INSERT INTO {table} ({columns}) VALUES ({','.join('?' * len(columns.split(',')))})"
+    return BatchInsert(table, columns)
 
 
-def upsert_sql(table: str, columns: str, key: str, fixed: frozenset[str] = frozenset()) -> str:
+def upsert_rows(table: str, columns: str, key: str, fixed: frozenset[str] = frozenset()) -> BatchInsert:
     """INSERT, or on a clash of ``key`` UPDATE the columns that can change. SQLite leaves
     an index alone when none of its columns is SET, so columns that never change after
     the insert (``fixed``) are left out of the SET: their indexes are written once."""
     names = [c.strip() for c in columns.split(",")]
     keys = {c.strip() for c in key.split(",")}
     sets = ", ".join(f"{c} = excluded.{c}" for c in names if c not in fixed and c not in keys)
-    return f"{insert_sql(table, columns)} ON CONFLICT ({key}) DO UPDATE SET {sets}"
+    return BatchInsert(table, columns, f"ON CONFLICT ({key}) DO UPDATE SET {sets}")
 
 
 class EntityFold(Generic[E]):

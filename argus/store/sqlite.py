@@ -23,8 +23,9 @@ import aiosqlite
 import msgspec
 
 from argus.events import EventBase, EventMeta, Recorded
-from argus.events.codec import EventCodec, event_codec
+from argus.events.codec import event_codec
 from argus.lifecycle import IllegalTransition
+from argus.sqlbatch import BatchInsert
 from argus.store.errors import (
     ConcurrencyConflict,
     InvalidEvent,
@@ -43,7 +44,8 @@ T = TypeVar("T")
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 DEFAULT_MAX_PAYLOAD = 1_048_576
 
-_encode_meta = msgspec.json.Encoder().encode
+_encode_meta = _encode_event = msgspec.json.Encoder().encode
+_INSERT_EVENTS = BatchInsert("events", EVENT_COLUMNS)
 
 
 class AppendBatch(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,7 +87,7 @@ class EventStore:
         self._reader = reader
         self.projections = list(projections)
         self._plan = FoldPlan(self.projections)
-        self._codecs: dict[type, tuple[EventCodec, bool]] = {}  # class -> (codec, folded here)
+        self._codecs: dict[type, tuple[str, int, Callable[[bytes], EventBase], bool]] = {}
         self.max_payload_bytes = max_payload_bytes
         self._appended = asyncio.Event()
         self.append_seconds_total = 0.0  # for /metrics: time spent in appends
@@ -180,30 +182,39 @@ class EventStore:
 
     def _encode_batches(self, batches: Sequence[AppendBatch], meta: EventMeta | None) -> list[_Encoded]:
         default = meta or EventMeta()
+        default_bytes = _encode_meta(default)
+        codecs = self._codecs
+        limit = self.max_payload_bytes
         out = []
-        for b in batches:
-            if b.events:
-                m = b.meta or default
-                out.append(_Encoded(b, [self._encode(e) for e in b.events], m, _encode_meta(m)))
+        for batch in batches:
+            if not batch.events:
+                continue
+            events = []
+            # One loop, no call per event: this is most of an append's Python work.
+            for event in batch.events:
+                type_, schema, decode, folded = codecs.get(type(event)) or self._codec(type(event))
+                data = _encode_event(event)
+                if len(data) > limit:
+                    raise PayloadTooLarge(type_, len(data), limit)
+                # Decoded here, as every reader will decode it: an event that would not
+                # decode must never reach the log. Folds take the decoded event, not the
+                # caller's object (an int where the type says float, say), so inline
+                # projections equal a rebuild.
+                try:
+                    decoded = decode(data)
+                except msgspec.DecodeError as exc:
+                    raise InvalidEvent(f"{type_} does not match its type: {exc}") from exc
+                events.append((type_, schema, data, decoded if folded else None))
+            m = batch.meta or default
+            out.append(_Encoded(batch, events, m, default_bytes if m is default else _encode_meta(m)))
         return out
 
-    def _encode(self, event: EventBase) -> tuple[str, int, bytes, EventBase | None]:
-        codec = self._codecs.get(type(event))
-        if codec is None:
-            found = event_codec(type(event))
-            codec = self._codecs[type(event)] = (found, found.type in self._plan.by_type)
-        (type_, schema, encode, decode), folded = codec
-        data = encode(event)
-        if len(data) > self.max_payload_bytes:
-            raise PayloadTooLarge(type_, len(data), self.max_payload_bytes)
-        # Decoded here, as every reader will decode it: an event that would not decode must
-        # never reach the log. Folds take the decoded event, not the caller's object (an
-        # int where the type says float, say), so inline projections equal a rebuild.
-        try:
-            decoded = decode(data)
-        except msgspec.DecodeError as exc:
-            raise InvalidEvent(f"{type_} does not match its type: {exc}") from exc
-        return type_, schema, data, decoded if folded else None
+    def _codec(self, cls: type[EventBase]) -> tuple[str, int, Callable[[bytes], EventBase], bool]:
+        """How this store writes ``cls``: (type, schema, decode, whether a projection of
+        this store folds it)."""
+        found = event_codec(cls)
+        codec = self._codecs[cls] = (found.type, found.schema, found.decode, found.type in self._plan.by_type)
+        return codec
 
     def _append_in_tx(
         self,
@@ -214,9 +225,8 @@ class EventStore:
         """The body of an append, inside a write transaction the caller holds."""
         now = time.time()
         try:
-            position = db.execute("SELECT coalesce(max(position), 0) FROM events").fetchone()[0]
-            versions = _stream_versions(db, {item.batch.stream: None for item in encoded})
-            positions: list[int] = []
+            position, versions = _head_and_versions(db, {item.batch.stream: None for item in encoded})
+            first = position + 1
             rows: list[tuple[object, ...]] = []
             records: list[Recorded] = []
             for item in encoded:
@@ -234,9 +244,8 @@ class EventStore:
                             position=position, stream=stream, version=version, type=type_,
                             event=event, meta=item.meta, owner=owner, recorded_at=now,
                         ))
-                    positions.append(position)
                 versions[stream] = version  # a later batch of the same stream follows on
-            db.executemany(f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", rows)
+            _INSERT_EVENTS.run(db, rows)
             # Each entity the transaction touches is loaded once and saved once, after all
             # of its events are folded: 100 events over a dozen tasks are a dozen rows.
             if records:
@@ -249,7 +258,7 @@ class EventStore:
                     "DO UPDATE SET position = max(position, excluded.position)",
                     checkpoint,
                 )
-            return positions
+            return list(range(first, position + 1))
         except (IllegalTransition, UserEventError) as exc:
             raise InvariantViolation(str(exc)) from exc
 
@@ -413,15 +422,17 @@ class EventStore:
         return await self._writer.long_transaction(lambda db: rebuild_projections(db, db, self.projections))
 
 
-def _stream_versions(db: sqlite3.Connection, streams: dict[str, None]) -> dict[str, int]:
-    """Each stream's current version (0: new), in one statement; each lookup is the
-    index's max of one stream, however long the stream."""
+def _head_and_versions(db: sqlite3.Connection, streams: dict[str, None]) -> tuple[int, dict[str, int]]:
+    """The log's last position, and each stream's current version (0: new), in one
+    statement; each version is the index's max of one stream, however long the stream."""
+    head = "(SELECT coalesce(max(position), 0) FROM events)"
     names = list(streams)
     if not names:
-        return {}
+        return db.execute(f"SELECT {head}").fetchone()[0], {}
     values = ",".join(["(?)"] * len(names))
     sql = (
-        f"SELECT s.column1, (SELECT coalesce(max(version), 0) FROM events WHERE stream = s.column1) "
+        f"SELECT {head}, s.column1, (SELECT coalesce(max(version), 0) FROM events WHERE stream = s.column1) "
         f"FROM (VALUES {values}) AS s"
     )
-    return dict(db.execute(sql, names).fetchall())
+    rows = db.execute(sql, names).fetchall()
+    return rows[0][0], {stream: version for _, stream, version in rows}
