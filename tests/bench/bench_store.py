@@ -8,7 +8,8 @@ WAL mode for all three, in ``--rounds`` interleaved rounds (fresh databases each
 the table shows each measure's median, since a shared machine's fsync times wander.
 
 What each side is timed doing, from the same event objects to durable rows:
-- raw sqlite3: inserting rows already encoded (the ceiling: no Python work at all);
+- raw sqlite3: inserting rows already encoded, each transaction's in one multi-row
+  INSERT (the ceiling: no Python work at all);
 - argus: ``EventStore.append_batches`` (encode, check versions, insert, fold and write the
   inline projections); "log only" is a store that keeps no projections;
 - eventsourcing: encoding each event (with msgspec, as argus does) into its
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from itertools import chain
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -97,11 +99,16 @@ def fresh_db(directory: Path, name: str, synchronous: str) -> sqlite3.Connection
 
 # ---------------------------------------------------------------------- appends
 def raw_appends(directory: Path, name: str, prepared: list[tuple[object, ...]], per_tx: int) -> float:
+    """Each transaction's rows in one multi-row INSERT: SQLite's fastest way in, about 20%
+    faster per row than ``executemany``, so the ceiling stays a ceiling."""
     conn = fresh_db(directory, name, "FULL")
+    row = f"({','.join('?' * len(EVENT_COLUMNS.split(',')))})"
     started = time.perf_counter()
     for k in range(0, len(prepared), per_tx):
+        chunk = prepared[k:k + per_tx]
         conn.execute("BEGIN IMMEDIATE")
-        conn.executemany(INSERT, prepared[k:k + per_tx])
+        conn.execute(f"INSERT INTO events ({EVENT_COLUMNS}) VALUES {','.join([row] * len(chunk))}",
+                     list(chain.from_iterable(chunk)))
         conn.execute("COMMIT")
     elapsed = time.perf_counter() - started
     conn.close()
