@@ -5,7 +5,8 @@ on the event loop's thread when the write lock is free and on the writer's threa
 must wait. ``BEGIN IMMEDIATE`` takes SQLite's write lock before the next position is read,
 so commit order equals position order across threads *and* processes (no gaps, no
 interleaving), and the projections and consumer checkpoint are written in the same
-transaction as the events they reflect. Reads go through an aiosqlite connection.
+transaction as the events they reflect (the transaction's body is ``argus.store.append``).
+Reads go through an aiosqlite connection.
 
 Durability is explicit: ``synchronous=FULL`` (default) fsyncs the WAL on every commit, so
 an acknowledged append survives power loss; ``NORMAL`` survives a process crash only.
@@ -20,56 +21,19 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterable, Sequence, TypeVar
 
 import aiosqlite
-import msgspec
 
 from argus.events import EventBase, EventMeta, Recorded
-from argus.events.codec import event_codec
-from argus.lifecycle import IllegalTransition
-from argus.sqlbatch import BatchInsert
-from argus.store.errors import (
-    ConcurrencyConflict,
-    InvalidEvent,
-    InvariantViolation,
-    PayloadTooLarge,
-)
+from argus.store.append import AppendBatch, Appender
 from argus.store.migrate import migrate
 from argus.store.rows import EVENT_COLUMNS, decode_row, rebuild_projections
 from argus.store.writer import SqliteWriter, configure
-from projections import EntityProjection, FoldPlan, InlineFold, default_projections
-from projections.users import UserEventError
+from projections import EntityProjection, FoldPlan, default_projections
 
 __all__ = ["AppendBatch", "EventStore", "SYNCHRONOUS_MODES"]
 
 T = TypeVar("T")
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 DEFAULT_MAX_PAYLOAD = 1_048_576
-
-_encode_meta = _encode_event = msgspec.json.Encoder().encode
-_INSERT_EVENTS = BatchInsert("events", EVENT_COLUMNS)
-
-
-class AppendBatch(msgspec.Struct, frozen=True, kw_only=True):
-    """Events for one stream, appended only if the stream is at ``expected_version``
-    (None: no check). ``owner`` is the user the events belong to (who may see them);
-    ``meta`` (who caused them) defaults to the append's."""
-
-    stream: str
-    expected_version: int | None
-    events: Sequence[EventBase]
-    owner: str | None = None
-    meta: EventMeta | None = None
-
-
-class _Encoded(msgspec.Struct, frozen=True):
-    """A batch made ready before its transaction: each event as (type, schema, data, the
-    event as a reader will decode it, or None when no projection of this store folds it),
-    and its meta as stored and as folded."""
-
-    batch: AppendBatch
-    events: list[tuple[str, int, bytes, EventBase | None]]
-    meta: EventMeta
-    meta_bytes: bytes
-
 
 class EventStore:
     """Append, read and subscribe to the log. Open with ``await EventStore.open(path)``."""
@@ -86,8 +50,7 @@ class EventStore:
         self._writer = writer
         self._reader = reader
         self.projections = list(projections)
-        self._plan = FoldPlan(self.projections)
-        self._codecs: dict[type, tuple[str, int, Callable[[bytes], EventBase], bool]] = {}
+        self._appender = Appender(FoldPlan(self.projections), max_payload_bytes)
         self.max_payload_bytes = max_payload_bytes
         self._appended = asyncio.Event()
         self.append_seconds_total = 0.0  # for /metrics: time spent in appends
@@ -172,95 +135,13 @@ class EventStore:
     ) -> list[int]:
         """Append to several streams in one transaction (all or nothing). ``checkpoint``
         ``(consumer, position)`` is stored with the events, never moving backwards."""
-        encoded = self._encode_batches(batches, meta)
+        encoded = self._appender.prepare(batches, meta)
         started = time.perf_counter()
-        positions = await self._writer.transaction(self._append_in_tx, encoded, checkpoint)
+        positions = await self._writer.transaction(self._appender.write, encoded, checkpoint)
         self.append_seconds_total += time.perf_counter() - started
         self.appends_total += 1
         self._notify()
         return positions
-
-    def _encode_batches(self, batches: Sequence[AppendBatch], meta: EventMeta | None) -> list[_Encoded]:
-        default = meta or EventMeta()
-        default_bytes = _encode_meta(default)
-        codecs = self._codecs
-        limit = self.max_payload_bytes
-        out = []
-        for batch in batches:
-            if not batch.events:
-                continue
-            events = []
-            # One loop, no call per event: this is most of an append's Python work.
-            for event in batch.events:
-                type_, schema, decode, folded = codecs.get(type(event)) or self._codec(type(event))
-                data = _encode_event(event)
-                if len(data) > limit:
-                    raise PayloadTooLarge(type_, len(data), limit)
-                # Decoded here, as every reader will decode it: an event that would not
-                # decode must never reach the log. Folds take the decoded event, not the
-                # caller's object (an int where the type says float, say), so inline
-                # projections equal a rebuild.
-                try:
-                    decoded = decode(data)
-                except msgspec.DecodeError as exc:
-                    raise InvalidEvent(f"{type_} does not match its type: {exc}") from exc
-                events.append((type_, schema, data, decoded if folded else None))
-            m = batch.meta or default
-            out.append(_Encoded(batch, events, m, default_bytes if m is default else _encode_meta(m)))
-        return out
-
-    def _codec(self, cls: type[EventBase]) -> tuple[str, int, Callable[[bytes], EventBase], bool]:
-        """How this store writes ``cls``: (type, schema, decode, whether a projection of
-        this store folds it)."""
-        found = event_codec(cls)
-        codec = self._codecs[cls] = (found.type, found.schema, found.decode, found.type in self._plan.by_type)
-        return codec
-
-    def _append_in_tx(
-        self,
-        db: sqlite3.Connection,
-        encoded: list[_Encoded],
-        checkpoint: tuple[str, int] | None,
-    ) -> list[int]:
-        """The body of an append, inside a write transaction the caller holds."""
-        now = time.time()
-        try:
-            position, versions = _head_and_versions(db, {item.batch.stream: None for item in encoded})
-            first = position + 1
-            rows: list[tuple[object, ...]] = []
-            records: list[Recorded] = []
-            for item in encoded:
-                stream, owner = item.batch.stream, item.batch.owner
-                version = versions[stream]
-                expected = item.batch.expected_version
-                if expected is not None and version != expected:
-                    raise ConcurrencyConflict(stream, expected, version)
-                for type_, schema, data, event in item.events:
-                    position += 1
-                    version += 1
-                    rows.append((position, stream, version, type_, schema, data, item.meta_bytes, owner, now))
-                    if event is not None:
-                        records.append(Recorded(
-                            position=position, stream=stream, version=version, type=type_,
-                            event=event, meta=item.meta, owner=owner, recorded_at=now,
-                        ))
-                versions[stream] = version  # a later batch of the same stream follows on
-            _INSERT_EVENTS.run(db, rows)
-            # Each entity the transaction touches is loaded once and saved once, after all
-            # of its events are folded: 100 events over a dozen tasks are a dozen rows.
-            if records:
-                inline = InlineFold(self._plan)
-                inline.fold(db, records)
-                inline.save(db)
-            if checkpoint is not None:
-                db.execute(
-                    "INSERT INTO subscriber_checkpoints VALUES (?, ?) ON CONFLICT (name) "
-                    "DO UPDATE SET position = max(position, excluded.position)",
-                    checkpoint,
-                )
-            return list(range(first, position + 1))
-        except (IllegalTransition, UserEventError) as exc:
-            raise InvariantViolation(str(exc)) from exc
 
     def append_signal(self) -> asyncio.Event:
         """An event set by the next append in this process. Take it *before* reading, then
@@ -283,7 +164,7 @@ class EventStore:
         """Take or renew lease ``name`` for ``holder`` unless someone else holds it unexpired.
         When the holder changes, ``on_new_leader`` is appended in the same transaction."""
 
-        encoded = self._encode_batches([on_new_leader] if on_new_leader else [], None)
+        encoded = self._appender.prepare([on_new_leader] if on_new_leader else [], None)
 
         def claim(db: sqlite3.Connection) -> bool:
             now = time.time()
@@ -292,7 +173,7 @@ class EventStore:
                 return False  # the transaction commits nothing
             db.execute("INSERT OR REPLACE INTO leases VALUES (?, ?, ?)", (name, holder, now + ttl_s))
             if encoded and (row is None or row[0] != holder):
-                self._append_in_tx(db, encoded, None)
+                self._appender.write(db, encoded, None)
             return True
 
         held = await self._writer.transaction(claim)
@@ -420,19 +301,3 @@ class EventStore:
         """Recompute every projection from the log (inside one transaction)."""
 
         return await self._writer.long_transaction(lambda db: rebuild_projections(db, db, self.projections))
-
-
-def _head_and_versions(db: sqlite3.Connection, streams: dict[str, None]) -> tuple[int, dict[str, int]]:
-    """The log's last position, and each stream's current version (0: new), in one
-    statement; each version is the index's max of one stream, however long the stream."""
-    head = "(SELECT coalesce(max(position), 0) FROM events)"
-    names = list(streams)
-    if not names:
-        return db.execute(f"SELECT {head}").fetchone()[0], {}
-    values = ",".join(["(?)"] * len(names))
-    sql = (
-        f"SELECT {head}, s.column1, (SELECT coalesce(max(version), 0) FROM events WHERE stream = s.column1) "
-        f"FROM (VALUES {values}) AS s"
-    )
-    rows = db.execute(sql, names).fetchall()
-    return rows[0][0], {stream: version for _, stream, version in rows}
