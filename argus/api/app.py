@@ -27,7 +27,7 @@ from argus.api.metrics import ApiMetrics, healthz, metrics, readyz
 from argus.api.tasks import TasksController
 from argus.api.users import UsersController
 from argus.config import ArgusConfig
-from argus.service import AuthCache, Commands
+from argus.service import AuthCache, CommandError, Commands
 
 __all__ = ["API_PREFIX", "STATIC_DIR", "create_app"]
 
@@ -48,6 +48,13 @@ def _http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response
     if exc.extra:
         body["extra"] = exc.extra
     return Response(body, status_code=exc.status_code, headers=exc.headers)
+
+
+def _command_error(request: Request[Any, Any, Any], exc: CommandError) -> Response[dict[str, Any]]:
+    """A refused command, for every handler: answered as the HTTPException it stands for,
+    so it gets the same body as any other error (``extra`` only when there is some)."""
+    return _http_error(request, HTTPException(status_code=exc.status, detail=exc.detail,
+                                              extra=exc.extra or None))
 
 
 _ERRORS = {
@@ -183,7 +190,8 @@ def create_app(
         route_handlers=[api, healthz, readyz, metrics, *ui],
         lifespan=[lifespan],
         openapi_config=openapi,
-        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
+        exception_handlers={HTTPException: _http_error, CommandError: _command_error,
+                            Exception: _internal_error},
         request_max_body_size=config.v2.api.max_body_bytes,
         debug=False,
     )

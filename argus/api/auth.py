@@ -64,6 +64,17 @@ def _token_of(request: Request[Any, Any, Any], state: State) -> str | None:
     return None
 
 
+async def _resolve(state: State, token: str) -> Principal:
+    """The user a token stands for: 401 when unknown or revoked, 403 when disabled.
+    The one lookup behind both ``principal`` and the login."""
+    who = await state.auth.lookup(token)
+    if who is None:
+        raise NotAuthorizedException("unknown or revoked token")
+    if who.disabled:
+        raise PermissionDeniedException(f"user {who.user_id} is disabled; ask an admin")
+    return who  # type: ignore[no-any-return]
+
+
 async def principal(request: Request[Any, Any, Any]) -> Principal:
     """The authenticated caller (dependency). Takes the app state from the request, not
     as a parameter: every protected request resolves this, and each injected parameter
@@ -73,12 +84,7 @@ async def principal(request: Request[Any, Any, Any]) -> Principal:
     if token is None:
         raise NotAuthorizedException("authentication required: send 'Authorization: Bearer "
                                      "<token>' or log in at POST /api/v2/auth/login")
-    who = await state.auth.lookup(token)
-    if who is None:
-        raise NotAuthorizedException("unknown or revoked token")
-    if who.disabled:
-        raise PermissionDeniedException(f"user {who.user_id} is disabled; ask an admin")
-    return who  # type: ignore[no-any-return]
+    return await _resolve(state, token)
 
 
 def request_id(request: Request[Any, Any, Any]) -> str:
@@ -98,11 +104,7 @@ class AuthController(Controller):
     @post("/auth/login", security=[], status_code=200)
     async def login(self, data: LoginIn, state: State) -> Response[MeOut]:
         """Exchange a token for an HttpOnly session cookie (for the WebUI)."""
-        who = await state.auth.lookup(data.token)
-        if who is None:
-            raise NotAuthorizedException("unknown or revoked token")
-        if who.disabled:
-            raise PermissionDeniedException(f"user {who.user_id} is disabled; ask an admin")
+        who = await _resolve(state, data.token)
         sid = state.sessions.create(data.token)
         cookie = Cookie(key=SESSION_COOKIE, value=sid, httponly=True, samesite="strict",
                         path="/", max_age=int(state.sessions.ttl_s))

@@ -64,10 +64,6 @@ async def read_document(request: Request[Any, Any, Any]) -> str | dict[str, Any]
         raise HTTPException(status_code=400, detail="body must be UTF-8 YAML text") from exc
 
 
-def _http(exc: CommandError) -> HTTPException:
-    return HTTPException(status_code=exc.status, detail=exc.detail, extra=exc.extra or None)
-
-
 def _attempt(a: Any) -> AttemptOut:
     return AttemptOut(
         attempt_no=a.attempt_no, submission_id=a.submission_id, ray_status=a.ray_status,
@@ -86,13 +82,6 @@ async def _queue_position(state: State, task_id: str) -> int | None:
     return int(n) if n else None
 
 
-async def _load(state: State, who: Principal, task_id: str) -> Any:
-    try:
-        return await state.commands.load_task(who, task_id)
-    except CommandError as exc:
-        raise _http(exc) from exc
-
-
 _SUMMARY_COLS = ("task_id, user, workload, kind, state, priority, created_at, updated_at, "
                  "latest_attempt_no, failure_kind, error_summary, wait_reason")
 
@@ -105,16 +94,15 @@ class TasksController(Controller):
     async def submit(self, request: Request[Any, Any, Any], state: State, who: Principal) -> SubmitOut:
         """Submit a TaskSpec (YAML text or JSON). Returns the new task's id and warnings."""
         document = await read_document(request)
-        try:
-            result = await state.commands.submit(who, document, request_id(request))
-        except CommandError as exc:
-            raise _http(exc) from exc
+        result = await state.commands.submit(who, document, request_id(request))
         return SubmitOut(task_id=result.task_id, state=result.state, warnings=result.warnings)
 
     @post("/validate", operation_class=_SubmitOperation, status_code=200)
     async def validate(self, request: Request[Any, Any, Any], state: State, who: Principal) -> ValidateOut:
         """Check a TaskSpec without submitting it (nothing is written)."""
         document = await read_document(request)
+        # A refused spec is this endpoint's answer (200, ok=False), not an HTTP error:
+        # caught here, before the app's CommandError handler would turn it into a 4xx.
         try:
             _, prepared = state.commands.prepare(document, who.user_id, task_id=f"{who.user_id}-validate")
         except CommandError as exc:
@@ -161,7 +149,7 @@ class TasksController(Controller):
     @get("/{task_id:str}")
     async def show(self, state: State, who: Principal, task_id: str) -> TaskDetail:
         """State, attempts, failure reason, queue position and why it waits."""
-        v = await _load(state, who, task_id)
+        v = await state.commands.load_task(who, task_id)
         position = await _queue_position(state, task_id) if v.state.is_waiting() else None
         d = v.demand
         return TaskDetail(
@@ -180,7 +168,7 @@ class TasksController(Controller):
     @get("/{task_id:str}/spec")
     async def spec(self, state: State, who: Principal, task_id: str) -> SpecOut:
         """The spec as sent (raw) and as run (expanded command)."""
-        first = await _submitted(state, await _load(state, who, task_id))
+        first = await _submitted(state, await state.commands.load_task(who, task_id))
         assert isinstance(first, TaskSubmitted)
         return SpecOut(task_id=task_id, kind=first.kind, workload=first.workload,
                        spec_raw=first.spec_raw, spec=first.spec, command_raw=first.command_raw,
@@ -190,16 +178,13 @@ class TasksController(Controller):
     async def cancel(self, request: Request[Any, Any, Any], state: State, who: Principal,
                      task_id: str) -> TaskStateOut:
         """Cancel: at once while queued; a running task is stopped by the reactor."""
-        try:
-            new_state = await state.commands.cancel(who, task_id, request_id(request))
-        except CommandError as exc:
-            raise _http(exc) from exc
+        new_state = await state.commands.cancel(who, task_id, request_id(request))
         return TaskStateOut(task_id=task_id, state=new_state)
 
     @get("/{task_id:str}/timeline")
     async def timeline(self, state: State, who: Principal, task_id: str) -> list[TimelineEntry]:
         """Every event of the task, in order."""
-        await _load(state, who, task_id)
+        await state.commands.load_task(who, task_id)  # 404 unless the caller may see it
         return [TimelineEntry(position=r.position, version=r.version, type=r.type,
                               recorded_at=r.recorded_at, actor=r.meta.actor,
                               data=msgspec.to_builtins(r.event))
@@ -213,7 +198,7 @@ class TasksController(Controller):
         follow: Annotated[bool, Parameter(description="stream as SSE 'log' events")] = False,
     ) -> Any:
         """The tail of an attempt's driver log (latest attempt by default)."""
-        v = await _load(state, who, task_id)
+        v = await state.commands.load_task(who, task_id)
         path = _log_path(state, v, attempt)
         if not follow:
             return (await asyncio.to_thread(jobfiles.tail_lines, path, tail))[0] if path else ""
@@ -223,7 +208,7 @@ class TasksController(Controller):
     async def progress(self, state: State, who: Principal, task_id: str,
                        attempt: Annotated[int | None, Parameter(ge=1, le=1000)] = None) -> ProgressOut:
         """Training steps and metrics parsed from the attempt's metrics / driver log."""
-        v = await _load(state, who, task_id)
+        v = await state.commands.load_task(who, task_id)
         chosen = _chosen_attempt(v, attempt)
         path = _log_path(state, v, attempt)
         points = await asyncio.to_thread(jobfiles.parse_progress, path.parent) if path else []

@@ -6,17 +6,13 @@ from typing import Any
 
 from litestar import Controller, Request, delete, get, post
 from litestar.datastructures import State
-from litestar.exceptions import HTTPException, NotFoundException
+from litestar.exceptions import NotFoundException
 
 from argus.api.auth import request_id, require_admin
 from argus.api.schemas import CreateUserIn, IssueTokenIn, TokenIssuedOut, TokenOut, UserOut
-from argus.service import CommandError, Principal
+from argus.service import Principal
 
 __all__ = ["UsersController"]
-
-
-def _http(exc: CommandError) -> HTTPException:
-    return HTTPException(status_code=exc.status, detail=exc.detail, extra=exc.extra or None)
 
 
 def _self_or_admin(who: Principal, user_id: str) -> None:
@@ -43,10 +39,7 @@ async def _get_user(state: State, who: Principal, user_id: str) -> UserOut:
 async def _set(request: Request[Any, Any, Any], state: State, who: Principal,
                user_id: str, disabled: bool) -> UserOut:
     require_admin(who)
-    try:
-        await state.commands.set_disabled(who, user_id, disabled, request_id(request))
-    except CommandError as exc:
-        raise _http(exc) from exc
+    await state.commands.set_disabled(who, user_id, disabled, request_id(request))
     return await _get_user(state, who, user_id)
 
 
@@ -67,11 +60,8 @@ class UsersController(Controller):
                           data: CreateUserIn) -> UserOut:
         """Create a user (admin). Then issue them a token."""
         require_admin(who)
-        try:
-            await state.commands.create_user(who.actor, data.user_id, data.display_name,
-                                             data.is_admin, request_id(request))
-        except CommandError as exc:
-            raise _http(exc) from exc
+        await state.commands.create_user(who.actor, data.user_id, data.display_name,
+                                         data.is_admin, request_id(request))
         return await _get_user(state, who, data.user_id)
 
     @get("/{user_id:str}")
@@ -105,11 +95,8 @@ class UsersController(Controller):
                           user_id: str, data: IssueTokenIn) -> TokenIssuedOut:
         """Issue a token; it is in this response only (stored as a hash)."""
         await _get_user(state, who, user_id)
-        try:
-            token_id, token = await state.commands.issue_token(who.actor, user_id, data.label,
-                                                               request_id=request_id(request))
-        except CommandError as exc:
-            raise _http(exc) from exc
+        token_id, token = await state.commands.issue_token(who.actor, user_id, data.label,
+                                                           request_id=request_id(request))
         return TokenIssuedOut(user_id=user_id, token_id=token_id, token=token)
 
     @delete("/{user_id:str}/tokens/{token_id:str}", status_code=200)
@@ -117,10 +104,7 @@ class UsersController(Controller):
                            user_id: str, token_id: str) -> TokenOut:
         """Revoke a token: refused from now on."""
         await _get_user(state, who, user_id)
-        try:
-            await state.commands.revoke_token(who, user_id, token_id, request_id(request))
-        except CommandError as exc:
-            raise _http(exc) from exc
+        await state.commands.revoke_token(who, user_id, token_id, request_id(request))
         r = (await state.store.query(
             "SELECT token_id, label, revoked, issued_at FROM tokens WHERE token_id = ?", (token_id,)))[0]
         return TokenOut(token_id=r[0], label=r[1], revoked=bool(r[2]), issued_at=r[3])
