@@ -10,7 +10,6 @@ import logging
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,8 @@ from typing import Any
 
 import click
 import msgspec
+
+from argus.procs import free_ports, reap_group, signal_group, spawn_group
 
 __all__ = ["serve", "up"]
 
@@ -87,21 +88,8 @@ def serve(config_path: str | None, host: str | None, port: int | None, with_reac
     _run_uvicorn(app, host or config.v2.api.host, port or config.v2.api.port, access_log)
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 def _node_port_args() -> str:
-    p = _free_ports(6)  # from the kernel's ephemeral range (32768+)
+    p = free_ports(6)  # from the kernel's ephemeral range (32768+)
     base = 10000 + secrets.randbelow(20000)  # workers: below it, so the two never overlap
     return (f"--node-manager-port={p[0]} --object-manager-port={p[1]} "
             f"--dashboard-agent-grpc-port={p[2]} --dashboard-agent-listen-port={p[3]} "
@@ -128,9 +116,8 @@ class Stack:
     def _spawn(self, role: str, env: dict[str, str]) -> "subprocess.Popen[bytes]":
         logs = self.data_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        out = open(logs / f"{role}.log", "ab")
-        proc = subprocess.Popen([sys.executable, "-m", "argus", "node", role], env=env,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = spawn_group([sys.executable, "-m", "argus", "node", role], logs / f"{role}.log",
+                           env=env)
         if len(self.procs) < 2:
             self.procs.append(proc)
         return proc
@@ -140,7 +127,7 @@ class Stack:
         watchdogs exit non-zero when their Ray node dies: supervisord's job in the image)."""
         import threading
 
-        ray_port, dash_port, client_port = _free_ports(3)
+        ray_port, dash_port, client_port = free_ports(3)
         common = f"--temp-dir={self.temp_dir} --disable-usage-stats --object-store-memory=100000000"
         self.roles = {
             "head": lambda: self._env(
@@ -164,24 +151,18 @@ class Stack:
                 proc = self.procs[i]
                 if proc.poll() is not None and not self.stopping.is_set():
                     log.warning("%s watchdog exited (rc=%s); restarting it", role, proc.returncode)
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(proc.pid, signal.SIGKILL)  # leftovers of its group
+                    signal_group(proc, signal.SIGKILL)  # leftovers of its group
                     self.procs[i] = self._spawn(role, env())
 
     def stop(self, grace_s: float = 20.0) -> None:
         """SIGTERM each watchdog's group (they stop their Ray child), then SIGKILL."""
         self.stopping.set()
+        # All are signalled first and share one deadline: they stop in parallel.
         for proc in reversed(self.procs):  # worker first, then head
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
+            signal_group(proc, signal.SIGTERM)
         deadline = time.monotonic() + grace_s
         for proc in self.procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=5)
+            reap_group(proc, max(0.1, deadline - time.monotonic()))
         import shutil
 
         shutil.rmtree(self.temp_dir, ignore_errors=True)

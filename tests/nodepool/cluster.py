@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
+
+from argus.procs import free_port_range, free_ports, kill_group, spawn_group
 
 __all__ = ["Cluster", "NodeProc", "cluster_factory", "descendants", "find_descendant",
            "free_ports", "kill_group", "wait_for"]
@@ -40,47 +39,15 @@ FAST_ENV = {
 }
 
 
-def free_ports(count: int) -> list[int]:
-    """Ports the kernel says are free right now (held together so they are distinct)."""
-    socks = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("", 0))
-            socks.append(sock)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for sock in socks:
-            sock.close()
-
-
-def free_port_range(width: int) -> int:
-    """First port of ``width`` consecutive free ports (for Ray's worker port range)."""
-    for _ in range(200):
-        base = random.randint(20000, 60000 - width)
-        socks = []
-        try:
-            for port in range(base, base + width):
-                sock = socket.socket()
-                socks.append(sock)
-                sock.bind(("", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
-    raise RuntimeError("no free port range")
-
-
 def node_port_args(head: bool) -> tuple[list[str], dict[str, int]]:
     """Distinct ports for every listener of one Ray node, as ``ray start`` arguments."""
     names = ["node-manager-port", "object-manager-port", "dashboard-agent-grpc-port",
              "dashboard-agent-listen-port", "metrics-export-port", "runtime-env-agent-port"]
     if head:
         names += ["port", "dashboard-port", "ray-client-server-port"]
-    ports = dict(zip(names, free_ports(len(names)), strict=True))
-    base = free_port_range(16)
+    # Checked on all interfaces (""): these nodes advertise the host's detected IP, not loopback.
+    ports = dict(zip(names, free_ports(len(names), host=""), strict=True))
+    base = free_port_range(16, host="")
     args = [f"--{name}={port}" for name, port in ports.items()
             if name not in ("port", "dashboard-port")]
     args += [f"--min-worker-port={base}", f"--max-worker-port={base + 15}",
@@ -133,19 +100,6 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str, step: floa
         time.sleep(step)
 
 
-def kill_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
-    """SIGTERM the process group, then SIGKILL it (the group may outlive its leader)."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            proc.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            pass
-
-
 class NodeProc:
     """One ``argus node head|worker`` process with its own log file."""
 
@@ -154,11 +108,8 @@ class NodeProc:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "NodeProc":
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(ARGUS_NODE + [self.role], env=self.env, cwd=REPO,
-                                     stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        log.close()
+        self.proc = spawn_group(ARGUS_NODE + [self.role], self.log_path, env=self.env, cwd=REPO,
+                                stdin=subprocess.DEVNULL)
         return self
 
     @property

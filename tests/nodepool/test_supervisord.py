@@ -136,10 +136,10 @@ def test_supervisord_restarts_killed_watchdogs(make_cluster):
             wait_for(lambda: _gone(wray2), 30, "the worker Ray to stop")
             wait_for(lambda: not c.worker_nodes(), 60, "the worker node to leave")
         finally:
-            kill_group(worker.proc, grace=30)
+            kill_group(worker.proc, grace_s=30)
         assert "[program:argus_worker_watchdog]" in worker.conf.read_text()
     finally:
-        kill_group(head.proc, grace=30)
+        kill_group(head.proc, grace_s=30)
     # Decision lines also reach the shared log directory.
     shared_log = c.shared / "common" / "logs" / "nodes" / "np-sup" / "sw1" / "watchdog.log"
     assert "ray_start" in shared_log.read_text()

@@ -79,7 +79,7 @@ def fake(tmp_path):
     yield SimpleNamespace(start=start, log=log, ray_pids=ray_pids, mode=mode, calls=calls,
                           head_file=head_file)
     for proc in procs:
-        kill_group(proc, grace=5)
+        kill_group(proc, grace_s=5)
     for pid in ray_pids():
         try:
             os.killpg(pid, signal.SIGKILL)

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,7 +24,13 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from argus.nodepool.process import die_with_parent
+from argus.procs import (
+    free_port_range,
+    free_ports,
+    kill_group,
+    signal_group,
+    spawn_group,
+)
 
 __all__ = ["RayCluster", "WorkerNode", "free_ports", "ray_cluster"]
 
@@ -36,42 +40,11 @@ WORKER_NODE_RESOURCE = 100
 STARTUP_TIMEOUT_S = 90.0
 
 
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports that are free right now (held open together while picking,
-    so the kernel cannot hand out the same one twice)."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _free_range(width: int) -> tuple[int, int]:
-    """A run of ``width`` consecutive free ports for Ray's worker processes."""
-    for _ in range(200):
-        base = random.randint(20_000, 60_000 - width)
-        ok = True
-        for port in range(base, base + width):
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return base, base + width - 1
-    raise RuntimeError("no free port range for Ray workers")
-
-
 def _node_ports() -> list[str]:
     """The per-node port flags (everything a raylet and its agents listen on)."""
     p = free_ports(6)
-    lo, hi = _free_range(40)
+    lo = free_port_range(40)
+    hi = lo + 39
     return [
         f"--node-manager-port={p[0]}",
         f"--object-manager-port={p[1]}",
@@ -89,44 +62,10 @@ class WorkerNode(msgspec.Struct, kw_only=True):
 
     name: str
     args: list[str]
-    proc: subprocess.Popen | None = None  # type: ignore[type-arg]
+    proc: subprocess.Popen[bytes] | None = None
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
-
-
-def _spawn(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:  # type: ignore[type-arg]
-    out = open(log, "ab")
-    # Own process group: teardown signals exactly the processes this node started. And it
-    # dies with pytest (PDEATHSIG; Ray's own children die with it): a pytest killed by a
-    # timeout must not leave a cluster behind.
-    parent = os.getpid()
-    return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True, preexec_fn=lambda: die_with_parent(parent))
-
-
-def _kill_group(proc: subprocess.Popen | None, grace_s: float = 5.0) -> None:  # type: ignore[type-arg]
-    if proc is None:
-        return
-    try:
-        pgid = os.getpgid(proc.pid)
-    except ProcessLookupError:
-        return
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            continue
-        # The leader is gone; give its group a moment, then make sure nothing is left.
-        time.sleep(0.2)
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 class RayCluster:
@@ -149,6 +88,13 @@ class RayCluster:
         self.env = env
 
     # -- lifecycle ---------------------------------------------------------------------
+    def _spawn(self, args: list[str], name: str) -> subprocess.Popen[bytes]:
+        # Own process group: teardown signals exactly the processes this node started. And
+        # it dies with pytest (PDEATHSIG; Ray's own children die with it): a pytest killed
+        # by a timeout must not leave a cluster behind.
+        return spawn_group(args, self.log_dir / f"{name}.log", env=self.env,
+                           die_with_parent=True)
+
     def _ray(self) -> list[str]:
         return [sys.executable, "-m", "ray.scripts.scripts", "start", "--block",
                 "--disable-usage-stats", "--node-ip-address=127.0.0.1",
@@ -163,7 +109,7 @@ class RayCluster:
             f"--dashboard-port={dash_port}", f"--ray-client-server-port={self._client_port}",
             *_node_ports(),
         ]
-        self.head.proc = _spawn(self.head.args, self.log_dir / "head.log", self.env)
+        self.head.proc = self._spawn(self.head.args, "head")
         self._wait_http(f"{self.job_server_url}/api/version")
         # One at a time: two raylets registering at once on a 2-core machine can time out
         # against a busy GCS.
@@ -184,16 +130,13 @@ class RayCluster:
             "--include-log-monitor=false",
             *_node_ports(),
         ]
-        worker.proc = _spawn(worker.args, self.log_dir / f"{worker.name}.log", self.env)
+        worker.proc = self._spawn(worker.args, worker.name)
 
     def kill_worker(self, index: int) -> None:
         """SIGKILL a worker node's whole process group (a lost node)."""
         worker = self.workers[index]
         if worker.proc is not None:
-            try:
-                os.killpg(os.getpgid(worker.proc.pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            signal_group(worker.proc, signal.SIGKILL)
             worker.proc.wait(timeout=10)
 
     def restart_worker(self, index: int) -> None:
@@ -202,7 +145,8 @@ class RayCluster:
 
     def stop(self) -> None:
         for node in [*self.workers, self.head]:
-            _kill_group(node.proc)
+            if node.proc is not None:
+                kill_group(node.proc, grace_s=5.0)
 
     # -- waiting -----------------------------------------------------------------------
     def _wait_http(self, url: str) -> None:

@@ -1,0 +1,134 @@
+"""argus.procs: free ports and process groups (everything started here is stopped by pid)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from argus.procs import (
+    free_port_range,
+    free_ports,
+    kill_group,
+    reap_group,
+    signal_group,
+    spawn_group,
+)
+
+
+def _gone(pid: int) -> bool:
+    """Exited (a zombie waiting for its reaper counts as exited)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def _wait_gone(pid: int, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not _gone(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _bindable(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _wait_log_line(log: Path, timeout_s: float = 10.0) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        lines = log.read_text().splitlines() if log.exists() else []
+        if lines:
+            return lines[0]
+        time.sleep(0.05)
+    raise AssertionError(f"nothing written to {log}")
+
+
+def test_free_ports_are_distinct_and_free() -> None:
+    for host in ("127.0.0.1", ""):
+        ports = free_ports(8, host=host)
+        assert len(set(ports)) == 8
+        assert all(_bindable(p) for p in ports)
+
+
+def test_free_port_range_is_consecutive_and_free() -> None:
+    base = free_port_range(16)
+    assert 20_000 <= base <= 60_000 - 16
+    assert all(_bindable(p) for p in range(base, base + 16))
+
+
+def test_kill_group_reaches_the_whole_group(tmp_path: Path) -> None:
+    log = tmp_path / "out.log"
+    # The shell prints its background child's pid: a grandchild of ours, in the group.
+    proc = spawn_group(["sh", "-c", "sleep 300 & echo $!; wait"], log, cwd=tmp_path)
+    try:
+        grandchild = int(_wait_log_line(log))
+        assert os.getpgid(proc.pid) == proc.pid == os.getpgid(grandchild)
+        assert os.getsid(proc.pid) != os.getsid(0)
+        kill_group(proc, grace_s=5.0)
+        assert proc.returncode is not None
+        assert _wait_gone(grandchild)
+    finally:
+        if proc.poll() is None:  # the test failed before the kill
+            signal_group(proc, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+
+def test_kill_group_escalates_to_sigkill(tmp_path: Path) -> None:
+    log = tmp_path / "out.log"
+    # SIGTERM ignored (inherited by the sleep): only the SIGKILL after the grace stops them.
+    proc = spawn_group(["sh", "-c", "trap '' TERM; sleep 300 & echo $!; wait"], log)
+    try:
+        grandchild = int(_wait_log_line(log))
+        started = time.monotonic()
+        kill_group(proc, grace_s=0.5)
+        assert proc.returncode == -signal.SIGKILL
+        assert 0.5 <= time.monotonic() - started < 5.0
+        assert _wait_gone(grandchild)
+    finally:
+        if proc.poll() is None:  # the test failed before the kill
+            signal_group(proc, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+
+def test_reap_group_kills_what_outlives_the_leader(tmp_path: Path) -> None:
+    log = tmp_path / "out.log"
+    # The leader exits at once; its background child stays in the group.
+    proc = spawn_group(["sh", "-c", "sleep 300 & echo $!"], log)
+    grandchild = int(_wait_log_line(log))
+    try:
+        assert proc.wait(timeout=5) == 0 and not _gone(grandchild)
+        reap_group(proc, wait_s=0.1)
+        assert _wait_gone(grandchild)
+    finally:
+        if not _gone(grandchild):
+            os.kill(grandchild, signal.SIGKILL)
+
+
+def test_spawn_group_die_with_parent(tmp_path: Path) -> None:
+    """The child of a process that dies is killed with it (PR_SET_PDEATHSIG)."""
+    log = tmp_path / "out.log"
+    middle = (f"from pathlib import Path; from argus.procs import spawn_group; "
+              f"p = spawn_group(['sleep', '300'], Path({str(log)!r}), die_with_parent=True); "
+              f"print(p.pid)")
+    out = subprocess.run([sys.executable, "-c", middle], capture_output=True, text=True,
+                         timeout=30, check=True)
+    child = int(out.stdout.strip())
+    try:
+        assert _wait_gone(child)
+    finally:
+        if not _gone(child):
+            os.kill(child, signal.SIGKILL)
