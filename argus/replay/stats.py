@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from fractions import Fraction
 from pathlib import Path
 
 import msgspec
@@ -46,11 +47,17 @@ class Stats(msgspec.Struct, kw_only=True):
 
 
 def percentile(samples: list[float], p: float) -> float | None:
-    """Nearest-rank percentile (``p`` in 0..100) of ``samples``; None when empty."""
+    """Nearest-rank percentile (``p`` in 0..100) of ``samples``; None when empty.
+
+    The rank ⌈p/100 × n⌉ is computed exactly: in floats 7 / 100 × 100 is 7.000000000000001,
+    whose ceiling picks the 8th sample instead of the 7th."""
     if not samples:
         return None
     ordered = sorted(samples)
-    rank = max(1, math.ceil(p / 100 * len(ordered)))
+    # A float ``p`` stands for the decimal it prints as (99.9, not the binary fraction
+    # 99.90000000000000568…); Fraction(str(p)) is that decimal exactly.
+    exact_p = Fraction(str(p)) if isinstance(p, float) else Fraction(p)
+    rank = max(1, math.ceil(exact_p * len(ordered) / 100))
     return ordered[rank - 1]
 
 

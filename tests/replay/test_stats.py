@@ -51,6 +51,20 @@ def test_percentile_nearest_rank() -> None:
     assert (percentile(samples, 50), percentile(samples, 95)) == (50.0, 95.0)
 
 
+def test_percentile_rank_is_exact() -> None:
+    # In floats 7 / 100 * 100 == 7.000000000000001, so the old rank ceil(p / 100 * n) was 8.
+    samples = [float(x) for x in range(1, 101)]
+    assert percentile(samples, 7) == 7.0
+    assert percentile([float(x) for x in range(1, 26)], 28) == 7.0  # 0.28 * 25 → 7.000…01
+    assert percentile([float(x) for x in range(1, 1001)], 99.9) == 999.0  # a float p
+    # Every p with one decimal against integer arithmetic: rank = ceil(10p · n / 1000).
+    for n in (1, 3, 7, 20, 25, 50, 100, 300, 1000):
+        values = [float(x) for x in range(1, n + 1)]
+        for tenths in range(1001):
+            rank = max(1, -(-tenths * n // 1000))
+            assert percentile(values, tenths / 10) == float(rank), (n, tenths / 10)
+
+
 def test_cli_stats(scenario: Scenario) -> None:
     runner = CliRunner()
     args = ["--db", str(scenario.db), "stats", "--since", "2026-01-05T09:00:00Z", "--until", str(T0 + 3600)]
