@@ -2,11 +2,10 @@
 
 Ray's free capacity lags behind our own decisions: a job just handed to Ray has not yet
 reserved its GPUs (verl creates its placement groups some seconds after the driver
-starts). So before the policy runs, the demand of every attempt that is *in flight* —
-submitted but not yet settled — is taken off the snapshot. An attempt counts as settled
-``settle_s`` after Ray reported it RUNNING; from then on Ray's snapshot includes it.
-This is conservative (for a few seconds a job may be counted twice); the other way round
-would hand verl a cluster it then fails on.
+starts). So every attempt that is *in flight* — submitted but not yet settled — goes to
+the policy as an unclaimed running task, whose demand the policy takes off the snapshot
+(``RunningTask.claimed``). An attempt counts as settled ``SETTLE_S`` after Ray reported
+it RUNNING; from then on Ray's snapshot includes it.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from argus.events import Demand, NodeCapacity
 from argus.scheduler import Admit, Capacity, Defer, PolicyConfig, QueuedTask, RunningTask, decide
 from projections import TaskView
 
-__all__ = ["AdmissionPlan", "SETTLE_S", "plan_admissions", "subtract_in_flight", "with_driver"]
+__all__ = ["AdmissionPlan", "SETTLE_S", "plan_admissions", "with_driver"]
 
 SETTLE_S = 15.0
 
@@ -41,24 +40,6 @@ def with_driver(demand: Demand, driver_cpus: float) -> Demand:
     return msgspec.structs.replace(demand, cpus_per_node=demand.cpus_per_node + driver_cpus)
 
 
-def subtract_in_flight(
-    nodes: list[NodeCapacity], in_flight: list[TaskView], driver_cpus: float = 0.0
-) -> list[NodeCapacity]:
-    """Take each in-flight gang off the nodes with the most free GPUs (where Ray would put
-    it), so the policy does not hand the same GPUs out twice."""
-    free = {n.node_id: [n.free_gpus, n.free_cpus] for n in nodes}
-    for task in in_flight:
-        d = with_driver(task.demand, driver_cpus)
-        order = sorted(free, key=lambda k: (-free[k][0], k))
-        for node_id in order[: d.nnodes]:
-            free[node_id][0] = max(0.0, free[node_id][0] - d.n_gpus_per_node)
-            free[node_id][1] = max(0.0, free[node_id][1] - d.cpus_per_node)
-    return [
-        msgspec.structs.replace(n, free_gpus=free[n.node_id][0], free_cpus=free[n.node_id][1])
-        for n in nodes
-    ]
-
-
 def plan_admissions(
     *,
     waiting: list[TaskView],
@@ -73,20 +54,17 @@ def plan_admissions(
     is added to every task's per-node CPUs: the driver lands on one of the task's nodes,
     and which one is Ray's choice."""
     by_id = {t.task_id: t for t in waiting}
-    snapshot: Capacity | None = None
-    if capacity is not None:
-        adjusted = subtract_in_flight(
-            capacity, [t for t in active if _in_flight(t, now)], driver_cpus
-        )
-        snapshot = Capacity(nodes=tuple(adjusted))
+    snapshot = Capacity(nodes=tuple(capacity)) if capacity is not None else None
     queue = [
         QueuedTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus),
                    priority=t.priority, user=t.user, next_run_at=t.next_run_at)
         for t in waiting
     ]
-    # In-flight demand is already taken off the snapshot above, so every running task is
-    # "claimed" as far as the policy is concerned.
-    running = [RunningTask(task_id=t.task_id, demand=t.demand, user=t.user) for t in active]
+    running = [
+        RunningTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), user=t.user,
+                    claimed=not _in_flight(t, now))
+        for t in active
+    ]
     decisions = decide(queue, running, snapshot, now, PolicyConfig.from_scheduler(config))
     admitted: list[TaskView] = []
     deferrals: list[tuple[TaskView, str, str, list[float]]] = []

@@ -71,10 +71,11 @@ class QueuedTask(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 class RunningTask(msgspec.Struct, frozen=True, kw_only=True):
-    """A task holding (or about to hold) a Ray job. ``node_ids``: where it was admitted.
-    ``claimed=False`` means its resources may not show in Ray's free counts yet (job just
-    submitted): the policy then reserves its demand on ``node_ids`` so the next tick does
-    not hand the same GPUs out twice."""
+    """A task holding (or about to hold) a Ray job. ``node_ids``: where it was admitted,
+    when known. ``claimed=False`` means its resources may not show in Ray's free counts
+    yet (a job just handed to Ray reserves its GPUs seconds later): the policy then takes
+    its demand off ``node_ids``, or, where those are not known, off the nodes with the
+    most free GPUs (where Ray would put it), so the GPUs are not handed out twice."""
 
     task_id: str
     demand: Demand
@@ -161,17 +162,25 @@ class _Pool:
         self.ids = [n.node_id for n in ordered]
         self.gpus = [max(0.0, n.free_gpus) for n in ordered]
         self.cpus = [max(0.0, n.free_cpus) for n in ordered]
-        index = {nid: i for i, nid in enumerate(self.ids)}
-        for task in running:
-            if task.claimed:
-                continue
-            for nid in task.node_ids:
-                i = index.get(nid)
-                if i is not None:
-                    self.gpus[i] = max(0.0, self.gpus[i] - task.demand.n_gpus_per_node)
-                    self.cpus[i] = max(0.0, self.cpus[i] - task.demand.cpus_per_node)
+        unclaimed = [task for task in running if not task.claimed]
+        if unclaimed:
+            index = {nid: i for i, nid in enumerate(self.ids)}
+            for task in unclaimed:
+                self._reserve(task, index)
         self._cache: dict[tuple[int, int, float], tuple[int, ...] | None] = {}
         self._snapshot: tuple[float, ...] | None = None
+
+    def _reserve(self, task: RunningTask, index: dict[str, int]) -> None:
+        """Take an unclaimed task's demand off the nodes it will hold (conservative: for a
+        few seconds, until Ray's snapshot shows it, a job may be counted twice)."""
+        d = task.demand
+        if task.node_ids:
+            nodes = [index[nid] for nid in task.node_ids if nid in index]
+        else:
+            nodes = sorted(range(len(self.ids)), key=lambda i: (-self.gpus[i], self.ids[i]))[: d.nnodes]
+        for i in nodes:
+            self.gpus[i] = max(0.0, self.gpus[i] - d.n_gpus_per_node)
+            self.cpus[i] = max(0.0, self.cpus[i] - d.cpus_per_node)
 
     def free_gpus(self) -> tuple[float, ...]:
         if self._snapshot is None:
