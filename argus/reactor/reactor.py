@@ -119,9 +119,9 @@ class Reactor:
         self.is_leader = True
         log.info("reactor %s leads", self.reactor_id)
         self.state = await self.store.read_snapshot(ReactorState.load)
-        await self._catch_up()
-        await self._observe_cluster()
-        await self._resolve_intents()
+        # Unknown until the first turn observes the cluster; that turn then settles the
+        # intents a crashed leader left (as it does whenever Ray comes back).
+        self.capacity = None
         renew_at = self.clock() + self.sched.lease_ttl_s / 3
         while not self._stopping.is_set():
             signal_ = self.store.append_signal()
