@@ -1,11 +1,16 @@
 """Inserting many rows at once: ``BatchInsert``, an ``executemany`` that SQLite runs faster.
 
 ``executemany`` steps one single-row statement per row. One statement of 32 rows
-(``INSERT … VALUES (…), (…), …``) does the same work with about 20% less time per row, for
-the event log and the projections' tables alike. Preparing a statement costs about 4.5 µs
-per row, though, more than a batch saves, so a statement is never built for the batch at
-hand: rows go through statements of a few fixed sizes, each prepared once and then kept
-in the connection's statement cache, and the last few rows through ``executemany``.
+(``INSERT … VALUES (…), (…), …``) does the same work with about 0.7 µs less per row for
+the event log's rows (measured: 2.9 against 3.6 µs per event at synchronous=OFF).
+Preparing a statement costs about 4.5 µs per row, though, more than a batch saves, so a
+statement is never built for the batch at hand: rows go through statements of a few fixed
+sizes, each prepared once and then kept in the connection's statement cache, and the last
+few rows through ``executemany``.
+
+Used for the event log only. The projections' upserts (a dozen rows per append) gained
+nothing measurable, and a rebuild's bulk inserts were slower than ``executemany`` fed by
+a generator (which never holds the rows).
 """
 
 from __future__ import annotations

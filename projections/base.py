@@ -20,9 +20,8 @@ import sqlite3
 from typing import ClassVar, Generic, Sequence, TypeVar
 
 from argus.events import Recorded
-from argus.sqlbatch import BatchInsert
 
-__all__ = ["Change", "EntityFold", "EntityProjection", "FoldPlan", "InlineFold", "Rebuild", "insert_rows", "upsert_rows"]
+__all__ = ["Change", "EntityFold", "EntityProjection", "FoldPlan", "InlineFold", "Rebuild", "insert_sql", "upsert_sql"]
 
 E = TypeVar("E")
 
@@ -31,19 +30,19 @@ E = TypeVar("E")
 Change = tuple[str, E | None, E | None]
 
 
-def insert_rows(table: str, columns: str) -> BatchInsert:
+def insert_sql(table: str, columns: str) -> str:
     """A plain INSERT of ``columns`` (what a rebuild uses: its keys are all new)."""
-    return BatchInsert(table, columns)
+    return f"INSERT INTO {table} ({columns}) VALUES ({','.join('?' * len(columns.split(',')))})"
 
 
-def upsert_rows(table: str, columns: str, key: str, fixed: frozenset[str] = frozenset()) -> BatchInsert:
+def upsert_sql(table: str, columns: str, key: str, fixed: frozenset[str] = frozenset()) -> str:
     """INSERT, or on a clash of ``key`` UPDATE the columns that can change. SQLite leaves
     an index alone when none of its columns is SET, so columns that never change after
     the insert (``fixed``) are left out of the SET: their indexes are written once."""
     names = [c.strip() for c in columns.split(",")]
     keys = {c.strip() for c in key.split(",")}
     sets = ", ".join(f"{c} = excluded.{c}" for c in names if c not in fixed and c not in keys)
-    return BatchInsert(table, columns, f"ON CONFLICT ({key}) DO UPDATE SET {sets}")
+    return f"{insert_sql(table, columns)} ON CONFLICT ({key}) DO UPDATE SET {sets}"
 
 
 class EntityFold(Generic[E]):

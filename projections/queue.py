@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Sequence
 
-from projections.base import Change, EntityProjection, insert_rows, upsert_rows
+from projections.base import Change, EntityProjection, insert_sql, upsert_sql
 from projections.tasks import TASK_FOLD, TaskView
 
 __all__ = ["QUEUE_ORDER_SQL", "QueueProjection", "queue_row"]
@@ -44,11 +44,11 @@ _COLUMNS = (
 )
 _WAITING = _COLUMNS.split(", ").index("waiting")  # its place in a queue row
 _FIXED = frozenset({"seq", "user", "priority", "nnodes", "n_gpus_per_node", "cpus_per_node"})
-_INSERT = insert_rows("queue", _COLUMNS)
-_UPSERT = upsert_rows("queue", _COLUMNS, "task_id", _FIXED)
+_INSERT = insert_sql("queue", _COLUMNS)
+_UPSERT = upsert_sql("queue", _COLUMNS, "task_id", _FIXED)
 # For a row that stays waiting (or not): ``waiting`` left out of the SET leaves the
 # ``queue_order`` index unwritten.
-_UPDATE_SAME_ORDER = upsert_rows("queue", _COLUMNS, "task_id", _FIXED | {"waiting"})
+_UPDATE_SAME_ORDER = upsert_sql("queue", _COLUMNS, "task_id", _FIXED | {"waiting"})
 
 
 class QueueProjection(EntityProjection[TaskView]):
@@ -76,12 +76,12 @@ class QueueProjection(EntityProjection[TaskView]):
             elif row != old:
                 updates.append(row)
         if upserts:
-            _UPSERT.run(db, upserts)
+            db.executemany(_UPSERT, upserts)
         if updates:
-            _UPDATE_SAME_ORDER.run(db, updates)
+            db.executemany(_UPDATE_SAME_ORDER, updates)
         if deletes:
             db.executemany("DELETE FROM queue WHERE task_id = ?", deletes)
 
     def write_all(self, db: sqlite3.Connection, entities: dict[str, TaskView]) -> None:
         rows = (queue_row(v) for v in entities.values())
-        _INSERT.run(db, [r for r in rows if r is not None])
+        db.executemany(_INSERT, (r for r in rows if r is not None))

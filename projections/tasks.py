@@ -29,7 +29,7 @@ from argus.events import (
     TaskSucceeded,
 )
 from argus.lifecycle import NEXT_STATE, TaskState, next_state
-from projections.base import Change, EntityFold, EntityProjection, insert_rows, upsert_rows
+from projections.base import Change, EntityFold, EntityProjection, insert_sql, upsert_sql
 
 __all__ = [
     "AttemptView",
@@ -269,13 +269,13 @@ _ATTEMPT_COLUMNS = (
 # never change (the (user, created_at) index is written once); an attempt's submission id
 # is set when it starts.
 _FIXED_TASK_COLUMNS = frozenset({"user", "workload", "kind", "priority", "created_at"})
-_UPSERT_TASK = upsert_rows("tasks", _TASK_COLUMNS, "task_id", _FIXED_TASK_COLUMNS)
+_UPSERT_TASK = upsert_sql("tasks", _TASK_COLUMNS, "task_id", _FIXED_TASK_COLUMNS)
 # The same, for a task whose state did not change (a repeated deferral, say): ``state``
 # left out of the SET leaves the ``tasks_state`` index unwritten.
-_UPDATE_TASK_SAME_STATE = upsert_rows("tasks", _TASK_COLUMNS, "task_id", _FIXED_TASK_COLUMNS | {"state"})
-_INSERT_TASK = insert_rows("tasks", _TASK_COLUMNS)
-_INSERT_ATTEMPT = insert_rows("attempts", _ATTEMPT_COLUMNS)
-_UPSERT_ATTEMPT = upsert_rows("attempts", _ATTEMPT_COLUMNS, "task_id, attempt_no", frozenset({"submission_id"}))
+_UPDATE_TASK_SAME_STATE = upsert_sql("tasks", _TASK_COLUMNS, "task_id", _FIXED_TASK_COLUMNS | {"state"})
+_INSERT_TASK = insert_sql("tasks", _TASK_COLUMNS)
+_INSERT_ATTEMPT = insert_sql("attempts", _ATTEMPT_COLUMNS)
+_UPSERT_ATTEMPT = upsert_sql("attempts", _ATTEMPT_COLUMNS, "task_id, attempt_no", frozenset({"submission_id"}))
 
 
 def _changed_attempts(before: TaskView | None, after: TaskView) -> list[AttemptView]:
@@ -336,17 +336,20 @@ class TasksProjection(EntityProjection[TaskView]):
             assert after is not None
             (stayed if before is not None and before.state is after.state else moved).append(_task_row(after))
         if moved:
-            _UPSERT_TASK.run(db, moved)
+            db.executemany(_UPSERT_TASK, moved)
         if stayed:
-            _UPDATE_TASK_SAME_STATE.run(db, stayed)
+            db.executemany(_UPDATE_TASK_SAME_STATE, stayed)
         attempts = [
             _attempt_row(key, a)
             for key, before, after in changes if after is not None
             for a in _changed_attempts(before, after)
         ]
         if attempts:
-            _UPSERT_ATTEMPT.run(db, attempts)
+            db.executemany(_UPSERT_ATTEMPT, attempts)
 
     def write_all(self, db: sqlite3.Connection, entities: dict[str, TaskView]) -> None:
-        _INSERT_TASK.run(db, [_task_row(v) for v in entities.values()])
-        _INSERT_ATTEMPT.run(db, [_attempt_row(v.task_id, a) for v in entities.values() for a in v.attempts])
+        db.executemany(_INSERT_TASK, (_task_row(v) for v in entities.values()))
+        db.executemany(
+            _INSERT_ATTEMPT,
+            (_attempt_row(v.task_id, a) for v in entities.values() for a in v.attempts),
+        )
