@@ -8,7 +8,9 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from argus.procs import (
     free_port_range,
@@ -70,38 +72,36 @@ def test_free_port_range_is_consecutive_and_free() -> None:
     assert all(_bindable(p) for p in range(base, base + 16))
 
 
-def test_kill_group_reaches_the_whole_group(tmp_path: Path) -> None:
-    log = tmp_path / "out.log"
-    # The shell prints its background child's pid: a grandchild of ours, in the group.
-    proc = spawn_group(["sh", "-c", "sleep 300 & echo $!; wait"], log, cwd=tmp_path)
+@contextmanager
+def shell_group(script: str, log: Path, **kw: object) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """A shell leading its own group that prints its background child's pid (a grandchild
+    of ours, in the group); the group is killed at the end if the test did not."""
+    proc = spawn_group(["sh", "-c", script], log, **kw)  # type: ignore[arg-type]
     try:
-        grandchild = int(_wait_log_line(log))
+        yield proc, int(_wait_log_line(log))
+    finally:
+        if proc.poll() is None:  # the test failed before the kill
+            signal_group(proc, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+
+def test_kill_group_reaches_the_whole_group(tmp_path: Path) -> None:
+    with shell_group("sleep 300 & echo $!; wait", tmp_path / "out.log", cwd=tmp_path) as (proc, grandchild):
         assert os.getpgid(proc.pid) == proc.pid == os.getpgid(grandchild)
         assert os.getsid(proc.pid) != os.getsid(0)
         kill_group(proc, grace_s=5.0)
         assert proc.returncode is not None
         assert _wait_gone(grandchild)
-    finally:
-        if proc.poll() is None:  # the test failed before the kill
-            signal_group(proc, signal.SIGKILL)
-            proc.wait(timeout=5)
 
 
 def test_kill_group_escalates_to_sigkill(tmp_path: Path) -> None:
-    log = tmp_path / "out.log"
     # SIGTERM ignored (inherited by the sleep): only the SIGKILL after the grace stops them.
-    proc = spawn_group(["sh", "-c", "trap '' TERM; sleep 300 & echo $!; wait"], log)
-    try:
-        grandchild = int(_wait_log_line(log))
+    with shell_group("trap '' TERM; sleep 300 & echo $!; wait", tmp_path / "out.log") as (proc, grandchild):
         started = time.monotonic()
         kill_group(proc, grace_s=0.5)
         assert proc.returncode == -signal.SIGKILL
         assert 0.5 <= time.monotonic() - started < 5.0
         assert _wait_gone(grandchild)
-    finally:
-        if proc.poll() is None:  # the test failed before the kill
-            signal_group(proc, signal.SIGKILL)
-            proc.wait(timeout=5)
 
 
 def test_reap_group_kills_what_outlives_the_leader(tmp_path: Path) -> None:
