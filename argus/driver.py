@@ -29,6 +29,7 @@ from typing import Any
 import msgspec
 
 from argus.nodepool.process import die_with_parent
+from argus.procs import signal_group
 from argus.rayjobs.submission import DriverContext, decode_context, job_dir
 
 __all__ = ["DriverResult", "main", "prepare_job_dir", "run_command"]
@@ -83,13 +84,6 @@ def prepare_job_dir(ctx: DriverContext) -> Path:
     return path
 
 
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult:
     """Run the command in ``path``, tee its output, and return how it ended."""
     out = out if out is not None else sys.stdout.buffer
@@ -113,10 +107,7 @@ def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult
 
         def forward(signum: int, _frame: object) -> None:
             forwarded.append(signum)
-            try:
-                os.killpg(child.pid, signum)
-            except ProcessLookupError:
-                pass
+            signal_group(child, signum)
 
         signal.signal(signal.SIGTERM, forward)
         signal.signal(signal.SIGINT, forward)
@@ -132,7 +123,7 @@ def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult
                 continue
             if not ready:
                 if child.poll() is not None and not reaped:
-                    _kill_group(child.pid)
+                    signal_group(child, signal.SIGKILL)
                     reaped = True
                 continue
             chunk = os.read(fd, 65_536)
@@ -145,7 +136,7 @@ def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult
             except (BrokenPipeError, ValueError):
                 pass  # Ray's log pipe went away; driver.log still has everything
         code = child.wait()
-        _kill_group(child.pid)  # nothing of the command may outlive it
+        signal_group(child, signal.SIGKILL)  # nothing of the command may outlive it
     sig = -code if code < 0 else None
     return DriverResult(
         submission_id=ctx.submission_id, exit_code=128 + sig if sig else code, signal=sig,

@@ -17,7 +17,7 @@ import msgspec
 from argus.events import EventBase, EventMeta, Recorded
 from argus.events.codec import event_codec
 from argus.lifecycle import IllegalTransition
-from argus.sqlbatch import BatchInsert
+from argus.store.sqlbatch import BatchInsert
 from argus.store.errors import ConcurrencyConflict, InvalidEvent, InvariantViolation, PayloadTooLarge
 from argus.store.rows import EVENT_COLUMNS
 from projections import FoldPlan, InlineFold

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from argus.nodepool import make_head_record, read_head_record, write_head_record
+from argus.procs import spawn_group
 from tests.nodepool.cluster import ARGUS_NODE, REPO, free_ports, kill_group, wait_for
 
 FAKE_RAY = textwrap.dedent('''\
@@ -63,10 +64,7 @@ def fake(tmp_path):
     procs: list[subprocess.Popen] = []
 
     def start(role: str, **extra: str) -> subprocess.Popen:
-        out = open(tmp_path / f"{role}.log", "ab")
-        proc = subprocess.Popen(ARGUS_NODE + [role], env={**env, **extra}, cwd=REPO, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        out.close()
+        proc = spawn_group(ARGUS_NODE + [role], tmp_path / f"{role}.log", env={**env, **extra}, cwd=REPO)
         procs.append(proc)
         return proc
 

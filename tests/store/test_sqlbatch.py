@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from argus.sqlbatch import BLOCK_SIZES, BatchInsert
+from argus.store.sqlbatch import BLOCK_SIZES, BatchInsert
 
 
 def fresh() -> sqlite3.Connection:
