@@ -2,7 +2,8 @@
 
 Runs inside the Ray job, on a worker node (``entrypoint_resources={"worker_node": 1}``).
 It prepares ``<shared>/users/<user>/jobs/<submission_id>/`` (spec raw + expanded, command,
-submission), runs the command with ``bash -lc`` in that directory, tees the merged
+submission), runs the command with ``bash -c`` in that directory (not a login shell: a
+login shell's profile resets PATH, and the command must run in the environment Argus chose), tees the merged
 stdout/stderr to ``driver.log`` and to its own stdout (so Ray's job log has it too), then
 records ``exit_code`` and ``result.json`` and exits with the command's code.
 
@@ -91,15 +92,17 @@ def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult
     env.update(ARGUS_JOB_DIR=str(path), ARGUS_SUBMISSION_ID=ctx.submission_id,
                ARGUS_TASK_ID=ctx.task_id, ARGUS_USER=ctx.user,
                ARGUS_ATTEMPT_NO=str(ctx.attempt_no), PYTHONUNBUFFERED="1")
+    for name in ("BASH_ENV", "ENV"):  # files a non-interactive bash would source first
+        env.pop(name, None)
     started = time.time()
     forwarded: list[int] = []
     with open(path / "driver.log", "ab", buffering=0) as log:
-        header = f"[argus.driver] {ctx.submission_id} on {socket.gethostname()}: bash -lc {ctx.command!r}\n"
+        header = f"[argus.driver] {ctx.submission_id} on {socket.gethostname()}: bash -c {ctx.command!r}\n"
         log.write(header.encode())
         out.write(header.encode())
         driver_pid = os.getpid()  # read here: the preexec function runs in the child
         child = subprocess.Popen(
-            ["bash", "-lc", ctx.command], cwd=path, env=env, stdin=subprocess.DEVNULL,
+            ["bash", "-c", ctx.command], cwd=path, env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             # Die with the driver even if it is SIGKILLed.
             start_new_session=True, preexec_fn=lambda: die_with_parent(driver_pid),

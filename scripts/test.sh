@@ -1,10 +1,24 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs, then run it. Works on a fresh Debian machine
 # with Python >= 3.11 (run as root, or with sudo available, for the apt packages).
+#
+# Python: $PYTHON if set, else the active virtualenv's, else ./.venv (created if missing,
+# the one the README's first command makes). Never the machine's own site-packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PY=${PYTHON:-python3}
+if [ -n "${PYTHON:-}" ]; then
+  PY=$PYTHON
+elif [ -n "${VIRTUAL_ENV:-}" ]; then
+  PY="$VIRTUAL_ENV/bin/python"
+else
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  PY=.venv/bin/python
+fi
+# Tests start `argus` and `ray` as a user would: from this interpreter's bin directory.
+PATH="$(cd "$(dirname "$PY")" && pwd):$PATH"
+export PATH
+
 $PY -m pip install -q -e '.[test]'
 # verl's own package gives us its shipped Hydra configs; its heavy deps (torch, vllm, ...)
 # are not needed to compose configs, so install it without them.

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Annotated, Any, AsyncIterator, Callable
 
 from dataclasses import dataclass
 
@@ -26,7 +27,6 @@ from litestar.datastructures import State
 from litestar.exceptions import HTTPException
 from litestar.params import Parameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
-from typing_extensions import Annotated
 
 from argus.events import Recorded
 from argus.service import Principal
@@ -87,6 +87,16 @@ class Broadcaster:
         self.position = 0
         self._on_event = on_event
         self._task: asyncio.Task[None] | None = None
+        self.closing = False
+
+    def close_streams(self) -> None:
+        """End every open stream now (the server is shutting down): each ends cleanly, so
+        the server need not cancel them mid-response. Clients reconnect with Last-Event-ID."""
+        self.closing = True
+        for client in list(self.clients):
+            client.overflow = True
+            with contextlib.suppress(asyncio.QueueFull):
+                client.queue.put_nowait((-1, None, b""))  # wakes a waiting stream
 
     @property
     def running(self) -> bool:
@@ -128,6 +138,8 @@ class Broadcaster:
     async def stream(self, who: Principal, after: int) -> AsyncIterator[ServerSentEventMessage]:
         """Events after ``after`` that ``who`` may see, then live ones, with heartbeats."""
         client = _Client(who, self.queue_size)
+        if self.closing:
+            return
         self.clients.add(client)
         try:
             last = after
@@ -157,7 +169,7 @@ class Broadcaster:
                 except TimeoutError:
                     yield _HEARTBEAT
                     continue
-                if position > last:
+                if position > last and not client.overflow:
                     yield _Encoded(raw=raw)
                     last = position
         finally:

@@ -1,7 +1,7 @@
 """``argus replay``: forensics on the event log (reads it only; never writes to it).
 
 Point it at the live database or at a copy (``--db``, default: the configured
-``v2.sqlite.db_path``). Exit status: 0 fine, 1 ``verify`` found differences, 2 the question
+``v2.sqlite.db_path`` if it exists, else ``argus up``'s ``./.argus/argus.sqlite3``). Exit status: 0 fine, 1 ``verify`` found differences, 2 the question
 could not be answered (no such task, not an Argus database, …).
 """
 
@@ -32,16 +32,27 @@ def _guard(fn: Callable[[], Any]) -> Any:
         sys.exit(2)
 
 
-def _db(ctx: click.Context) -> str:
-    path: str | None = ctx.obj["db"]
-    if path is None:
-        from argus.config import ConfigError, load_config
+# Where `argus up` keeps its database when run with its default --data-dir.
+UP_DEFAULT_DB = Path(".argus") / "argus.sqlite3"
 
-        try:
-            path = load_config().v2.sqlite.db_path
-        except ConfigError as exc:
-            raise click.ClickException(f"{exc} (or name the database with --db)") from exc
-    return path
+
+def _db(ctx: click.Context) -> str:
+    """--db, else the configured database if it exists, else `argus up`'s in this folder."""
+    path: str | None = ctx.obj["db"]
+    if path is not None:
+        return path
+    from argus.config import ConfigError, load_config
+
+    try:
+        configured = load_config().v2.sqlite.db_path
+    except ConfigError as exc:
+        raise click.ClickException(f"{exc} (or name the database with --db)") from exc
+    for candidate in (Path(configured), UP_DEFAULT_DB):
+        if candidate.is_file():
+            return str(candidate)
+    raise click.ClickException(
+        f"no database found at {configured} (v2.sqlite.db_path) nor at {UP_DEFAULT_DB} "
+        "(argus up's); name it: argus replay --db <data-dir>/argus.sqlite3 <command>")
 
 
 @click.group()

@@ -44,7 +44,7 @@ class DriverContext(msgspec.Struct, frozen=True, kw_only=True):
     submission_id: str
     attempt_no: int
     shared_root: str
-    command: str  # expanded: what runs (bash -lc)
+    command: str  # expanded: what runs (bash -c, not a login shell)
     command_raw: str = ""
     spec_raw: str = ""
     spec: dict[str, Any] = {}
@@ -80,10 +80,10 @@ def build_submission(
     spec: dict[str, Any] | None = None,
     command_raw: str = "",
     env_vars: dict[str, str] | None = None,
-    python: str = "python",
+    python: str = "python3",
 ) -> SubmissionPayload:
-    """The payload for attempt ``attempt_no`` of ``task_id``: entrypoint ``python -m
-    argus.driver --context …``, driver pinned to a worker (``entrypoint_resources``), and a
+    """The payload for attempt ``attempt_no`` of ``task_id``: entrypoint ``<python> -m
+    argus.driver --context …`` (``python``: the deployment's interpreter, v2.taskspec.python), driver pinned to a worker (``entrypoint_resources``), and a
     runtime_env whose PYTHONPATH holds the verl code path and the user's ``code/``.
     Raises ValueError when the spec is too large to travel in the entrypoint."""
     sid = submission_id_for(task_id, attempt_no)

@@ -80,7 +80,26 @@ def _search(patterns: list[re.Pattern[str]], *texts: str) -> str | None:
         for pat in patterns:
             m = pat.search(text)
             if m:
+                # Ray wraps an exception raised in an actor as
+                # ``RayTaskError(ModuleNotFoundError): ray::TaskRunner.run() …``; the line
+                # that says what to fix is the inner one further down.
+                inner = _innermost_exception_line(text)
+                if inner and pat.search(inner):
+                    return inner
                 return _excerpt(text, m)
+    return None
+
+
+# ``SomeError: …`` (optionally dotted), not Ray's wrapper line.
+_INNER_EXC_LINE = re.compile(r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception): .*$", re.M)
+
+
+def _innermost_exception_line(text: str) -> str | None:
+    """The last ``SomeError: message`` line of a traceback that is not a Ray wrapper."""
+    for found in reversed(_INNER_EXC_LINE.findall(text)):
+        line = found.strip()
+        if "RayTaskError" not in line and "RayActorError" not in line:
+            return line[:EVIDENCE_MAX]
     return None
 
 
@@ -126,6 +145,9 @@ _EXC_LINE = re.compile(r"^\s*(?:[\w.]+(?:Error|Exception)|AssertionError|Keyboar
 
 
 def _last_error_line(text: str) -> str:
-    """The last ``SomeError: …`` line of a traceback, else the last line."""
+    """The innermost ``SomeError: …`` line of a traceback, else the last line."""
+    inner = _innermost_exception_line(text)
+    if inner:
+        return inner
     found = _EXC_LINE.findall(text)
     return found[-1].strip()[:EVIDENCE_MAX] if found else _last_line(text)

@@ -232,7 +232,7 @@ class Reactor:
         payload = build_submission(
             task_id=task.task_id, attempt_no=attempt_no, user=task.user, command=submitted.command,
             config=self.config, spec_raw=submitted.spec_raw, spec=submitted.spec,
-            command_raw=submitted.command_raw,
+            command_raw=submitted.command_raw, python=self.config.v2.taskspec.python,
         )
         self._crash_point("before_intent")
         intent = AttemptStarting(

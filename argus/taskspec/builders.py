@@ -9,7 +9,7 @@ the gang Argus admits is the gang verl takes. torchrun would need a launcher and
 rendezvous on every node, outside Ray and invisible to the scheduler.
 
 The job directory is per attempt and only known when the reactor starts one, so commands
-name it ``${ARGUS_JOB_DIR}``; the driver wrapper exports it before ``bash -lc``.
+name it ``${ARGUS_JOB_DIR}``; the driver wrapper exports it before ``bash -c``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Shell-level checks of a command (seed 000 §2.4, made precise).
 
-The driver runs the command with ``bash -lc``. We accept exactly one *simple command*:
+The driver runs the command with ``bash -c``. We accept exactly one *simple command*:
 
     [NAME=value ...] python3 [-u|-B|-O|-OO|-s|-E|-I ...] -m <module> [args ...]
 
@@ -70,12 +70,14 @@ class Word(msgspec.Struct, frozen=True, kw_only=True):
     raw: str
     line: int
     col: int
+    offset: int = 0  # where ``raw`` starts in the command text
 
 
 class ParsedCommand(msgspec.Struct, frozen=True, kw_only=True):
     """The parts of an accepted command."""
 
     assignments: list[tuple[str, str]]
+    program: Word  # ``python3`` as written, and where (the deployment's interpreter replaces it)
     interpreter_flags: list[str]
     module: str
     args: list[str]
@@ -107,7 +109,8 @@ class _Lexer:
         if self.start is not None:
             line, col = _where(self.text, self.start)
             raw = self.text[self.start:end]
-            self.words.append(Word(value="".join(self.buf), raw=raw, line=line, col=col))
+            self.words.append(Word(value="".join(self.buf), raw=raw, line=line, col=col,
+                                   offset=self.start))
         self.buf, self.start = [], None
 
     def _dollar(self, i: int) -> int:
@@ -339,6 +342,7 @@ def parse_command(command: str, *, allowed_modules: list[str]) -> ParsedCommand:
         )
     return ParsedCommand(
         assignments=assignments,
+        program=program,
         interpreter_flags=flags,
         module=module,
         args=[w.value for w in words[i + 2:]],

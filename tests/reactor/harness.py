@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shlex
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,8 @@ def write_config_file(cluster: Any, **scheduler: Any) -> str:
         "address": cluster.job_server_url, "gcs_address": cluster.address,
         "shared_root": str(cluster.shared_root), "entrypoint_num_cpus": 0.5,
         "v2": {"scheduler": {"poll_interval_s": 0.2, "retry_interval_s": 1.0,
-                             "lease_ttl_s": 3.0, **scheduler}},
+                             "lease_ttl_s": 3.0, **scheduler},
+               "taskspec": {"python": sys.executable}},  # as `argus up` does
     }
     path = Path(cluster.temp_dir) / f"argus-config-{_counter}.yaml"
     path.write_text(yaml.safe_dump(doc))
@@ -52,7 +54,8 @@ def toy_command(shared_root: Path, user: str, *, nnodes: int, gpus: int, steps: 
                 sleep_s: float = 0.0, train_file: str | None = None, extra: str = "") -> str:
     train = train_file or str(make_dataset(shared_root, user))
     return (
-        f"PYTHONUNBUFFERED=1 python3 -m argus.examples.toy_trainer "
+        # The interpreter as the API writes it into an expanded command (v2.taskspec.python).
+        f"PYTHONUNBUFFERED=1 {shlex.quote(sys.executable)} -m argus.examples.toy_trainer "
         f"data.train_files={shlex.quote(train)} trainer.nnodes={nnodes} "
         f"trainer.n_gpus_per_node={gpus} trainer.total_training_steps={steps} "
         f"trainer.default_local_dir=${{ARGUS_JOB_DIR}}/checkpoints "

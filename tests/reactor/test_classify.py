@@ -43,6 +43,13 @@ CASES = [
     ("FAILED", "", "FileNotFoundError: data.train_files: no such file: /private/x.parquet", 1, K.USER_ERROR,
      "no such file"),
     ("FAILED", "", "ModuleNotFoundError: No module named 'my_reward'", 1, K.USER_ERROR, "my_reward"),
+    # Ray's wrapper line comes first; the evidence is the inner exception that says what to fix.
+    ("FAILED", "", "ray.exceptions.RayTaskError(ModuleNotFoundError): ray::TaskRunner.run() "
+     "(pid=1, ip=127.0.0.1)\n  File \"x.py\", line 3, in run\n    import numpy as np\n"
+     "ModuleNotFoundError: No module named 'numpy'\n", 1, K.USER_ERROR,
+     "ModuleNotFoundError: No module named 'numpy'"),
+    ("FAILED", "", "ray.exceptions.RayTaskError(ZeroDivisionError): ray::Actor.step()\n"
+     "ZeroDivisionError: division by zero\n", 1, K.RUNTIME_ERROR, "ZeroDivisionError: division by zero"),
     ("FAILED", "", "omegaconf.errors.ConfigAttributeError: Key 'foo' is not in struct", 1, K.USER_ERROR,
      "not in struct"),
     ("FAILED", "", "Could not override 'trainer.bogus'.\nTo append to your config use +trainer.bogus=1", 1,

@@ -12,6 +12,7 @@ admin token is :data:`ADMIN_TOKEN`. ``start_stack(workdir, ray=None)`` gives the
 from __future__ import annotations
 
 import asyncio
+import sys
 import tempfile
 import threading
 import time
@@ -125,6 +126,7 @@ def start_stack(workdir: Path, *, ray: Any | None) -> tuple[Stack, _Server]:
         "v2": {
             "sqlite": {"db_path": str(workdir / "argus.sqlite3"), "synchronous": "NORMAL"},
             "scheduler": {"poll_interval_s": 0.2, "retry_interval_s": 1.0, "lease_ttl_s": 3.0},
+            "taskspec": {"python": sys.executable},  # as `argus up` does
         },
     }
     if ray is not None:
