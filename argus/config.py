@@ -65,6 +65,11 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     policy: str = "fifo"
     lease_ttl_s: float = 15.0
     poll_interval_s: float = 1.0
+    # The worker nodes a gang is judged against at submit while none has been observed
+    # (count × GPUs × CPUs each); 0 nodes: accept any gang until the cluster is seen.
+    assumed_nodes: int = 0
+    assumed_node_gpus: float = 0.0
+    assumed_node_cpus: float = 0.0
 
 
 class TaskSpecConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -73,6 +78,10 @@ class TaskSpecConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     )
     max_document_bytes: int = 65_536
     max_command_bytes: int = 16_384
+    # The interpreter that runs a task's ``python3`` and Argus's job driver on the workers.
+    # "python3" is whatever the workers' environment finds; ``argus up`` sets the
+    # interpreter Argus itself runs in. Shown in every task's expanded command.
+    python: str = "python3"
 
 
 class ServiceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

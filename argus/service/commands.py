@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any, Callable
 import msgspec
 
 from argus.events import (
+    Demand,
     EventMeta,
+    NodeCapacity,
     TaskCanceled,
     TaskCancelRequested,
     TaskSubmitted,
@@ -29,12 +31,13 @@ from argus.events import (
 from argus.lifecycle import IllegalTransition, TaskState, check_transition
 from argus.service.auth import AuthCache, Principal, hash_token, new_token
 from argus.service.batcher import GroupCommitter
-from argus.service.ids import USER_ID_RE, new_task_id, new_token_id
+from argus.service.ids import new_task_id, new_token_id, user_id_problem
 from argus.store import AppendBatch, ConcurrencyConflict, InvariantViolation, PayloadTooLarge
 
 if TYPE_CHECKING:
     from argus.config import ArgusConfig
     from argus.store import EventStore
+    from argus.taskspec import TaskSpecError
     from projections import TaskView
 
 __all__ = ["CommandError", "Commands", "NotFound", "SubmitResult", "USER_DIRS"]
@@ -64,6 +67,16 @@ class SubmitResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _decode_task = msgspec.json.Decoder().decode
+
+
+def _spec_refused(exc: "TaskSpecError") -> CommandError:
+    """A refused TaskSpec as a 400: ``extra.errors`` lists every problem; ``detail``
+    names the one, or counts them and lists them all (for clients that show only it)."""
+    errors = [{"field": p.field, "message": p.message} for p in exc.problems]
+    lines = [f"{p.field}: {p.message}" for p in exc.problems]
+    detail = lines[0] if len(lines) == 1 else (
+        f"the TaskSpec has {len(lines)} problems: " + "; ".join(lines))
+    return CommandError(400, detail, {"errors": errors})
 
 
 class Commands:
@@ -99,20 +112,52 @@ class Commands:
 
         cfg = self.config.v2.taskspec
         try:
-            parsed = parse_taskspec_with_warnings(document, config=cfg)  # once: the id needs the workload
+            try:
+                parsed = parse_taskspec_with_warnings(document, config=cfg)  # once: the id needs the workload
+            except TaskSpecError:
+                # Check on without a spec: prepare_task collects every problem it can find
+                # (the paths and command of the fields that are fine) and raises them all.
+                prepare_task(document, user=user, task_id=f"{user}-check",
+                             shared_root=self.shared_root, config=cfg)
+                raise
             if task_id is None:
                 task_id = new_task_id(user, parsed[0].workload)
             return task_id, prepare_task(
                 document, user=user, task_id=task_id, shared_root=self.shared_root, config=cfg, parsed=parsed
             )
         except TaskSpecError as exc:
-            raise CommandError(400, f"{exc.field}: {exc.message}",
-                               {"errors": [{"field": exc.field, "message": exc.message}]}) from exc
+            raise _spec_refused(exc) from exc
+
+    async def check_gang(self, demand: "Demand") -> None:
+        """Refuse a gang that no node of the cluster could ever hold (CommandError 400): it
+        would wait for ever. Judged against the worker nodes as last observed, else the
+        configured shape (v2.scheduler.assumed_*), else not at all."""
+        from argus.scheduler.shape import assumed_nodes, unfit_reason
+
+        nodes = [NodeCapacity(node_id=r[0], ip="", total_gpus=r[1], free_gpus=r[1], total_cpus=r[2],
+                              free_cpus=r[2])
+                 for r in await self.store.query("SELECT node_id, total_gpus, total_cpus FROM cluster_nodes")]
+        where = "as last observed"
+        if not nodes:
+            sched = self.config.v2.scheduler
+            nodes = assumed_nodes(sched.assumed_nodes, sched.assumed_node_gpus, sched.assumed_node_cpus)
+            where = "as configured"
+        reason = unfit_reason(demand, nodes, where)
+        if reason is not None:
+            raise CommandError(400, f"n_gpus_per_node: {reason}",
+                               {"errors": [{"field": "n_gpus_per_node", "message": reason}]})
+
+    async def prepare_admissible(self, document: str | dict[str, Any], user: str,
+                                 task_id: str | None = None) -> Any:
+        """``prepare``, then refuse a gang that could never fit the cluster."""
+        task_id, prepared = self.prepare(document, user, task_id)
+        await self.check_gang(prepared.demand)
+        return task_id, prepared
 
     async def submit(self, who: Principal, document: str | dict[str, Any],
                      request_id: str = "") -> SubmitResult:
         """Validate the TaskSpec and append TaskSubmitted (the task enters the queue)."""
-        task_id, prepared = self.prepare(document, who.user_id)
+        task_id, prepared = await self.prepare_admissible(document, who.user_id)
         raw = document if isinstance(document, str) else msgspec.json.encode(document).decode()
         meta = EventMeta(actor=who.actor, request_id=request_id)
         for _ in range(5):
@@ -200,9 +245,9 @@ class Commands:
 
     async def create_user(self, who: str, user_id: str, display_name: str = "",
                           is_admin: bool = False, request_id: str = "") -> None:
-        if not USER_ID_RE.match(user_id):
-            raise CommandError(400, "user_id must be 1-32 characters: a lowercase letter, then "
-                               "lowercase letters, digits, '_' or '-'")
+        problem = user_id_problem(user_id)
+        if problem is not None:
+            raise CommandError(400, problem)
         event = UserCreated(user_id=user_id, display_name=display_name, is_admin=is_admin,
                             by=who, created_at=time.time())
         await self._user_append(user_id, [event], who, request_id, expected=0)

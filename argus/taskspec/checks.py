@@ -1,12 +1,12 @@
-"""The checks of seed 000 §2.4 over an expanded command: hard ones raise, soft ones return
-warnings that are shown to the user and kept on the task."""
+"""The checks of seed 000 §2.4 over an expanded command: hard ones raise (every problem
+found, together), soft ones return warnings that are shown to the user and kept on the task."""
 
 from __future__ import annotations
 
 import re
 
 from argus.taskspec.command import ParsedCommand, parse_command, split_override
-from argus.taskspec.errors import TaskSpecError
+from argus.taskspec.errors import Problems, TaskSpecError
 from argus.taskspec.paths import PathPolicy
 
 __all__ = ["DATA_KEYS", "check_command", "is_model_key", "is_reward_key", "split_list"]
@@ -70,32 +70,45 @@ def check_command(
     command: str,
     *,
     policy: PathPolicy,
-    nnodes: int,
-    n_gpus_per_node: int,
-    workload: str,
+    nnodes: int | None,
+    n_gpus_per_node: int | None,
+    workload: str | None,
     allowed_modules: list[str],
 ) -> tuple[ParsedCommand, list[str]]:
-    """Check an expanded command; return its parts and the soft warnings."""
+    """Check an expanded command; return its parts and the soft warnings. The shape of the
+    command is checked first (nothing else can be read from a malformed one); then each
+    word on its own, and all their problems are raised together. ``None`` for a spec
+    field that is itself invalid skips the checks against it."""
     parsed = parse_command(command, allowed_modules=allowed_modules)
+    problems = Problems()
     for name, value in parsed.assignments:
-        policy.check_any(value, f"command[{name}]")
+        with problems.catch():
+            policy.check_any(value, f"command[{name}]")
     seen: set[str] = set()
     for arg in parsed.args:
         override = split_override(arg)
         if override is None:
-            policy.check_any(arg, f"command[{arg[:60]}]")
+            with problems.catch():
+                policy.check_any(arg, f"command[{arg[:60]}]")
             continue
         _prefix, key, value = override
         seen.add(key)
         if value is None:
             continue
         field = f"command[{key}]"
-        check_override_paths(key, value, policy, field)
-        if key == "trainer.nnodes":
-            _check_gang(key, value, nnodes, "nnodes")
-        elif key == "trainer.n_gpus_per_node":
-            _check_gang(key, value, n_gpus_per_node, "n_gpus_per_node")
-    policy.scan_text(command, "command")
+        with problems.catch():
+            check_override_paths(key, value, policy, field)
+        with problems.catch():
+            if key == "trainer.nnodes" and nnodes is not None:
+                _check_gang(key, value, nnodes, "nnodes")
+            elif key == "trainer.n_gpus_per_node" and n_gpus_per_node is not None:
+                _check_gang(key, value, n_gpus_per_node, "n_gpus_per_node")
+    if not problems:
+        # The backstop over the whole text; after a word's own problem it would only
+        # repeat that problem.
+        with problems.catch():
+            policy.scan_text(command, "command")
+    problems.raise_if_any()
 
     warnings: list[str] = []
     if "data.train_files" not in seen:
@@ -113,7 +126,7 @@ def check_command(
             ("trainer.nnodes", "nnodes", nnodes),
             ("trainer.n_gpus_per_node", "n_gpus_per_node", n_gpus_per_node),
         ):
-            if key not in seen:
+            if key not in seen and value is not None:
                 warnings.append(
                     f"command: no {key}=; verl will use its default while Argus reserves "
                     f"{spec_field}={value}; add {key}={value}"

@@ -16,6 +16,10 @@ Rules:
   server-computed job directory inside the user's home, so they are allowed prefixes.
 - Percent-encoded characters (``%2e%2e``), control characters and relative paths with
   ``..`` are rejected outright.
+- With ``require_files``, a data file, model path or reward file that passes the rules but
+  does not exist is noted in ``missing`` (reported after the other problems). The look is
+  confined to the allowed root: each directory is opened without following symlinks, so a
+  link planted since the check is never followed out of it.
 """
 
 from __future__ import annotations
@@ -27,12 +31,12 @@ import re
 import stat
 from pathlib import Path
 
-from argus.taskspec.errors import TaskSpecError
+from argus.taskspec.errors import Problem, TaskSpecError
 from argus.taskspec.expand import home_dir
 
 __all__ = ["RUNTIME_VARIABLES", "PathPolicy", "substitute_runtime_vars"]
 
-# Exported by the driver wrapper before it runs `bash -lc <command>`.
+# Exported by the driver wrapper before it runs `bash -c <command>`.
 RUNTIME_VARIABLES: tuple[str, ...] = (
     "ARGUS_JOB_DIR",
     "ARGUS_SUBMISSION_ID",
@@ -80,12 +84,46 @@ def _inside(path: str, root: str, *, strictly: bool = True) -> bool:
     return path.startswith(root + "/")
 
 
+_DIR_FLAGS = (getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0)
+              | getattr(os, "O_CLOEXEC", 0))
+
+
+def _exists_under(base: str, rel: str) -> bool:
+    """Whether ``base/rel`` exists, walking ``rel`` one directory at a time from ``base``
+    without following any symlink (a link as the last component counts as existing)."""
+    parts = [p for p in rel.split("/") if p]
+    if not parts:
+        return os.path.isdir(base)
+    if os.open not in os.supports_dir_fd or os.stat not in os.supports_dir_fd:
+        return os.path.lexists(posixpath.join(base, *parts))  # no *at calls on this OS
+    try:
+        fd = os.open(base, _DIR_FLAGS)
+    except OSError:
+        return False
+    try:
+        for name in parts[:-1]:
+            nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)  # fails on a symlink (O_NOFOLLOW)
+            os.close(fd)
+            fd = nxt
+        os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 class PathPolicy:
     """The allow-lists for one user under one shared root."""
 
-    def __init__(self, *, shared_root: Path | str, user: str) -> None:
+    def __init__(self, *, shared_root: Path | str, user: str, require_files: bool = False) -> None:
         self.root = _normalise(str(shared_root))
         self.user = user
+        # Input files that pass the rules but do not exist (checked when require_files).
+        self.require_files = require_files
+        self.missing: list[Problem] = []
+        # How the user wrote a path, by its expanded form: what messages show.
+        self.written: dict[str, str] = {}
         self.home = home_dir(self.root, user)
         self.users_dir = posixpath.join(self.root, "users")
         # Resolved prefixes, for this policy's (one submission's) checks only: the paths
@@ -231,6 +269,7 @@ class PathPolicy:
     # -- allow-lists -----------------------------------------------------------------
 
     def _check_allowed(self, value: str, field: str, roots: tuple[str, ...], what: str) -> str:
+        given = value
         self.check_any(value, field)
         value = substitute_runtime_vars(value, home=self.home)
         self._no_interpolation(value, field, what)
@@ -244,7 +283,39 @@ class PathPolicy:
             raise TaskSpecError(
                 field, f"{value[:160]!r} resolves through a symlink to {real}; {what}"
             )
+        if self.require_files:
+            self._note_if_missing(given, path, real, field, roots)
         return path
+
+    def _note_if_missing(self, given: str, path: str, real: str, field: str,
+                         roots: tuple[str, ...]) -> None:
+        """Note ``given`` in ``missing`` when nothing is at ``real`` (inside ``roots``)."""
+        base = next((b for b in map(self._realpath, roots) if _inside(real, b)), None)
+        if base is None or _exists_under(base, real[len(base.rstrip("/")) + 1:]):
+            return
+        shown = self.written.get(given, given)
+        where = "" if shown == real else f" (looked for {real})"
+        self.missing.append(
+            Problem(field, f"{shown[:160]!r} does not exist{where}; {self._fix_missing(path, roots)}")
+        )
+
+    def _fix_missing(self, path: str, roots: tuple[str, ...]) -> str:
+        """What to do about a missing input: upload it (own areas), or look at what the
+        shared folders hold."""
+        model = roots == self.model_roots
+        if _inside(path, self.home):
+            rel = path[len(self.home) + 1:]
+            if model:
+                return (f"upload the model's files to {rel}/ with `argus files put "
+                        f"{rel}/<file> <local file>` (or on the WebUI's Data page), use a hub id "
+                        "such as Qwen/Qwen2.5-0.5B-Instruct, or correct the path")
+            return (f"upload it with `argus files put {rel} <local file>` (or on the WebUI's "
+                    "Data page), or correct the path")
+        for folder, area in (("datasets", "common/datasets"), ("hf", "common/hf")):
+            if _inside(path, f"{self.root}/{folder}"):
+                own = "use a hub id" if model else "upload your own copy to datasets/"
+                return f"`argus files ls {area}` lists what is there; correct the path, or {own}"
+        return "correct the path, or ask an admin to add the file"
 
     @staticmethod
     def _no_interpolation(value: str, field: str, what: str) -> None:

@@ -1,13 +1,17 @@
 """From a submitted document to what the ``TaskSubmitted`` event records: parse, expand
 ``$HOME``, check, build the command and the demand. Nothing is written here; the API
-appends the event only when this returns."""
+appends the event only when this returns.
+
+Problems are collected rather than raised one at a time: the fields, their paths, the
+command's words, then the input files that do not exist, all in one TaskSpecError."""
 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, NoReturn
 
 import msgspec
 
@@ -15,15 +19,16 @@ from argus.config import TaskSpecConfig
 from argus.events.catalog import Demand
 from argus.taskspec.builders import build_basic_command, demand_for
 from argus.taskspec.checks import check_command, check_override_paths
-from argus.taskspec.errors import TaskSpecError
+from argus.taskspec.command import ParsedCommand
+from argus.taskspec.errors import Problems, TaskSpecError
 from argus.taskspec.expand import expand_home
 from argus.taskspec.paths import PathPolicy
 from argus.taskspec.spec import (
-    AdvancedTaskSpec,
     BasicTaskSpec,
+    CheckedSpec,
     TaskSpec,
+    check_taskspec,
     encode_taskspec,
-    parse_taskspec_with_warnings,
 )
 
 __all__ = ["PreparedTask", "prepare_task"]
@@ -32,6 +37,8 @@ __all__ = ["PreparedTask", "prepare_task"]
 _COMPONENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 # The expanded home is pasted into the command unquoted: only characters bash leaves alone.
 _ROOT_RE = re.compile(r"^/[A-Za-z0-9_./-]*$")
+# Where a path may end inside a command or Hydra value (as the path checks split them).
+_WORD_SPLIT_RE = re.compile(r"[\s,\[\]'\"=]+")
 
 
 class PreparedTask(msgspec.Struct, frozen=True, kw_only=True):
@@ -41,7 +48,7 @@ class PreparedTask(msgspec.Struct, frozen=True, kw_only=True):
     workload: str  # ppo | grpo | sft
     spec: dict[str, Any]  # encode_taskspec(spec)
     command_raw: str  # advanced: the user's command as written; basic: the generated one
-    command: str  # $HOME expanded: what the driver runs with `bash -lc`
+    command: str  # $HOME expanded, python3 made the deployment's interpreter: what runs
     demand: Demand
     priority: int
     max_attempts: int
@@ -55,16 +62,61 @@ def _check_component(value: str, field: str) -> None:
         )
 
 
-def _check_basic_fields(spec: BasicTaskSpec, policy: PathPolicy, expand: Any) -> None:
-    """Field-level path checks, so the message names the spec field, not the override."""
-    policy.check_model(expand(spec.model_id), "model_id")
-    policy.check_data(expand(spec.train_file), "train_file")
-    if spec.val_file is not None:
-        policy.check_data(expand(spec.val_file), "val_file")
-    for i, override in enumerate(spec.extra_overrides):
+def _written_forms(text: str, expand: Callable[[str], str]) -> dict[str, str]:
+    """Each ``$HOME`` path in ``text`` by its expanded form, so that messages can show a
+    path as the user wrote it."""
+    forms: dict[str, str] = {}
+    for piece in _WORD_SPLIT_RE.split(text):
+        if "$" in piece:
+            forms.setdefault(expand(piece), piece)
+    return forms
+
+
+def _check_basic_fields(values: Mapping[str, Any], policy: PathPolicy,
+                        expand: Callable[[str], str], problems: Problems) -> None:
+    """Field-level path checks, so the message names the spec field, not the override;
+    each field that passed its own checks, whatever the others did."""
+    for name, check in (("model_id", policy.check_model), ("train_file", policy.check_data),
+                        ("val_file", policy.check_data)):
+        raw = values.get(name)
+        if raw is not None:
+            policy.written.update(_written_forms(raw, expand))
+            with problems.catch():
+                check(expand(raw), name)
+    for i, override in enumerate(values.get("extra_overrides", ())):
         key, sep, value = override.partition("=")
         if sep:
-            check_override_paths(key.lstrip("+~"), expand(value), policy, f"extra_overrides[{i}]")
+            policy.written.update(_written_forms(value, expand))
+            with problems.catch():
+                check_override_paths(key.lstrip("+~"), expand(value), policy,
+                                     f"extra_overrides[{i}]")
+
+
+def with_interpreter(command: str, parsed: ParsedCommand, python: str) -> str:
+    """``command`` with its ``python3`` replaced by the deployment's interpreter, so the
+    expanded spec shows exactly which Python runs the job (it is not a login shell's)."""
+    if python == parsed.program.raw:
+        return command
+    start = parsed.program.offset
+    return command[:start] + shlex.quote(python) + command[start + len(parsed.program.raw):]
+
+
+def _checked(document: str | bytes | Mapping[str, Any], config: TaskSpecConfig,
+             parsed: tuple[TaskSpec, list[str]] | None) -> CheckedSpec:
+    if parsed is None:
+        return check_taskspec(document, config=config)
+    spec, warnings = parsed
+    values = {name: getattr(spec, name) for name in spec.__struct_fields__}
+    kind = "basic" if isinstance(spec, BasicTaskSpec) else "advanced"
+    return CheckedSpec(kind=kind, spec=spec, values=values, warnings=list(warnings),
+                       problems=Problems())
+
+
+def _raise(problems: Problems, policy: PathPolicy) -> NoReturn:
+    """Every problem; missing files last (a path that is wrong is usually missing too)."""
+    problems.items.extend(policy.missing)
+    problems.raise_if_any()
+    raise AssertionError("_raise called without a problem")  # pragma: no cover
 
 
 def prepare_task(
@@ -75,9 +127,12 @@ def prepare_task(
     shared_root: Path,
     config: TaskSpecConfig | None = None,
     parsed: tuple[TaskSpec, list[str]] | None = None,
+    require_files: bool = True,
 ) -> PreparedTask:
-    """Parse, expand, check and build one submitted TaskSpec; raises TaskSpecError.
-    ``parsed``: the spec and its warnings, when the caller parsed ``document`` already."""
+    """Parse, expand, check and build one submitted TaskSpec; raises TaskSpecError with
+    every problem found. ``parsed``: the spec and its warnings, when the caller parsed
+    ``document`` already. ``require_files``: refuse data, model and reward paths that do
+    not exist under the shared root (off only where that root is not this machine's)."""
     config = config or TaskSpecConfig()
     _check_component(user, "user")
     _check_component(task_id, "task_id")
@@ -86,30 +141,42 @@ def prepare_task(
             "shared_root", f"{str(shared_root)[:120]!r} must be an absolute path of letters, "
             "digits, '_', '.', '/' and '-' (it is pasted into commands unquoted)",
         )
-    spec, warnings = parsed if parsed is not None else parse_taskspec_with_warnings(document, config=config)
-    policy = PathPolicy(shared_root=shared_root, user=user)
+    checked = _checked(document, config, parsed)
+    problems = Problems(checked.problems.items)
+    values = checked.values
+    policy = PathPolicy(shared_root=shared_root, user=user, require_files=require_files)
 
     def expand(text: str) -> str:
         return expand_home(text, user=user, shared_root=policy.root)
 
-    if isinstance(spec, AdvancedTaskSpec):
-        kind = "advanced"
-        command_raw = spec.command
+    kind = checked.kind
+    if kind == "basic":
+        _check_basic_fields(values, policy, expand, problems)
+        policy.require_files = False  # the generated command names the same files again
+        if problems or policy.missing or not isinstance(checked.spec, BasicTaskSpec):
+            _raise(problems, policy)
+        command_raw = build_basic_command(checked.spec, user=user, task_id=task_id)
     else:
-        kind = "basic"
-        _check_basic_fields(spec, policy, expand)
-        command_raw = build_basic_command(spec, user=user, task_id=task_id)
+        command_raw = values.get("command")
+        if command_raw is None:
+            _raise(problems, policy)
+        policy.written.update(_written_forms(command_raw, expand))
     command = expand(command_raw)
     # The generated command goes through the same checks: one policy for every command.
-    _parsed, command_warnings = check_command(
-        command,
-        policy=policy,
-        nnodes=spec.nnodes,
-        n_gpus_per_node=spec.n_gpus_per_node,
-        workload=spec.workload,
-        allowed_modules=config.allowed_modules,
-    )
-    warnings.extend(command_warnings)
+    with problems.catch():
+        parsed_command, command_warnings = check_command(
+            command,
+            policy=policy,
+            nnodes=values.get("nnodes"),
+            n_gpus_per_node=values.get("n_gpus_per_node"),
+            workload=values.get("workload"),
+            allowed_modules=config.allowed_modules,
+        )
+    spec = checked.spec
+    if problems or policy.missing or spec is None:
+        _raise(problems, policy)
+    warnings = [*checked.warnings, *command_warnings]
+    command = with_interpreter(command, parsed_command, config.python)
     return PreparedTask(
         kind=kind,
         workload=spec.workload,

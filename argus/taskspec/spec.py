@@ -11,20 +11,24 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, NamedTuple, TypeAlias
 
 import msgspec
-import yaml
 
 from argus.config import TaskSpecConfig
-from argus.taskspec.errors import TaskSpecError
+# _C_UNSAFE_RE, _NoAliasLoader: re-exported for the tests of the YAML fast path.
+from argus.taskspec.document import _C_UNSAFE_RE, _NoAliasLoader, load_document  # noqa: F401
+from argus.taskspec.errors import Problems, TaskSpecError
+from argus.taskspec.fields import convert_fields, split_known
 
 __all__ = [
     "AdvancedTaskSpec",
     "BasicTaskSpec",
+    "CheckedSpec",
     "PLATFORM_KEYS",
     "TaskSpec",
     "WORKLOADS",
+    "check_taskspec",
     "encode_taskspec",
     "parse_taskspec",
     "parse_taskspec_with_warnings",
@@ -46,6 +50,8 @@ Freq = Annotated[int, msgspec.Meta(ge=-1, le=10_000_000)]
 Priority = Annotated[int, msgspec.Meta(ge=-1_000_000, le=1_000_000)]
 Attempts = Annotated[int, msgspec.Meta(ge=1, le=100)]
 Override = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_PATH_CHARS)]
+# One line of printable text: it is shown in tables and the WebUI.
+TaskName = Annotated[str, msgspec.Meta(max_length=80, pattern=r"^[^\x00-\x1f\x7f]*$")]
 
 # Keys Argus sets itself: the gang it reserves and the server-computed output directory.
 # Overriding them would make verl ask for other resources than were admitted, or write
@@ -88,10 +94,11 @@ class BasicTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fi
     extra_overrides: tuple[Override, ...] = ()
     priority: Priority = 0
     max_attempts: Attempts = 3
+    name: TaskName = ""  # a label for people, shown beside the task id
 
 
 class AdvancedTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """The user's own command (``kind: advanced``), run with ``bash -lc`` after ``$HOME``
+    """The user's own command (``kind: advanced``), run with ``bash -c`` after ``$HOME``
     expansion and the checks of seed 000 §2.4."""
 
     kind: Literal["advanced"] = "advanced"
@@ -101,6 +108,7 @@ class AdvancedTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown
     command: Annotated[str, msgspec.Meta(min_length=1)]
     priority: Priority = 0
     max_attempts: Attempts = 3
+    name: TaskName = ""  # a label for people, shown beside the task id
 
 
 TaskSpec: TypeAlias = BasicTaskSpec | AdvancedTaskSpec
@@ -116,6 +124,7 @@ RL_ONLY_FIELDS: tuple[str, ...] = (
 
 # What each field accepts, appended to type errors so the user knows what to write.
 _ACCEPTS: dict[str, str] = {
+    "name": "one line of text, at most 80 characters",
     "kind": "omit it or 'basic' (basic spec), or 'advanced'",
     "workload": "one of " + ", ".join(WORKLOADS),
     "nnodes": f"an integer from 1 to {MAX_NNODES}",
@@ -145,122 +154,27 @@ _IGNORED_KEYS: dict[str, str] = {
     "user": "the user comes from the API token",
 }
 
-
-class _NoAliasLoader(yaml.SafeLoader):
-    """SafeLoader without anchors/aliases: an alias bomb is tiny as text but huge once
-    walked, and no TaskSpec needs them."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.composer.ComposerError(
-                None, None, "YAML aliases (*name) are not allowed in a TaskSpec", event.start_mark
-            )
-        return super().compose_node(parent, index)
+# Basic fields an advanced spec writes as verl overrides in its command instead.
+_IN_COMMAND: dict[str, str] = {
+    "train_file": "data.train_files=",
+    "val_file": "data.val_files=",
+    "model_id": "actor_rollout_ref.model.path=",
+}
 
 
-_CSafeLoader: Any = getattr(yaml, "CSafeLoader", None)  # None without libyaml
-# Texts libyaml may read differently from _NoAliasLoader go to the pure-Python loader:
-# '*' (an alias: libyaml cannot be told to refuse them), '!' (tags; a bare '!' is '' in
-# libyaml, None in PyYAML), tabs, BOM and Unicode line breaks, and '|#' / '>-#' (libyaml
-# accepts them). What remains reads the same in both (differential fuzzing); libyaml
-# does it at a fraction of the CPU, and its errors are re-worded by the pure-Python one.
-_C_UNSAFE_RE = re.compile("[!*\t\ufeff\x85\u2028\u2029]|[|>][-+0-9]*#")
+class CheckedSpec(NamedTuple):
+    """What :func:`check_taskspec` found: the spec when there is no problem, else the
+    fields that passed their own checks (so later checks can still look at them)."""
+
+    kind: Literal["basic", "advanced"]
+    spec: TaskSpec | None
+    values: dict[str, Any]  # every field that passed its own checks, defaults included
+    warnings: list[str]
+    problems: Problems
 
 
-def _load_text(text: str) -> Any:
-    stripped = text.lstrip()
-    if stripped[:1] in ("{", "["):
-        try:
-            return msgspec.json.decode(stripped)
-        except msgspec.DecodeError:
-            pass  # not strict JSON; YAML flow syntax is a superset, try that
-    if _CSafeLoader is not None and _C_UNSAFE_RE.search(text) is None:
-        try:
-            return yaml.load(text, Loader=_CSafeLoader)  # noqa: S506 - safe loader
-        except Exception:  # noqa: BLE001, S110 - the pure-Python loader words the error
-            pass
-    try:
-        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - SafeLoader subclass
-    except Exception as exc:  # yaml raises YAMLError, ValueError (bad dates), RecursionError...
-        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise TaskSpecError("document", f"not valid YAML or JSON ({detail[:200]})") from None
-
-
-def _load(document: str | bytes | Mapping[str, Any], config: TaskSpecConfig) -> dict[Any, Any]:
-    limit = config.max_document_bytes
-    if isinstance(document, Mapping):
-        data: Any = dict(document)
-        try:
-            # The size of the mapping as a client would have sent it.
-            size = len(msgspec.json.encode(data))
-        except (TypeError, ValueError, OverflowError, RecursionError):
-            raise TaskSpecError(
-                "document", "values must be JSON-compatible (strings, numbers, lists, maps)"
-            ) from None
-    elif isinstance(document, (str, bytes)):
-        raw = document.encode("utf-8", "surrogatepass") if isinstance(document, str) else document
-        size = len(raw)
-        if size > limit:
-            raise TaskSpecError("document", f"is {size} bytes; the limit is {limit} bytes")
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise TaskSpecError("document", "is not UTF-8 text") from None
-        if "\x00" in text:
-            raise TaskSpecError("document", "contains a NUL byte; send plain YAML or JSON text")
-        data = _load_text(text)
-    else:
-        raise TaskSpecError("document", "must be YAML/JSON text or a mapping")
-    if size > limit:
-        raise TaskSpecError("document", f"is {size} bytes; the limit is {limit} bytes")
-    if not isinstance(data, dict):
-        raise TaskSpecError(
-            "document", f"must be a mapping of fields at the top level, got {type(data).__name__}"
-        )
-    return data
-
-
-def _field_from_validation(exc: msgspec.ValidationError) -> tuple[str, str]:
-    text = str(exc)
-    missing = re.search(r"missing required field `([^`]+)`", text)
-    if missing:
-        return missing.group(1), "is required"
-    at = re.search(r" - at `\$\.?([^`]*)`$", text)
-    field = at.group(1) if at else "document"
-    message = text[: at.start()] if at else text
-    return field or "document", message
-
-
-def _convert(data: dict[str, Any], cls: type[msgspec.Struct]) -> Any:
-    try:
-        # strict=False: YAML 1.1 reads 1e-6 as a string; lax mode turns it into a float.
-        return msgspec.convert(data, cls, strict=False)
-    except msgspec.ValidationError as exc:
-        field, message = _field_from_validation(exc)
-        base = re.sub(r"\[\d+\]$", "", field)
-        accepts = _ACCEPTS.get(base, _DEFAULT_ACCEPTS)
-        raise TaskSpecError(field, f"{message}; accepted: {accepts}") from None
-
-
-def _split_known(
-    data: dict[Any, Any], cls: type[msgspec.Struct]
-) -> tuple[dict[str, Any], list[str]]:
-    known_names = set(cls.__struct_fields__)
-    known: dict[str, Any] = {}
-    warnings: list[str] = []
-    for key, value in data.items():
-        if isinstance(key, str) and key in known_names:
-            known[key] = value
-            continue
-        shown = repr(key)[:80]
-        if isinstance(key, str) and key in _IGNORED_KEYS:
-            warnings.append(f"{shown}: ignored, {_IGNORED_KEYS[key]}")
-        else:
-            warnings.append(
-                f"{shown}: unknown key, ignored; known keys: {', '.join(sorted(known_names))}"
-            )
-    return known, warnings
+def _accepts(name: str) -> str:
+    return _ACCEPTS.get(name, _DEFAULT_ACCEPTS)
 
 
 def check_override_syntax(override: str, field: str) -> tuple[str, str, str | None]:
@@ -285,48 +199,53 @@ def check_override_syntax(override: str, field: str) -> tuple[str, str, str | No
     value = override[match.end():] if match.group("eq") else None
     return prefix, key, value
 
-
-def _check_basic(spec: BasicTaskSpec) -> list[str]:
+def _check_basic(v: Mapping[str, Any], problems: Problems) -> list[str]:
+    """Checks across fields of a basic spec; each runs only if its fields passed their own."""
     warnings: list[str] = []
-    lr = spec.learning_rate
+    lr = v.get("learning_rate")
     if lr is not None and (not math.isfinite(lr) or lr <= 0 or lr > 1):
-        raise TaskSpecError(
+        problems.add(
             "learning_rate", f"{lr!r} is out of range; accepted: {_ACCEPTS['learning_rate']} "
             "(at most 1)"
         )
     for name in ("save_freq", "test_freq"):
-        if getattr(spec, name) == 0:
+        if v.get(name) == 0:
             # verl computes step % freq; 0 would divide by zero mid-run.
-            raise TaskSpecError(name, f"0 is not allowed; accepted: {_ACCEPTS[name]}")
-    if len(spec.extra_overrides) > MAX_OVERRIDES:
-        count = len(spec.extra_overrides)
-        raise TaskSpecError("extra_overrides", f"has {count} entries; at most {MAX_OVERRIDES}")
-    for i, override in enumerate(spec.extra_overrides):
+            problems.add(name, f"0 is not allowed; accepted: {_ACCEPTS[name]}")
+    overrides = v.get("extra_overrides", ())
+    if len(overrides) > MAX_OVERRIDES:
+        problems.add("extra_overrides", f"has {len(overrides)} entries; at most {MAX_OVERRIDES}")
+        overrides = ()
+    for i, override in enumerate(overrides):
         if "\x00" in override or "\n" in override or "\r" in override:
-            raise TaskSpecError(f"extra_overrides[{i}]", "must be one line without NUL bytes")
-        _prefix, key, value = check_override_syntax(override, f"extra_overrides[{i}]")
-        if key == "trainer.logger" and value is not None and "file" not in value:
-            warnings.append(
-                f"extra_overrides[{i}]: trainer.logger without 'file'; Argus shows training "
-                "progress from verl's file logger, add file to the list to keep it"
-            )
-    if spec.workload == "sft":
+            problems.add(f"extra_overrides[{i}]", "must be one line without NUL bytes")
+            continue
+        with problems.catch():
+            _prefix, key, value = check_override_syntax(override, f"extra_overrides[{i}]")
+            if key == "trainer.logger" and value is not None and "file" not in value:
+                warnings.append(
+                    f"extra_overrides[{i}]: trainer.logger without 'file'; Argus shows training "
+                    "progress from verl's file logger, add file to the list to keep it"
+                )
+    workload = v.get("workload")
+    if workload == "sft":
         for name in RL_ONLY_FIELDS:
-            if getattr(spec, name) is not None:
+            if v.get(name) is not None:
                 warnings.append(f"{name}: ignored for workload sft (it applies to ppo and grpo)")
-    else:
-        if spec.val_file is None:
+    elif workload is not None:
+        if "val_file" in v and v["val_file"] is None:
             warnings.append("val_file: not set; validation will use train_file")
-        if spec.workload == "grpo" and spec.rollout_n is not None and spec.rollout_n < 2:
-            raise TaskSpecError(
-                "rollout_n", f"{spec.rollout_n} is too small for grpo, which compares a group of "
+        rollout_n = v.get("rollout_n")
+        if workload == "grpo" and rollout_n is not None and rollout_n < 2:
+            problems.add(
+                "rollout_n", f"{rollout_n} is too small for grpo, which compares a group of "
                 "responses per prompt; accepted: 2 or more (default 5)"
             )
-        mini = spec.ppo_mini_batch_size
-        if mini is not None and mini > spec.train_batch_size:
-            raise TaskSpecError(
+        mini, batch = v.get("ppo_mini_batch_size"), v.get("train_batch_size")
+        if mini is not None and batch is not None and mini > batch:
+            problems.add(
                 "ppo_mini_batch_size",
-                f"{mini} is larger than train_batch_size {spec.train_batch_size}; "
+                f"{mini} is larger than train_batch_size {batch}; "
                 "accepted: at most train_batch_size",
             )
     return warnings
@@ -351,14 +270,14 @@ def _infer_workload(command: Any) -> str | None:
         return "grpo" if _GRPO_RE.search(command) else "ppo"
     return None
 
-
-def parse_taskspec_with_warnings(
+def check_taskspec(
     document: str | bytes | Mapping[str, Any], *, config: TaskSpecConfig | None = None
-) -> tuple[TaskSpec, list[str]]:
-    """Like :func:`parse_taskspec`, also returning the soft warnings (unknown keys, fields
-    that do not apply to the workload)."""
+) -> CheckedSpec:
+    """Check a document and collect every problem found, without raising for them
+    (only a document that cannot be read as a mapping, or whose kind is unclear, raises
+    TaskSpecError at once: no field can be checked then)."""
     config = config or TaskSpecConfig()
-    data = _load(document, config)
+    data = load_document(document, config)
     kind = data.get("kind")
     cls: type[msgspec.Struct]
     if kind is None or kind == "basic":
@@ -373,28 +292,63 @@ def parse_taskspec_with_warnings(
     else:
         raise TaskSpecError("kind", f"{str(kind)[:80]!r} is unknown; accepted: {_ACCEPTS['kind']}")
     data = {k: v for k, v in data.items() if not (cls is BasicTaskSpec and k == "kind")}
-    known, warnings = _split_known(data, cls)
-    if cls is AdvancedTaskSpec and known.get("workload") is None:
+    problems = Problems()
+    names = tuple(cls.__struct_fields__)
+    advanced = cls is AdvancedTaskSpec
+    elsewhere = {  # basic fields in an advanced spec: say where they go instead
+        name: "is a field of basic specs; an advanced spec writes "
+        + (f"{_IN_COMMAND[name]}... in its command" if name in _IN_COMMAND
+           else "the matching verl override in its command")
+        for name in BasicTaskSpec.__struct_fields__ if advanced and name not in names
+    }
+    # misspelt: the fields a misspelt key stands for; reported once, as that key.
+    known, warnings, misspelt = split_known(
+        data, names, "an advanced" if advanced else "a basic",
+        ignored=_IGNORED_KEYS, elsewhere=elsewhere, problems=problems,
+    )
+    if advanced and known.get("workload") is None:
         inferred = _infer_workload(known.get("command"))
         if inferred is None:
-            raise TaskSpecError(
-                "workload", "is required when it cannot be read off the command "
-                f"(a verl.trainer.main_ppo or *sft* module); accepted: {_ACCEPTS['workload']}"
-            )
-        known["workload"] = inferred
-        warnings.append(f"workload: not set; {inferred} inferred from the command")
-    spec = _convert(known, cls)
-    if isinstance(spec, AdvancedTaskSpec):
-        size = len(spec.command.encode("utf-8", "surrogatepass"))
-        if size > config.max_command_bytes:
-            raise TaskSpecError(
-                "command", f"is {size} bytes; the limit is {config.max_command_bytes} bytes"
-            )
-        if not spec.command.strip():
-            raise TaskSpecError("command", "is empty; accepted: " + _ACCEPTS["command"])
+            known.pop("workload", None)
+            if "workload" not in misspelt:
+                problems.add(
+                    "workload", "is required when it cannot be read off the command "
+                    f"(a verl.trainer.main_ppo or *sft* module); accepted: {_ACCEPTS['workload']}"
+                )
+            misspelt.add("workload")  # reported just above, or as the misspelt key
+        else:
+            known["workload"] = inferred
+            warnings.append(f"workload: not set; {inferred} inferred from the command")
+    spec, values = convert_fields(known, cls, problems, accepts=_accepts, skip_missing=misspelt)
+    if advanced:
+        command = values.get("command")
+        if command is not None:
+            size = len(command.encode("utf-8", "surrogatepass"))
+            if size > config.max_command_bytes:
+                problems.add(
+                    "command", f"is {size} bytes; the limit is {config.max_command_bytes} bytes"
+                )
+                del values["command"]
+            elif not command.strip():
+                problems.add("command", "is empty; accepted: " + _ACCEPTS["command"])
+                del values["command"]
     else:
-        warnings.extend(_check_basic(spec))
-    return spec, warnings
+        warnings.extend(_check_basic(values, problems))
+    return CheckedSpec(
+        kind="advanced" if advanced else "basic",
+        spec=None if problems else spec, values=values, warnings=warnings, problems=problems,
+    )
+
+
+def parse_taskspec_with_warnings(
+    document: str | bytes | Mapping[str, Any], *, config: TaskSpecConfig | None = None
+) -> tuple[TaskSpec, list[str]]:
+    """Like :func:`parse_taskspec`, also returning the soft warnings (legacy keys, fields
+    that do not apply to the workload)."""
+    checked = check_taskspec(document, config=config)
+    checked.problems.raise_if_any()
+    assert checked.spec is not None  # no problem: the struct converted
+    return checked.spec, checked.warnings
 
 
 def parse_taskspec(

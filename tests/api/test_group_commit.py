@@ -143,7 +143,8 @@ async def test_a_taken_task_id_is_replaced_and_the_command_names_the_new_one(
     turns out to be taken at append time, the task is prepared again under the new id."""
     import argus.service.commands as commands
 
-    for path in ("users/alice/datasets/gsm8k/train.parquet", "common/datasets/gsm8k/test.parquet"):
+    # $HOME/common/datasets/... is <shared>/datasets/... (the files must exist to submit).
+    for path in ("users/alice/datasets/gsm8k/train.parquet", "datasets/gsm8k/test.parquet"):
         (env.shared / path).parent.mkdir(parents=True, exist_ok=True)
         (env.shared / path).write_bytes(b"PAR1")
     await env.store.append(task_stream("alice-ppo-taken"), 0, [f.submitted("alice-ppo-taken")], owner="alice")

@@ -117,10 +117,16 @@ class Server:
 
 
 async def _user_token(url: str, user: str = "bench") -> str:
+    """A user with a token and the dataset SPEC names (a submission naming a file that
+    does not exist is refused)."""
     async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {ADMIN}"}) as c:
         await c.post("/api/v2/users", json={"user_id": user})
         r = await c.post(f"/api/v2/users/{user}/tokens", json={"label": "bench"})
-        return str(r.json()["token"])
+        token = str(r.json()["token"])
+        r = await c.put("/api/v2/files/datasets/t.jsonl", content=b'{"prompt": "1+1=", "answer": "2"}\n',
+                        headers={"Authorization": f"Bearer {token}"})
+        r.raise_for_status()
+        return token
 
 
 def _pct(xs: list[float], p: float) -> float:

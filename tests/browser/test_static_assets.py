@@ -22,8 +22,11 @@ def test_every_template_is_there() -> None:
 
 @pytest.mark.parametrize("path", TEMPLATES, ids=lambda p: p.stem)
 def test_template_is_a_valid_taskspec_without_warnings(path: Path, tmp_path: Path) -> None:
+    # The templates name files a user uploads first: only the spec and its paths are
+    # checked here, not that the files exist (require_files=False).
     prepared = prepare_task(path.read_text(encoding="utf-8"), user="alice",
-                            task_id="alice-ppo-20260101-000000-abcd", shared_root=tmp_path)
+                            task_id="alice-ppo-20260101-000000-abcd", shared_root=tmp_path,
+                            require_files=False)
     assert prepared.warnings == []
     assert prepared.workload in ("ppo", "grpo", "sft")
     assert f"{tmp_path}/users/alice" in prepared.command or f"{tmp_path}/datasets" in prepared.command
@@ -32,7 +35,7 @@ def test_template_is_a_valid_taskspec_without_warnings(path: Path, tmp_path: Pat
 def test_advanced_template_runs_the_toy_trainer_with_verl_overrides(tmp_path: Path) -> None:
     text = (TEMPLATES_DIR / "advanced.yaml").read_text(encoding="utf-8")
     prepared = prepare_task(text, user="alice", task_id="alice-ppo-20260101-000000-abcd",
-                            shared_root=tmp_path)
+                            shared_root=tmp_path, require_files=False)
     assert prepared.kind == "advanced"
     for piece in ("python3 -m argus.examples.toy_trainer", "trainer.nnodes=",
                   "trainer.n_gpus_per_node=", "trainer.total_training_steps=",

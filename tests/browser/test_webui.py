@@ -71,7 +71,8 @@ def test_login_logout_and_session_cookie(pages: Pages, stack: Stack) -> None:
     page.wait_for_selector("#token")  # the cookie is gone: back to the login page
 
 
-def test_invalid_spec_shows_the_servers_message_inline(pages: Pages) -> None:
+def test_invalid_spec_shows_the_servers_message_inline(pages: Pages, stack: Stack) -> None:
+    put_toy_dataset(stack, "alice")  # the default template names it; a missing file is an error
     page = pages.open("alice")
     page.click("a[data-route=new]")
     page.wait_for_selector("#spec-editor")
@@ -94,9 +95,10 @@ def test_invalid_spec_shows_the_servers_message_inline(pages: Pages) -> None:
 
 
 def test_a_user_cannot_see_another_users_task(pages: Pages, stack: Stack) -> None:
+    put_toy_dataset(stack, "bob")  # a spec naming a file that does not exist is refused
     with stack.client("bob") as bob:
         r = bob.post("/api/v2/tasks", content=INVALID_SPEC.replace("nnodes: 0", "nnodes: 1")
-                     .replace("trainer", "trainer data.train_files=$HOME/datasets/none.jsonl"),
+                     .replace("trainer", "trainer data.train_files=$HOME/datasets/toy/train.jsonl"),
                      headers={"Content-Type": "application/yaml"})
         assert r.status_code == 201, r.text
         bobs = r.json()["task_id"]
@@ -229,6 +231,7 @@ def test_submit_advanced_task_and_follow_it_live(pages: Pages, stack: Stack) -> 
 
 
 def test_waiting_task_shows_its_reason_and_can_be_canceled(pages: Pages, stack: Stack) -> None:
+    put_toy_dataset(stack, "alice")
     too_big = ("kind: advanced\nworkload: grpo\nnnodes: 3\nn_gpus_per_node: 4\n"
                "command: python3 -m argus.examples.toy_trainer trainer.nnodes=3 "
                "trainer.n_gpus_per_node=4 data.train_files=$HOME/datasets/toy/train.jsonl\n")

@@ -26,9 +26,23 @@ def shared_root(tmp_path: Path) -> Path:
         "hf",
     ):
         (root / sub).mkdir(parents=True)
-    (root / "users/alice/datasets/gsm8k/train.parquet").write_bytes(b"PAR1")
-    (root / "users/bob/datasets/secret.parquet").write_bytes(b"PAR1")
-    (root / "users/bob/code/reward.py").write_text("def compute_score(**kw): return 0\n")
+    # The input files the tests name: prepare_task refuses data, model and reward paths
+    # that do not exist (tests of that refusal name other files).
+    for path in (
+        "users/alice/datasets/gsm8k/train.parquet",
+        "users/alice/datasets/gsm8k/test.parquet",
+        "users/alice/datasets/a.parquet",
+        "users/alice/datasets/a",
+        "datasets/gsm8k/train.parquet",
+        "datasets/gsm8k/test.parquet",
+        "datasets/b.parquet",
+        "common/datasets/x.parquet",
+        "users/bob/datasets/secret.parquet",
+    ):
+        (root / path).write_bytes(b"PAR1")
+    (root / "hf/Qwen2.5").mkdir()
+    for code in ("users/alice/code/reward.py", "users/bob/code/reward.py"):
+        (root / code).write_text("def compute_score(**kw): return 0\n")
     return root
 
 

@@ -157,6 +157,7 @@ def test_symlink_in_home_to_other_home(prepare: Prepare, shared_root: Path) -> N
 
 
 def test_relative_symlink_in_code_to_other_home(prepare: Prepare, shared_root: Path) -> None:
+    (shared_root / "users/alice/code/reward.py").unlink()
     os.symlink("../../bob/code/reward.py", shared_root / "users/alice/code/reward.py")
     with pytest.raises(TaskSpecError) as err:
         prepare(advanced(f"{PPO} custom_reward_function.path=$HOME/code/reward.py"))
@@ -197,12 +198,18 @@ def test_soft_warnings_are_returned(prepare: Prepare) -> None:
     assert "no trainer.n_gpus_per_node=" in text
 
 
-def test_unknown_keys_and_workload_mismatch_warn(prepare: Prepare) -> None:
+def test_workload_mismatch_warns(prepare: Prepare) -> None:
     doc = advanced(f"{PPO} data.train_files=$HOME/datasets/a.parquet{OK_TAIL}", workload="sft")
-    doc["colour"] = "red"
     task = prepare(doc)
-    assert any(w.startswith("'colour': unknown key") for w in task.warnings)
     assert "workload: sft, but the command runs verl.trainer.main_ppo (ppo/grpo)" in task.warnings
+
+
+def test_unknown_key_is_refused(prepare: Prepare) -> None:
+    doc = advanced(f"{PPO} data.train_files=$HOME/datasets/a.parquet{OK_TAIL}")
+    doc["colour"] = "red"
+    with pytest.raises(TaskSpecError) as err:
+        prepare(doc)
+    assert err.value.field == "colour" and "unknown field" in err.value.message
 
 
 def test_argus_examples_module_needs_no_verl_keys(prepare: Prepare) -> None:

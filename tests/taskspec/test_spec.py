@@ -179,14 +179,19 @@ def test_empty_command() -> None:
     assert err.value.field == "command"
 
 
-def test_unknown_and_legacy_keys_are_warnings() -> None:
-    spec, warnings = parse_taskspec_with_warnings(
-        basic(submission_id="x", code_path="/c", colour="red")
-    )
+def test_legacy_keys_are_warnings() -> None:
+    spec, warnings = parse_taskspec_with_warnings(basic(submission_id="x", code_path="/c"))
     assert isinstance(spec, BasicTaskSpec)
     assert any(w.startswith("'submission_id': ignored, the submission id is computed") for w in warnings)
     assert any(w.startswith("'code_path': ignored") for w in warnings)
-    assert any(w.startswith("'colour': unknown key, ignored; known keys:") and "model_id" in w for w in warnings)
+
+
+def test_unknown_key_is_an_error_listing_the_fields() -> None:
+    with pytest.raises(TaskSpecError) as err:
+        parse_taskspec(basic(colour="red"))
+    assert err.value.field == "colour"
+    assert err.value.message.startswith("unknown field; the fields of a basic spec are: workload,")
+    assert "model_id" in err.value.message
 
 
 def test_rl_only_fields_warn_for_sft() -> None:

@@ -10,7 +10,9 @@ export async function render(main, _params, ctx) {
   const tbody = h("tbody");
   const tokenPanel = h("section", { id: "token-panel", "aria-live": "polite" });
 
-  const idInput = h("input", { id: "new-user-id", name: "user_id", required: true, pattern: "[A-Za-z0-9][A-Za-z0-9_.\\-]{0,31}", autocomplete: "off", "aria-describedby": "new-user-help" });
+  // The server's rule (argus/service/ids.py); the title is the browser's message on a mismatch.
+  const USER_ID_RULE = "1 to 32 characters: lowercase letters (a-z), digits, _ or -, starting with a letter";
+  const idInput = h("input", { id: "new-user-id", name: "user_id", required: true, pattern: "[a-z][a-z0-9_\\-]{0,31}", title: `User id: ${USER_ID_RULE}`, autocomplete: "off", "aria-describedby": "new-user-help" });
   const nameInput = h("input", { id: "new-user-name", name: "display_name", autocomplete: "off" });
   const adminBox = h("input", { id: "new-user-admin", name: "is_admin", type: "checkbox" });
   const createForm = h("form", { class: "card inline-form", id: "create-user", "aria-labelledby": "create-h" },
@@ -20,7 +22,7 @@ export async function render(main, _params, ctx) {
     h("div", { class: "field field-check" }, adminBox, h("label", { for: "new-user-admin" }, "Administrator")),
     h("button", { type: "submit", class: "btn btn-primary" }, "Create user"),
     h("p", { id: "new-user-help", class: "help form-note" },
-      "User id: letters, digits, _ . - (up to 32); it names the user's home folder and their task ids."));
+      `User id: ${USER_ID_RULE}; it names the user's home folder and their task ids.`));
   createForm.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     try {

@@ -1,0 +1,51 @@
+"""Could a gang ever fit this cluster? Checked at submit, against whole nodes.
+
+The admission policy asks "does it fit *now*" (free resources); this asks "would it fit an
+empty cluster of this shape" (total resources per node). A task that fails it would wait
+for ever, so the API refuses it at submit with what to change instead of queueing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from argus.events.catalog import Demand, NodeCapacity
+
+__all__ = ["assumed_nodes", "unfit_reason"]
+
+
+def assumed_nodes(count: int, gpus: float, cpus: float) -> list[NodeCapacity]:
+    """A configured cluster shape, for when no worker node has been observed yet."""
+    return [NodeCapacity(node_id=f"assumed-{i + 1}", ip="", total_gpus=gpus, free_gpus=gpus,
+                         total_cpus=cpus, free_cpus=cpus) for i in range(count)]
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def unfit_reason(demand: Demand, nodes: Sequence[NodeCapacity], where: str) -> str | None:
+    """None if ``demand`` fits ``nodes`` when all are empty, else a message saying what to
+    change. ``where`` says where the shape comes from (e.g. "as last observed")."""
+    if not nodes:
+        return None  # no shape known: nothing to judge by (the queue will tell)
+    big_enough = [n for n in nodes if n.total_gpus >= demand.n_gpus_per_node
+                  and n.total_cpus >= demand.cpus_per_node]
+    if len(big_enough) >= demand.nnodes:
+        return None
+    max_gpus = max(n.total_gpus for n in nodes)
+    cluster = (f"this cluster has {len(nodes)} worker node(s) ({where}), the largest with "
+               f"{_num(max_gpus)} GPUs and {_num(max(n.total_cpus for n in nodes))} CPUs")
+    need = (f"the task needs {demand.nnodes} node(s) with {demand.n_gpus_per_node} GPUs and "
+            f"{_num(demand.cpus_per_node)} CPUs each")
+    if max_gpus < demand.n_gpus_per_node:
+        fix = f"ask for n_gpus_per_node ≤ {_num(max_gpus)}"
+        if max_gpus >= 1:
+            per_node = int(max_gpus)
+            fix += (f" (e.g. nnodes={-(-demand.total_gpus // per_node)}, "
+                    f"n_gpus_per_node={per_node} for {demand.total_gpus} GPUs)")
+    elif not big_enough:
+        fix = "ask for fewer GPUs per node (verl reserves CPUs with each GPU)"
+    else:
+        fix = f"ask for nnodes ≤ {len(big_enough)}"
+    return f"{need}, but {cluster}: it could never start; {fix}"
