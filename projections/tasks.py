@@ -7,6 +7,7 @@ memory and the replay tool all use it, so they cannot disagree about what a task
 from __future__ import annotations
 
 import operator
+import re
 import sqlite3
 from typing import Sequence
 
@@ -105,6 +106,8 @@ class TaskView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_default
     waiting_since: float | None = None
     cancel_requested_by: str | None = None
     warnings: tuple[str, ...] = ()
+    name: str = ""  # the spec's optional ``name:``, shown beside the id
+    total_steps: int | None = None  # training steps asked for, when the spec says
 
     @property
     def latest_attempt(self) -> AttemptView | None:
@@ -145,7 +148,21 @@ def evolve_task(view: TaskView | None, rec: Recorded) -> TaskView:
         stream_version=rec.version,
         waiting_since=event.submitted_at,
         warnings=tuple(event.warnings),
+        name=str(event.spec.get("name") or ""),
+        total_steps=_total_steps(event),
     )
+
+
+_TOTAL_STEPS_RE = re.compile(r"(?:^|\s)\+{0,2}trainer\.total_training_steps=['\"]?(\d+)")
+
+
+def _total_steps(event: TaskSubmitted) -> int | None:
+    """``total_training_steps`` of a basic spec, else as the command sets it for verl."""
+    value = event.spec.get("total_training_steps")
+    if isinstance(value, int):
+        return value
+    found = _TOTAL_STEPS_RE.search(event.command_raw)
+    return int(found.group(1)) if found else None
 
 
 # One function per event type after the first, looked up by type name: a rebuild folds a
@@ -325,7 +342,7 @@ class TasksProjection(EntityProjection[TaskView]):
     """``tasks`` (one row per task, with the whole TaskView) and ``attempts``."""
 
     name = "tasks"
-    version = 2  # v2: ``view`` JSON without default values
+    version = 3  # v2: ``view`` JSON without default values; v3: name, total_steps
     tables = ("tasks", "attempts")
     fold = TASK_FOLD
 

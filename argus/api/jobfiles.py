@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import msgspec
 
-__all__ = ["parse_progress", "read_new", "tail_lines"]
+__all__ = ["last_step", "parse_progress", "read_new", "tail_lines"]
 
 _STEP_LINE = re.compile(r"(?:^|\s)step:(\d+)\s+-\s+(.*)$")
 _KV = re.compile(r"([A-Za-z0-9_./@\-]+):\s*(-?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))")
@@ -100,3 +100,21 @@ def parse_progress(directory: Path) -> list[tuple[int, dict[str, float]]]:
                 points.setdefault(step, {}).update(metrics)
     steps = sorted(points)[-MAX_POINTS:]
     return [(s, points[s]) for s in steps]
+
+
+_LAST_STEP = re.compile(rb"(?:^|\s)step:(\d+)\s+-")
+
+
+def last_step(log: Path, window: int = 65536) -> int | None:
+    """The last ``step:N - …`` in the final ``window`` bytes of a driver log: what a task
+    list shows for a running task without reading the whole log (bounded work per row; the
+    file's last component is not followed if a job replaced it with a symlink)."""
+    try:
+        fd = os.open(log, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(0, size - window))
+        found = _LAST_STEP.findall(f.read(window))
+    return int(found[-1]) if found else None

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from argus.service.ids import USER_ID_RE
+from argus.service.ids import USER_ID_RULE
 
 __all__ = [
     "AttemptOut", "ClusterNodeOut", "ClusterOut", "CreateUserIn", "DemandOut", "FileEntry",
@@ -16,7 +16,9 @@ __all__ = [
     "ValidateError", "ValidateOut",
 ]
 
-UserId = Annotated[str, msgspec.Meta(pattern=USER_ID_RE.pattern)]
+# No `pattern` here: msgspec would refuse a bad id with Litestar's generic "Validation
+# failed" and a regex; the command handler refuses it with the rule in words instead.
+UserId = Annotated[str, msgspec.Meta(extra_json_schema={"description": f"User id: {USER_ID_RULE}."})]
 Label = Annotated[str, msgspec.Meta(max_length=200)]
 
 
@@ -72,6 +74,13 @@ class TaskSummary(msgspec.Struct, kw_only=True):
     failure_kind: str | None = None
     error_summary: str | None = None
     wait_reason: str | None = None
+    wait_message: str = ""
+    name: str = ""
+    gpus: int = 0  # the whole gang: nnodes × n_gpus_per_node
+    started_at: float | None = None  # the latest attempt's
+    ended_at: float | None = None
+    step: int | None = None  # last training step seen in a running task's log
+    total_steps: int | None = None
 
 
 class TaskList(msgspec.Struct, kw_only=True):
@@ -114,6 +123,8 @@ class TaskDetail(msgspec.Struct, kw_only=True):
     next_run_at: float | None = None
     waiting_since: float | None = None
     warnings: list[str] = []
+    name: str = ""
+    total_steps: int | None = None
 
 
 class SpecOut(msgspec.Struct, kw_only=True):

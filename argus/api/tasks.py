@@ -5,16 +5,15 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Annotated, Any, AsyncIterator
 
 import msgspec
-from litestar import Controller, Request, get, post
+from litestar import Controller, MediaType, Request, get, post
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException, NotFoundException, PermissionDeniedException
 from litestar.openapi.spec import OpenAPIMediaType, OpenAPIType, Operation, RequestBody, Schema
 from litestar.params import Parameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
-from typing_extensions import Annotated
 
 from argus.api import jobfiles
 from argus.api.auth import request_id
@@ -26,6 +25,7 @@ from argus.events import TaskSubmitted, task_stream
 from argus.lifecycle import TaskState
 from argus.rayjobs.submission import job_dir
 from argus.service import CommandError, Principal
+from projections import TaskView
 
 __all__ = ["TasksController", "read_document"]
 
@@ -82,8 +82,19 @@ async def _queue_position(state: State, task_id: str) -> int | None:
     return int(n) if n else None
 
 
-_SUMMARY_COLS = ("task_id, user, workload, kind, state, priority, created_at, updated_at, "
-                 "latest_attempt_no, failure_kind, error_summary, wait_reason")
+_decode_view = msgspec.json.Decoder(TaskView).decode
+
+
+def _summary(v: TaskView, step: int | None) -> TaskSummary:
+    latest = v.latest_attempt
+    return TaskSummary(
+        task_id=v.task_id, user=v.user, workload=v.workload, kind=v.kind, state=v.state.value,
+        priority=v.priority, created_at=v.created_at, updated_at=v.updated_at,
+        attempts=len(v.attempts), failure_kind=v.failure_kind.value if v.failure_kind else None,
+        error_summary=v.error_summary or None, wait_reason=v.wait_reason,
+        wait_message=v.wait_message, name=v.name, gpus=v.demand.total_gpus,
+        started_at=latest.started_at if latest else None,
+        ended_at=latest.ended_at if latest else None, step=step, total_steps=v.total_steps)
 
 
 class TasksController(Controller):
@@ -104,7 +115,8 @@ class TasksController(Controller):
         # A refused spec is this endpoint's answer (200, ok=False), not an HTTP error:
         # caught here, before the app's CommandError handler would turn it into a 4xx.
         try:
-            _, prepared = state.commands.prepare(document, who.user_id, task_id=f"{who.user_id}-validate")
+            _, prepared = await state.commands.prepare_admissible(
+                document, who.user_id, task_id=f"{who.user_id}-validate")
         except CommandError as exc:
             errors = exc.extra.get("errors") or [{"field": "", "message": exc.detail}]
             return ValidateOut(ok=False, warnings=[], errors=[ValidateError(**e) for e in errors])
@@ -138,12 +150,14 @@ class TasksController(Controller):
         cond = f"WHERE {' AND '.join(where)}" if where else ""
         total = (await state.store.query(f"SELECT count(*) FROM tasks {cond}", params))[0][0]
         rows = await state.store.query(
-            f"SELECT {_SUMMARY_COLS} FROM tasks {cond} ORDER BY created_at DESC, task_id DESC "
+            f"SELECT view FROM tasks {cond} ORDER BY created_at DESC, task_id DESC "
             "LIMIT ? OFFSET ?", [*params, limit, offset])
-        items = [TaskSummary(task_id=r[0], user=r[1], workload=r[2], kind=r[3], state=r[4],
-                             priority=r[5], created_at=r[6], updated_at=r[7], attempts=r[8],
-                             failure_kind=r[9], error_summary=r[10], wait_reason=r[11])
-                 for r in rows]
+        views = [_decode_view(r[0]) for r in rows]
+        # Running tasks only (at most max_running_tasks): a bounded read of each log's end.
+        running = {v.task_id: _log_path(state, v, None) for v in views if v.state is TaskState.RUNNING}
+        steps = await asyncio.to_thread(
+            lambda: {t: jobfiles.last_step(p) if p else None for t, p in running.items()})
+        items = [_summary(v, steps.get(v.task_id)) for v in views]
         return TaskList(items=items, total=int(total), limit=limit, offset=offset)
 
     @get("/{task_id:str}")
@@ -162,7 +176,8 @@ class TasksController(Controller):
             failure_kind=v.failure_kind.value if v.failure_kind else None,
             error_summary=v.error_summary, queue_position=position, wait_reason=v.wait_reason,
             wait_message=v.wait_message, next_run_at=v.next_run_at,
-            waiting_since=v.waiting_since, warnings=list(v.warnings),
+            waiting_since=v.waiting_since, warnings=list(v.warnings), name=v.name,
+            total_steps=v.total_steps,
         )
 
     @get("/{task_id:str}/spec")
@@ -190,7 +205,7 @@ class TasksController(Controller):
                               data=msgspec.to_builtins(r.event))
                 for r in await state.store.read_stream(task_stream(task_id))]
 
-    @get("/{task_id:str}/logs", media_type="text/plain")
+    @get("/{task_id:str}/logs", media_type=MediaType.TEXT)
     async def logs(
         self, state: State, who: Principal, task_id: str,
         tail: Annotated[int, Parameter(ge=0, le=100_000)] = 200,
@@ -202,7 +217,7 @@ class TasksController(Controller):
         path = _log_path(state, v, attempt)
         if not follow:
             return (await asyncio.to_thread(jobfiles.tail_lines, path, tail))[0] if path else ""
-        return ServerSentEvent(_follow(state, who, task_id, path, tail, attempt))
+        return EventStream(_follow(state, who, task_id, path, tail, attempt))
 
     @get("/{task_id:str}/progress")
     async def progress(self, state: State, who: Principal, task_id: str,
@@ -243,6 +258,15 @@ def _log_path(state: State, view: Any, attempt: int | None) -> Path | None:
     return Path(job_dir(state.config.shared_root, view.user, chosen.submission_id)) / "driver.log"
 
 
+class EventStream(ServerSentEvent):
+    """A ServerSentEvent that stays ``text/event-stream`` on a route whose media type is
+    another (Litestar lets the route's media type override a streaming response's)."""
+
+    def to_asgi_response(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["media_type"] = "text/event-stream"
+        return super().to_asgi_response(*args, **kwargs)
+
+
 async def _follow(state: State, who: Principal, task_id: str, path: Path | None,
                   tail: int, attempt: int | None) -> AsyncIterator[ServerSentEventMessage]:
     """Stream the log: its tail, then new lines, until the task ended and the log is quiet.
@@ -253,7 +277,7 @@ async def _follow(state: State, who: Principal, task_id: str, path: Path | None,
         for line in text.splitlines():
             yield ServerSentEventMessage(data=line, event="log")
     quiet = 0
-    while True:
+    while not state.broadcaster.closing:  # the server is shutting down: end cleanly
         await asyncio.sleep(0.5)
         view = await state.commands.load_task(who, task_id)
         new_path = _log_path(state, view, attempt)

@@ -21,6 +21,8 @@ COMMANDS: dict[str, str] = {
     "logs": "argus.cli.tasks_cmd:logs",
     "cancel": "argus.cli.tasks_cmd:cancel",
     "watch": "argus.cli.tasks_cmd:watch",
+    "queue": "argus.cli.cluster_cmd:queue",
+    "cluster": "argus.cli.cluster_cmd:cluster",
     "users": "argus.cli.admin_cmd:users",
     "tokens": "argus.cli.admin_cmd:tokens",
     "files": "argus.cli.admin_cmd:files",

@@ -19,7 +19,7 @@ import click
 import httpx
 import yaml
 
-__all__ = ["Client", "client_options", "fmt_time", "print_table"]
+__all__ = ["Client", "client_options", "fmt_time", "print_table", "refusal_text"]
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 EXIT_REFUSED, EXIT_CONNECT = 1, 3
@@ -71,10 +71,7 @@ class Client:
             detail, extra = r.text, None
         if self.as_json:
             click.echo(r.text)
-        msg = f"{r.status_code}: {detail}"
-        if isinstance(extra, dict) and extra.get("errors"):
-            msg += "".join(f"\n  {e['field']}: {e['message']}" for e in extra["errors"])
-        self.fail(msg, EXIT_REFUSED)
+        self.fail(refusal_text(r.status_code, detail, extra), EXIT_REFUSED)
 
     def stream(self, path: str, params: dict[str, Any] | None = None,
                headers: dict[str, str] | None = None) -> Iterator[dict[str, str]]:
@@ -105,6 +102,30 @@ class Client:
             human(data)
 
 
+def _problem_lines(extra: Any) -> list[str]:
+    """``field: message`` for each problem in an error body's ``extra``: Argus's
+    ``{"errors": [{field, message}]}`` or Litestar's ``[{key, message}]``."""
+    items = extra.get("errors") if isinstance(extra, dict) else extra
+    lines = []
+    for e in items if isinstance(items, list) else []:
+        if isinstance(e, dict) and e.get("message"):
+            where = e.get("field") or e.get("key")
+            lines.append(f"{where}: {e['message']}" if where else str(e["message"]))
+    return lines
+
+
+def refusal_text(status: int, detail: Any, extra: Any) -> str:
+    """What the CLI prints for a 4xx/5xx: the detail, or with several problems each on
+    its own line (the detail then only repeats them)."""
+    lines = _problem_lines(extra)
+    if len(lines) > 1:
+        return f"{status}: {len(lines)} problems:" + "".join(f"\n  {line}" for line in lines)
+    text = f"{status}: {detail}"
+    if lines and lines[0] not in str(detail):
+        text += f"\n  {lines[0]}"
+    return text
+
+
 def client_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Add ``--url``, ``--token``, ``--json`` and pass a ready :class:`Client` as ``client``."""
 
@@ -120,6 +141,18 @@ def client_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def fmt_time(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
+
+
+def fmt_age(seconds: float) -> str:
+    """A duration the way people say it: 45s, 12m, 3h05m, 2d4h."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600}h"
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

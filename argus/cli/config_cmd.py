@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import click
 import msgspec
@@ -16,20 +17,27 @@ def config() -> None:
     """Inspect the configuration."""
 
 
+# What `argus up` runs with, written by it at start (its default --data-dir).
+UP_EFFECTIVE_CONFIG = Path(".argus") / "config.yaml"
+
+
 @config.command("show")
 @click.option("--config", "path", type=click.Path(dir_okay=False), default=None,
-              help="Config file (default: $ARGUS_CONFIG).")
+              help="Config file (default: $ARGUS_CONFIG, else the running `argus up`'s "
+                   ".argus/config.yaml in this folder).")
 def show(path: str | None) -> None:
     """Print the server configuration and the client settings in effect."""
     from argus.cli.client import Client, client_config_path
     from argus.config import ConfigError, load_config
 
+    path = path or os.environ.get("ARGUS_CONFIG")
+    if path is None and UP_EFFECTIVE_CONFIG.is_file():
+        path = str(UP_EFFECTIVE_CONFIG)
     try:
         cfg = load_config(path)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
-    click.echo(f"# server configuration ({path or os.environ.get('ARGUS_CONFIG') or 'defaults'}"
-               " + ARGUS_* overrides)")
+    click.echo(f"# server configuration ({path or 'defaults'} + ARGUS_* overrides)")
     click.echo(yaml.safe_dump(msgspec.to_builtins(cfg), sort_keys=False).rstrip())
     client = Client(None, None)
     click.echo(f"\n# client ({client_config_path()}, $ARGUS_URL, $ARGUS_TOKEN)")

@@ -13,12 +13,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import click
 import msgspec
+import yaml
 
 from argus.procs import free_ports, reap_group, signal_group, spawn_group
 
@@ -62,10 +64,23 @@ def reactor_background(config: Any) -> Any:
 def _run_uvicorn(app: Any, host: str, port: int, access_log: bool = False) -> None:
     import uvicorn
 
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            # Ctrl-C: end the open event and log streams first, so that uvicorn does not
+            # have to cancel them mid-response (a traceback on every browser left open).
+            broadcaster = getattr(app.state, "broadcaster", None)
+            if broadcaster is not None:
+                broadcaster.close_streams()
+            super().handle_exit(sig, frame)
+
     # No access log by default: a formatted log line per request is a sizeable share of
     # a submission's CPU; the event log already records who did what.
-    uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=3,
-                lifespan="on", access_log=access_log)
+    server = Server(uvicorn.Config(app, host=host, port=port, log_level="info",
+                                   timeout_graceful_shutdown=3, lifespan="on", access_log=access_log))
+    # uvicorn re-raises Ctrl-C once it has shut down; it is how the user asked to stop, not
+    # an error (click would print "Aborted!" and exit 1).
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
 
 
 @click.command()
@@ -125,20 +140,21 @@ class Stack:
     def start(self) -> None:
         """Start both watchdogs and a supervisor thread that restarts one that exits (the
         watchdogs exit non-zero when their Ray node dies: supervisord's job in the image)."""
-        import threading
-
         ray_port, dash_port, client_port = free_ports(3)
-        common = f"--temp-dir={self.temp_dir} --disable-usage-stats --object-store-memory=100000000"
+        common = "--disable-usage-stats --object-store-memory=100000000"
+        # Each node its own temp dir, as on separate hosts: a node's log monitor tails every
+        # log under its temp dir, so two nodes sharing one forwarded each actor line twice.
+        head_tmp, worker_tmp = self.temp_dir / "h", self.temp_dir / "w"
         self.roles = {
             "head": lambda: self._env(
                 ARGUS_RAY_PORT=str(ray_port), ARGUS_DASHBOARD_PORT=str(dash_port),
                 ARGUS_DASHBOARD_HOST="127.0.0.1",
-                ARGUS_RAY_EXTRA_ARGS=f"{common} --ray-client-server-port={client_port} "
+                ARGUS_RAY_EXTRA_ARGS=f"{common} --temp-dir={head_tmp} --ray-client-server-port={client_port} "
                                      f"{_node_port_args()}"),
             "worker": lambda: self._env(
                 ARGUS_NUM_GPUS=str(self.gpus), ARGUS_NUM_CPUS=str(self.cpus), ARGUS_POLL_S="1",
                 ARGUS_WORKER_RESOURCES_KV="worker_node=100",
-                ARGUS_RAY_EXTRA_ARGS=f"{common} {_node_port_args()}"),
+                ARGUS_RAY_EXTRA_ARGS=f"{common} --temp-dir={worker_tmp} {_node_port_args()}"),
         }
         for role, env in self.roles.items():
             self._spawn(role, env())
@@ -166,6 +182,39 @@ class Stack:
         import shutil
 
         shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def report_progress(config: Any, stopping: "threading.Event", echo: Callable[[str], None]) -> None:
+    """Tell the console what a newcomer waits for: the head up, the worker joined (seen by
+    the reactor in the cluster projection), the cluster ready. Polls; says each once."""
+    import sqlite3
+
+    from argus.nodepool.discovery import read_head_record
+
+    said: set[str] = set()
+
+    def say(key: str, text: str) -> None:
+        if key not in said:
+            said.add(key)
+            echo(text)
+
+    say("start", "starting the Ray head and worker (the worker joins in 10-30 s) ...")
+    while not stopping.wait(1.0):
+        head = read_head_record(config.discovery_file(), cluster_name=config.cluster_name)
+        if head.reason == "ok" and head.record is not None:
+            say("head", f"Ray head up at {head.record.gcs_address} "
+                        f"(dashboard http://{head.record.head_ip}:{head.record.dashboard_port})")
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{config.v2.sqlite.db_path}?mode=ro",
+                                                    uri=True, timeout=1.0)) as db:
+                nodes = db.execute("SELECT total_gpus, total_cpus FROM cluster_nodes").fetchall()
+        except sqlite3.Error:
+            continue
+        if nodes:
+            gpus, cpus = sum(n[0] for n in nodes), sum(n[1] for n in nodes)
+            say("ready", f"worker joined: {len(nodes)} node(s), {gpus:g} GPUs, {cpus:g} CPUs; "
+                         "cluster ready: submitted tasks will run")
+            return
 
 
 def admin_token_for(data_dir: Path, env_name: str) -> tuple[str, Path | None]:
@@ -207,7 +256,10 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, hos
     config = _load(config_path)
     config = msgspec.structs.replace(config, shared_root=str(data_dir / "shared"), address="auto")
     config.v2.sqlite.db_path = str(data_dir / "argus.sqlite3")
+    if config.v2.taskspec.python == "python3":  # the default: jobs use Argus's own Python
+        config.v2.taskspec.python = sys.executable
     port = port or config.v2.api.port
+    config.v2.api.host, config.v2.api.port = host, port
     token, token_file = admin_token_for(data_dir, config.v2.auth.token_env)
     (data_dir / "shared" / "datasets").mkdir(parents=True, exist_ok=True)
     (data_dir / "shared" / "hf").mkdir(parents=True, exist_ok=True)
@@ -215,6 +267,14 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, hos
 
     migrate(config.v2.sqlite.db_path)
     stack = Stack(data_dir, config, gpus, cpus if cpus is not None else max(8, 3 * gpus + 2))
+    sched = config.v2.scheduler
+    if sched.assumed_nodes == 0:  # judge gangs at submit before the worker has joined
+        sched.assumed_nodes, sched.assumed_node_gpus, sched.assumed_node_cpus = 1, gpus, stack.cpus
+    # What this stack runs with, for `argus config show` and for `argus serve|reactor
+    # --config` pointed at the same data (rewritten each start: it is an output, not input).
+    effective = data_dir / "config.yaml"
+    effective.write_text("# written by `argus up` at start: the configuration it runs with\n"
+                         + yaml.safe_dump(msgspec.to_builtins(config), sort_keys=False))
 
     def on_term(signum: int, frame: Any) -> None:
         raise SystemExit(128 + signum)
@@ -232,6 +292,9 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, hos
                    f"  export ARGUS_URL=http://{host}:{port} ARGUS_TOKEN={token}\n"
                    f"data: {data_dir}   logs: {data_dir / 'logs'}   Ctrl-C stops everything.\n",
                    err=True)
+        progress = threading.Thread(target=report_progress, name="argus-up-progress", daemon=True,
+                                    args=(config, stack.stopping, lambda t: click.echo(t, err=True)))
+        progress.start()
         _run_uvicorn(app, host, port)
     finally:
         click.echo("stopping the Ray node watchdogs ...", err=True)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any
 
 import click
 
-from argus.cli.client import Client, client_options, fmt_time, print_table
+from argus.cli.client import Client, client_options, fmt_age, fmt_time, print_table
 
 __all__ = ["cancel", "logs", "show", "spec", "submit", "tasks", "watch"]
 
@@ -26,8 +27,10 @@ def submit(client: Client, file: Any, validate: bool) -> None:
     r = client.request("POST", path, content=body, headers={"Content-Type": "application/yaml"})
     data = r.json()
     if validate and not data["ok"]:
-        client.out(data, lambda d: click.echo("\n".join(f"error: {e['field']}: {e['message']}"
-                                                         for e in d["errors"]), err=True))
+        # Every problem, one per line: all of them can be fixed before the next try.
+        client.out(data, lambda d: click.echo("\n".join(
+            f"error: {e['field']}: {e['message']}" if e.get("field") else f"error: {e['message']}"
+            for e in d["errors"]), err=True))
         sys.exit(1)
 
     def human(d: dict[str, Any]) -> None:
@@ -54,13 +57,36 @@ def tasks(client: Client, state: str | None, user: str | None, limit: int, offse
     data = client.request("GET", "/tasks", params=params).json()
 
     def human(d: dict[str, Any]) -> None:
-        print_table(["task", "user", "state", "attempts", "created", "reason"], [
-            [t["task_id"], t["user"], t["state"], t["attempts"], fmt_time(t["created_at"]),
-             t.get("failure_kind") or t.get("wait_reason") or ""] for t in d["items"]])
+        now = time.time()
+        print_table(["task", "name", "user", "state", "gpus", "age", "ran", "step", "why"], [
+            [t["task_id"], t.get("name") or "", t["user"], t["state"], t.get("gpus", ""),
+             fmt_age(now - t["created_at"]), _ran(t, now), _step(t), _why(t)] for t in d["items"]])
         if d["total"] > len(d["items"]) + offset:
             click.echo(f"({len(d['items'])} of {d['total']}; use --offset/--limit)")
 
     client.out(data, human)
+
+
+def _ran(t: dict[str, Any], now: float) -> str:
+    """How long the latest attempt ran (so far)."""
+    if not t.get("started_at"):
+        return ""
+    return fmt_age((t.get("ended_at") or now) - t["started_at"])
+
+
+def _step(t: dict[str, Any]) -> str:
+    if t.get("step") is None:
+        return ""
+    return f"{t['step']}/{t['total_steps']}" if t.get("total_steps") else str(t["step"])
+
+
+def _why(t: dict[str, Any]) -> str:
+    """The waiting or the failure reason, short enough for one row."""
+    if t.get("failure_kind"):
+        return f"{t['failure_kind']}: {t.get('error_summary') or ''}"[:70]
+    if t.get("wait_reason"):
+        return f"{t['wait_reason']}: {t.get('wait_message') or ''}"[:70]
+    return ""
 
 
 @click.command()
@@ -72,7 +98,8 @@ def show(client: Client, task_id: str) -> None:
 
     def human(d: dict[str, Any]) -> None:
         dm = d["demand"]
-        click.echo(f"task      {d['task_id']}  ({d['kind']} {d['workload']}, user {d['user']})")
+        name = f" \"{d['name']}\"" if d.get("name") else ""
+        click.echo(f"task      {d['task_id']}{name}  ({d['kind']} {d['workload']}, user {d['user']})")
         click.echo(f"state     {d['state']}")
         click.echo(f"demand    {dm['nnodes']} node(s) x {dm['n_gpus_per_node']} GPU(s), "
                    f"{dm['cpus_per_node']:g} CPU(s) per node; priority {d['priority']}")
@@ -146,6 +173,25 @@ def cancel(client: Client, task_id: str) -> None:
     client.out(d, lambda d: click.echo(f"{d['task_id']}: {d['state']}"))
 
 
+def event_line(data: dict[str, Any]) -> str:
+    """One readable line for an event as the stream sends it: when, whose, what happened
+    (the replay tool's own summary of the event's facts)."""
+    import msgspec
+
+    from argus.events import Event, EventMeta, Recorded
+    from argus.replay.timeline import summarize
+
+    try:
+        event = msgspec.convert(data["data"], Event)
+        what = summarize(Recorded(position=data["position"], stream=data["stream"], version=0,
+                                  type=data["type"], event=event, meta=EventMeta(), owner=None,
+                                  recorded_at=data["recorded_at"]))
+    except (msgspec.ValidationError, KeyError):  # a newer server's event: say its type
+        what = data.get("type", "?")
+    subject = data["stream"].removeprefix("task-")
+    return f"{data['position']:>6} {fmt_time(data['recorded_at'])[11:]}  {subject}  {what}"[:300]
+
+
 @click.command()
 @click.argument("task_id", required=False)
 @click.option("--after", type=int, default=None, help="Start after this log position (default: now).")
@@ -163,13 +209,6 @@ def watch(client: Client, task_id: str | None, after: int | None) -> None:
         data = json.loads(ev["data"])
         if stream and data["stream"] != stream:
             continue
-        if client.as_json:
-            click.echo(ev["data"])
-        else:
-            payload = {k: v for k, v in data["data"].items()
-                       if k not in ("type", "spec", "spec_raw", "payload", "command_raw")}
-            brief = " ".join(f"{k}={v}" for k, v in payload.items() if v not in (None, "", [], {}))
-            click.echo(f"{data['position']:>7} {fmt_time(data['recorded_at'])} {data['type']:<20} "
-                       f"{data['stream']}  {brief[:200]}")
+        click.echo(ev["data"] if client.as_json else event_line(data))
         if stream and data["type"] in _END_EVENTS:
             sys.exit(0 if data["type"] == "TaskSucceeded" else 1)

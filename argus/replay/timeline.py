@@ -193,4 +193,27 @@ def summarize(rec: Recorded) -> str:
         return f"cancel requested by {e.by}"
     if t == "TaskCanceled":
         return f"canceled by {e.by}" + (f" (Ray status {e.ray_status})" if e.ray_status else "")
+    return _summarize_other(t, e)
+
+
+def _summarize_other(t: str, e: Any) -> str:
+    """Users, tokens, the cluster and the reactor: what ``argus watch`` shows beside tasks."""
+    if t == "UserCreated":
+        return f"user {e.user_id} created by {e.by}" + (" (admin)" if e.is_admin else "")
+    if t in ("UserDisabled", "UserEnabled"):
+        return f"user {e.user_id} {t.removeprefix('User').lower()} by {e.by}"
+    if t == "TokenIssued":
+        return f"token {e.token_id} issued to {e.user_id} by {e.by}"
+    if t == "TokenRevoked":
+        return f"token {e.token_id} of {e.user_id} revoked by {e.by}"
+    if t == "CapacityObserved":
+        gpus = sum(n.total_gpus for n in e.nodes)
+        return (f"cluster: {nodes_phrase(len(e.nodes))} with {_show(float(gpus))} GPUs, free GPUs "
+                f"per node {_gpus([n.free_gpus for n in e.nodes])}")
+    if t == "ClusterUnreachable":
+        return f"Ray unreachable: {e.error}"
+    if t == "ReactorLeaderElected":
+        return f"reactor {e.reactor_id} leads (pid {e.pid} on {e.host})"
+    if t == "ReactorLeaderReleased":
+        return f"reactor {e.reactor_id} released the lead"
     return t

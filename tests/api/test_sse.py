@@ -120,6 +120,7 @@ async def test_events_auth(live: Env) -> None:
 async def follow_log(live: Env, url: str, lines: list[str]) -> None:
     """Collect alice's followed log lines into ``lines`` until the stream's ``end``."""
     async with live.client.stream("GET", url, headers=live.h("alice")) as resp:
+        assert resp.headers["content-type"].startswith("text/event-stream")
         async for ev in sse_events(resp):
             if ev.get("event") == "log":
                 lines.append(ev["data"])
@@ -154,6 +155,11 @@ async def test_log_follow(live: Env) -> None:
                             owner="alice")
     await asyncio.wait_for(task, 6)
     assert lines == ["hello", "step:1 - loss:0.5 - acc:0.1", "step:2 - loss:0.25"]
+    r = await live.client.get(f"/api/v2/tasks/{t}/logs?tail=1", headers=live.h("alice"))
+    assert r.headers["content-type"].startswith("text/plain")
+    lines = []  # the task has ended: following gives the tail, then the end, as a stream
+    await asyncio.wait_for(follow_log(live, f"/api/v2/tasks/{t}/logs?follow=true&tail=1", lines), 6)
+    assert lines == ["step:2 - loss:0.25"]
 
 
 async def test_log_follow_of_an_earlier_attempt_stays_on_that_attempt(live: Env) -> None:

@@ -78,7 +78,7 @@ def test_users_tokens_submit_show_cancel(server: Server, tmp_path: Path) -> None
     r = run(server, "cancel", task_id, token=token)
     assert r.exit_code == 0 and "CANCELED" in r.output
     r = run(server, "watch", task_id, token=token)
-    assert r.exit_code == 1 and "TaskCanceled" in r.output  # not a success
+    assert r.exit_code == 1 and "canceled by" in r.output  # not a success
     r = run(server, "tokens", "list", token=token)
     assert "initial" in r.output and token not in r.output
 

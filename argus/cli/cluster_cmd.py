@@ -1,0 +1,65 @@
+"""Client commands for what is shared: ``argus queue`` (who waits, why) and ``argus cluster``
+(the worker nodes as the reactor last saw them)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import click
+
+from argus.cli.client import Client, client_options, fmt_age, fmt_time, print_table
+
+__all__ = ["cluster", "queue"]
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+@click.command()
+@client_options
+def queue(client: Client) -> None:
+    """Waiting tasks in the order they will be considered, with why each waits (other
+    users' tasks appear without their ids)."""
+    entries = client.request("GET", "/queue").json()
+
+    def human(rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            click.echo("the queue is empty")
+            return
+        now = time.time()
+        print_table(["#", "task", "user", "prio", "needs", "waiting", "why"], [
+            [e["position"], e.get("task_id") or "(another user's)", e.get("user") or "", e["priority"],
+             f"{e['demand']['nnodes']}x{e['demand']['n_gpus_per_node']} GPU",
+             fmt_age(now - e["waiting_since"]) if e.get("waiting_since") else "",
+             f"{e.get('wait_reason') or 'not yet considered'}: {e.get('wait_message') or ''}"[:90]]
+            for e in rows])
+
+    client.out(entries, human)
+
+
+@click.command()
+@client_options
+def cluster(client: Client) -> None:
+    """Worker nodes with their total and free GPUs and CPUs, as last observed."""
+    d = client.request("GET", "/cluster").json()
+
+    def human(d: dict[str, Any]) -> None:
+        if d.get("reachable") is None:
+            click.echo("the cluster has not been observed yet (is the reactor running?)")
+            return
+        seen = fmt_time(d["observed_at"])
+        click.echo(f"Ray {'reachable' if d['reachable'] else 'UNREACHABLE: ' + (d.get('error') or '')}"
+                   f", last observed {seen}")
+        head = d.get("head") or {}
+        if head.get("job_server_url"):
+            click.echo(f"head {head.get('head_ip')}:{head.get('gcs_port')}, dashboard {head['job_server_url']}")
+        if not d["nodes"]:
+            click.echo("no worker node has joined")
+            return
+        print_table(["node", "ip", "gpus free/total", "cpus free/total"], [
+            [n["node_id"][:12], n["ip"], f"{_num(n['free_gpus'])}/{_num(n['total_gpus'])}",
+             f"{_num(n['free_cpus'])}/{_num(n['total_cpus'])}"] for n in d["nodes"]])
+
+    client.out(d, human)
