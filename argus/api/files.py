@@ -14,7 +14,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Controller, Request, delete, get, put
 from litestar.datastructures import State
@@ -22,7 +22,6 @@ from litestar.exceptions import HTTPException, NotFoundException, PermissionDeni
 from litestar.openapi.spec import OpenAPIMediaType, OpenAPIType, Operation, RequestBody, Schema
 from litestar.params import Parameter
 from litestar.response import File
-from typing_extensions import Annotated
 from dataclasses import dataclass
 
 from argus.api.schemas import FileEntry, FileListing
