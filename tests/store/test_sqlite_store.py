@@ -72,6 +72,7 @@ def raw_insert(path: Path | str, position: int, stream: str, version: int, type_
     ],
 )
 async def test_events_table_refuses_update_and_delete(store: EventStore, sql: str) -> None:
+    """UPDATE and DELETE: refused by the triggers of migration 0001."""
     await store.append(task_stream("a"), 0, [f.submitted("a"), f.deferred("a")])
     db = sqlite3.connect(store.path, isolation_level=None)
     try:
@@ -80,6 +81,54 @@ async def test_events_table_refuses_update_and_delete(store: EventStore, sql: st
         assert db.execute("SELECT count(*), min(type) FROM events").fetchone() == (2, "TaskDeferred")
     finally:
         db.close()
+
+
+_ROW = "(position, stream, version, type, schema_version, data, meta, owner, recorded_at)"
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        f"INSERT OR REPLACE INTO events {_ROW} VALUES (1, 'x', 9, 'TaskCanceled', 1, x'00', x'7b7d', NULL, 0)",
+        f"REPLACE INTO events {_ROW} VALUES (1, 'x', 9, 'TaskCanceled', 1, x'00', x'7b7d', NULL, 0)",
+        f"INSERT OR IGNORE INTO events {_ROW} VALUES (2, 'x', 9, 'TaskCanceled', 1, x'00', x'7b7d', NULL, 0)",
+        f"INSERT INTO events {_ROW} VALUES (1, 'x', 9, 'TaskCanceled', 1, x'00', x'7b7d', NULL, 0) "
+        "ON CONFLICT (position) DO UPDATE SET data = excluded.data",
+        f"INSERT INTO events {_ROW} VALUES (1, 'x', 9, 'TaskCanceled', 1, x'00', x'7b7d', NULL, 0) "
+        "ON CONFLICT DO NOTHING",
+        # The same stream version at a new position: an upsert on the (stream, version) key.
+        f"INSERT INTO events {_ROW} SELECT 3, stream, version, 'TaskCanceled', 1, x'00', x'7b7d', NULL, 0 "
+        "FROM events WHERE position = 1 ON CONFLICT (stream, version) DO UPDATE SET data = excluded.data",
+        f"INSERT OR REPLACE INTO events {_ROW} SELECT 3, stream, version, 'TaskCanceled', 1, x'00', x'7b7d', "
+        "NULL, 0 FROM events WHERE position = 1",
+        # Below the head, or with no position at all (SQLite would pick one; Argus never does).
+        f"INSERT INTO events {_ROW} VALUES (0, 'x', 1, 'TaskCanceled', 1, x'00', x'7b7d', NULL, 0)",
+        "INSERT INTO events (stream, version, type, schema_version, data, meta, owner, recorded_at) "
+        "VALUES ('x', 1, 'TaskCanceled', 1, x'00', x'7b7d', NULL, 0)",
+    ],
+    ids=["or-replace", "replace", "or-ignore", "upsert-position", "do-nothing", "upsert-stream-version",
+         "replace-stream-version", "below-head", "no-position"],
+)
+async def test_events_table_refuses_every_rewrite(store: EventStore, sql: str) -> None:
+    """Conflict clauses remove or keep rows without a DELETE or UPDATE trigger firing:
+    refused by migration 0006, and the log is exactly as it was."""
+    await store.append(task_stream("a"), 0, [f.submitted("a"), f.deferred("a")])
+    db = sqlite3.connect(store.path, isolation_level=None)
+    try:
+        before = db.execute("SELECT * FROM events ORDER BY position").fetchall()
+        # Either the trigger refuses it, or (the stream/version upserts) the UNIQUE key does
+        # after the trigger let a position past the head through: never a rewrite.
+        with pytest.raises(sqlite3.IntegrityError):
+            db.execute(sql)
+        assert db.execute("SELECT * FROM events ORDER BY position").fetchall() == before
+    finally:
+        db.close()
+
+
+async def test_a_plain_insert_after_the_head_still_appends(store: EventStore) -> None:
+    await store.append(task_stream("a"), 0, [f.submitted("a")])
+    await store.append(task_stream("a"), 1, [f.deferred("a")])
+    assert [r.position for r in await store.read(0, 10)] == [1, 2]
 
 
 # ------------------------------------------------------------------ pragmas
