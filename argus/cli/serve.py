@@ -22,6 +22,7 @@ import click
 import msgspec
 import yaml
 
+from argus.guardian import MARKER_ENV, kill_marked
 from argus.procs import free_ports, reap_group, signal_group, spawn_group
 
 __all__ = ["serve", "up"]
@@ -120,9 +121,13 @@ class Stack:
         self.procs: list[subprocess.Popen[bytes]] = []
         # Unix socket paths are limited to ~107 bytes: keep Ray's temp dir short.
         self.temp_dir = Path(tempfile.mkdtemp(prefix="argus-ray-", dir="/tmp"))
+        # Every process of this stack carries it in its environment (see argus.guardian).
+        self.marker = secrets.token_hex(8)
+        self.guardian: subprocess.Popen[bytes] | None = None
 
     def _env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+        env.update({MARKER_ENV: self.marker})
         env.update(ARGUS_SHARED_ROOT=self.config.shared_root, ARGUS_CLUSTER_NAME=self.config.cluster_name,
                    ARGUS_NODE_IP="127.0.0.1", ARGUS_LOG_DIR=str(self.data_dir / "logs"),
                    RAY_USAGE_STATS_ENABLED="0", **extra)
@@ -131,8 +136,10 @@ class Stack:
     def _spawn(self, role: str, env: dict[str, str]) -> "subprocess.Popen[bytes]":
         logs = self.data_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
+        # die_with_parent: a kill -9 of `argus up` must not leave its Ray nodes behind (the
+        # watchdog's own Ray child dies with the watchdog the same way).
         proc = spawn_group([sys.executable, "-m", "argus", "node", role], logs / f"{role}.log",
-                           env=env)
+                           env=env, die_with_parent=True)
         if len(self.procs) < 2:
             self.procs.append(proc)
         return proc
@@ -156,6 +163,10 @@ class Stack:
                 ARGUS_WORKER_RESOURCES_KV="worker_node=100",
                 ARGUS_RAY_EXTRA_ARGS=f"{common} --temp-dir={worker_tmp} {_node_port_args()}"),
         }
+        self.guardian = subprocess.Popen(
+            [sys.executable, "-m", "argus.guardian", "--parent", str(os.getpid()), "--marker", self.marker,
+             "--temp-dir", str(self.temp_dir)],
+            start_new_session=True, stdin=subprocess.DEVNULL, env=self._env())
         for role, env in self.roles.items():
             self._spawn(role, env())
         self.stopping = threading.Event()
@@ -179,6 +190,10 @@ class Stack:
         deadline = time.monotonic() + grace_s
         for proc in self.procs:
             reap_group(proc, max(0.1, deadline - time.monotonic()))
+        kill_marked(self.marker, str(self.temp_dir))  # Ray's agents outlive their raylet
+        if self.guardian is not None:
+            self.guardian.terminate()
+            self.guardian.wait(5)
         import shutil
 
         shutil.rmtree(self.temp_dir, ignore_errors=True)

@@ -10,6 +10,7 @@ login shell that loses the interpreter fails here.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -60,6 +61,32 @@ def clean_env(port: int) -> dict[str, str]:
     return env
 
 
+def stack_processes(data_dir: Path) -> list[str]:
+    """Processes of the stack on ``data_dir``: its path in their environment (what the
+    stack starts inherits ARGUS_LOG_DIR) or a file open under it or under a Ray temp dir
+    the stack's guardian names."""
+    temp_dirs = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            args = cmdline.read_bytes().split(b"\0")
+            if b"argus.guardian" in args and str(data_dir).encode() in cmdline.parent.joinpath(
+                    "environ").read_bytes():
+                temp_dirs.append(args[args.index(b"--temp-dir") + 1].decode())
+    marks = [str(data_dir), *temp_dirs]
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            hit = str(data_dir).encode() in (entry / "environ").read_bytes()
+            for fd in (entry / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    hit = hit or os.readlink(fd).startswith(tuple(marks))
+            if hit:
+                found.append(f"{entry.name} {(entry / 'cmdline').read_bytes()[:100]!r}")
+    return found
+
+
 class Up(msgspec.Struct, kw_only=True):
     workdir: Path
     port: int
@@ -96,6 +123,8 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
             pytest.fail(f"argus up did not stop on Ctrl-C:\n{console.read_text()[-3000:]}")
+        left = stack_processes(workdir / ".argus")
+        assert not left, f"left running after Ctrl-C: {left}"
 
 
 def test_readme_walkthrough_verbatim(up: Up) -> None:
@@ -134,3 +163,31 @@ def test_follow_a_finished_log_is_an_event_stream(up: Up) -> None:
         with c.stream("GET", f"/tasks/{done[0]['task_id']}/logs", params={"follow": "true"}) as r:
             assert r.status_code == 200
             assert r.headers["content-type"].startswith("text/event-stream")
+
+
+def test_kill_9_of_argus_up_leaves_nothing(up: Up, tmp_path: Path) -> None:
+    """No orphans: argus up killed without a chance to clean up takes its Ray nodes, their
+    agents and its watchdogs with it within 10 s."""
+    data_dir = tmp_path / "k9"
+    port = free_ports(1)[0]
+    console = tmp_path / "console.log"
+    with open(console, "wb") as out:
+        proc = subprocess.Popen([str(up.workdir / ".venv/bin/argus"), "up", "--data-dir", str(data_dir),
+                                 "--port", str(port), "--gpus", "1"], cwd=tmp_path, env=up.env,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while "cluster ready" not in console.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, console.read_text()[-3000:]
+            time.sleep(1.0)
+        assert len(stack_processes(data_dir)) >= 6, "the scan must see the running stack"
+        proc.kill()
+        proc.wait(10)
+        deadline = time.monotonic() + 10
+        while (left := stack_processes(data_dir)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not left, f"left running 10 s after kill -9 of argus up: {left}"
+    finally:
+        for line in stack_processes(data_dir):  # the test's own mess, by pid
+            with contextlib.suppress(OSError):
+                os.kill(int(line.split()[0]), signal.SIGKILL)
