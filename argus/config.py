@@ -4,7 +4,7 @@ The file keeps the seed's layout: Ray settings at the top level (``address``,
 ``shared_root``, ``entrypoint_*``, ``runtime_env``, ``user_code_path``) and the service's
 own settings under ``v2:`` (``api``, ``auth``, ``sqlite``, ``scheduler``). Every leaf can
 be overridden by an environment variable ``ARGUS_<PATH>`` with ``__`` between levels, e.g.
-``ARGUS_V2__SCHEDULER__TICK_S=1`` or ``ARGUS_SHARED_ROOT=/private``.
+``ARGUS_V2__SCHEDULER__MAX_RUNNING_TASKS=4`` or ``ARGUS_SHARED_ROOT=/private``.
 """
 
 from __future__ import annotations
@@ -57,11 +57,14 @@ class SqliteConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    tick_s: float = 5.0
     retry_interval_s: float = 60.0
     retry_backoff: float = 2.0
     retry_max_interval_s: float = 600.0
     max_running_tasks: int = 8
+    max_running_per_user: int = 0  # 0: no per-user limit
+    # Let tasks behind a head that does not fit start if they fit (better use of GPUs;
+    # the head may wait longer). Strict FIFO when false.
+    backfill: bool = False
     policy: str = "fifo"
     lease_ttl_s: float = 15.0
     poll_interval_s: float = 1.0
@@ -120,14 +123,40 @@ class ArgusConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         return self.shared_path / "ray" / "discovery" / self.cluster_name / "head.json"
 
 
+# Keys that were accepted once and no longer do anything: refused with what replaced them.
+REMOVED_KEYS: dict[str, str] = {
+    "v2.scheduler.tick_s": "the reactor acts on every new event and follows Ray every "
+                           "v2.scheduler.poll_interval_s seconds; set that instead",
+}
+
+
+def _check_removed(doc: dict[str, Any], where: str) -> None:
+    for dotted, why in REMOVED_KEYS.items():
+        node: Any = doc
+        for part in dotted.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is not None:
+            raise ConfigError(f"{dotted} (in {where}) was removed: {why}")
+
+
 def _apply_env(doc: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
     """Overlay ``ARGUS_A__B__C=value`` onto ``doc['a']['b']['c']``; values are parsed as YAML
-    scalars so that numbers and booleans keep their type."""
+    scalars so that numbers and booleans keep their type. A variable under a section of
+    the configuration (``ARGUS_V2__…``) must name a real key: a typo is refused, not
+    ignored. Other ``ARGUS_*`` variables (``ARGUS_ROLE``, the node pool's) are not ours."""
     for key, raw in environ.items():
         if not key.startswith(ENV_PREFIX) or key == "ARGUS_CONFIG":
             continue
         path = [part.lower() for part in key[len(ENV_PREFIX):].split("__") if part]
-        if not path or not _is_config_path(path):
+        if not path:
+            continue
+        if ".".join(path) in REMOVED_KEYS:
+            raise ConfigError(f"{key} sets {'.'.join(path)}, which was removed: "
+                              f"{REMOVED_KEYS['.'.join(path)]}")
+        if not _is_config_path(path):
+            if len(path) > 1 and _is_section(path[0]):
+                raise ConfigError(f"{key} names no configuration key ({'.'.join(path)}); "
+                                  "`argus config show` lists them")
             continue
         node = doc
         for part in path[:-1]:
@@ -140,6 +169,12 @@ def _apply_env(doc: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any
         except yaml.YAMLError:
             node[path[-1]] = raw
     return doc
+
+
+def _is_section(name: str) -> bool:
+    """A top-level key that holds a section (``v2``), not a value."""
+    field = {f.name: f for f in msgspec.structs.fields(ArgusConfig)}.get(name)
+    return field is not None and isinstance(field.type, type) and issubclass(field.type, msgspec.Struct)
 
 
 def _is_config_path(path: list[str]) -> bool:
@@ -172,6 +207,7 @@ def load_config(
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"config file {path} must hold a mapping at the top level")
         doc = loaded or {}
+        _check_removed(doc, str(path))
     doc = _apply_env(doc, environ)
     try:
         return msgspec.convert(doc, ArgusConfig, strict=False)

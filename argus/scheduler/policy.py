@@ -98,7 +98,10 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     @classmethod
     def from_scheduler(cls, cfg: SchedulerConfig, **overrides: object) -> "PolicyConfig":
-        return cls(policy=cfg.policy, max_running_tasks=cfg.max_running_tasks, **overrides)  # type: ignore[arg-type]
+        settings: dict[str, object] = dict(
+            policy=cfg.policy, max_running_tasks=cfg.max_running_tasks,
+            max_running_per_user=cfg.max_running_per_user, backfill=cfg.backfill)
+        return cls(**{**settings, **overrides})  # type: ignore[arg-type]
 
 
 # gc=False: a pass creates one decision per queued task; these hold only strings and

@@ -1,0 +1,50 @@
+"""Configuration that means what it says: every scheduler knob reachable from the file and
+the environment; unknown and removed keys refused with their names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from argus.config import ConfigError, load_config
+from argus.scheduler.policy import PolicyConfig
+
+
+def test_scheduler_knobs_from_the_file_reach_the_policy(tmp_path: Path) -> None:
+    path = tmp_path / "argus.yaml"
+    path.write_text("v2:\n  scheduler:\n    policy: priority\n    max_running_tasks: 5\n"
+                    "    max_running_per_user: 2\n    backfill: true\n")
+    policy = PolicyConfig.from_scheduler(load_config(path, environ={}).v2.scheduler)
+    assert policy == PolicyConfig(policy="priority", max_running_tasks=5, max_running_per_user=2,
+                                  backfill=True)
+
+
+def test_scheduler_knobs_from_the_environment(tmp_path: Path) -> None:
+    env = {"ARGUS_V2__SCHEDULER__MAX_RUNNING_PER_USER": "3", "ARGUS_V2__SCHEDULER__BACKFILL": "true",
+           "ARGUS_ROLE": "worker"}  # not ours: the node pool's, ignored
+    sched = load_config(None, environ=env).v2.scheduler
+    assert sched.max_running_per_user == 3 and sched.backfill is True
+
+
+@pytest.mark.parametrize("var", ["ARGUS_V2__SCHEDULER__MAX_RUNING_TASKS", "ARGUS_V2__SCHEDULR__POLICY",
+                                 "ARGUS_V2__API__PORTT"])
+def test_a_misspelt_variable_is_refused_with_its_name(var: str) -> None:
+    with pytest.raises(ConfigError, match=var):
+        load_config(None, environ={var: "1"})
+
+
+def test_an_unknown_key_in_the_file_is_refused_with_its_name(tmp_path: Path) -> None:
+    path = tmp_path / "argus.yaml"
+    path.write_text("v2:\n  scheduler:\n    max_runing_tasks: 3\n")
+    with pytest.raises(ConfigError, match="max_runing_tasks"):
+        load_config(path, environ={})
+
+
+def test_tick_s_was_removed_and_says_what_replaced_it(tmp_path: Path) -> None:
+    path = tmp_path / "argus.yaml"
+    path.write_text("v2:\n  scheduler:\n    tick_s: 1\n")
+    with pytest.raises(ConfigError, match="tick_s.*removed.*poll_interval_s"):
+        load_config(path, environ={})
+    with pytest.raises(ConfigError, match="ARGUS_V2__SCHEDULER__TICK_S.*removed.*poll_interval_s"):
+        load_config(None, environ={"ARGUS_V2__SCHEDULER__TICK_S": "1"})
