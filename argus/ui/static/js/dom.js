@@ -60,6 +60,30 @@ export function timeEl(ts) {
   return h("time", { datetime: Number.isNaN(d.getTime()) ? null : d.toISOString() }, fmtTime(ts));
 }
 
+/** A duration the way people say it (as the CLI's fmt_age): 45s, 12m, 3h05m, 2d4h. */
+export function fmtAge(seconds) {
+  const s = Math.max(0, Math.floor(Number(seconds) || 0));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
+  return `${Math.floor(s / 86400)}d${Math.floor((s % 86400) / 3600)}h`;
+}
+
+/** Now, in the API's unit (seconds since the epoch). */
+export function nowS() { return Date.now() / 1000; }
+
+/** Text cut to `max` characters, "…" where it was cut. */
+export function clip(text, max = 120) {
+  const s = String(text ?? "");
+  return s.length > max ? `${s.slice(0, max - 1).trimEnd()}…` : s;
+}
+
+/** A <span> of clip(text), the whole text in its title (shown on hover). */
+export function clipped(text, max = 120, attrs = {}) {
+  const s = String(text ?? "");
+  return h("span", { ...attrs, title: s || null }, clip(s, max));
+}
+
 export function fmtBytes(n) {
   if (n === null || n === undefined) return "";
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];

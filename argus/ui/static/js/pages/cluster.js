@@ -29,7 +29,13 @@ export async function render(main, _params, ctx) {
     h("section", { "aria-labelledby": "nodes-h" },
       h("h2", { id: "nodes-h" }, "Nodes"),
       h("div", { class: "table-wrap" }, h("table", { class: "data", id: "nodes-table" },
-        h("thead", {}, h("tr", {}, ["Node", "IP", "Role", "GPUs", "CPUs", "Last seen"].map((c) => h("th", { scope: "col" }, c)))),
+        h("thead", {}, h("tr", {},
+          h("th", { scope: "col" }, "Node"),
+          h("th", { scope: "col" }, "IP"),
+          h("th", { scope: "col", class: "col-role" }, "Role"),
+          h("th", { scope: "col" }, "GPUs"),
+          h("th", { scope: "col" }, "CPUs"),
+          h("th", { scope: "col", class: "col-seen" }, "Last seen"))),
         tbody))),
     head);
 
@@ -60,18 +66,18 @@ export async function render(main, _params, ctx) {
       return h("tr", { "data-node-id": n.node_id, class: isHead ? "is-head" : null },
         h("td", { class: "mono" }, String(n.node_id || "").slice(0, 16), isHead ? h("span", { class: "tag tag-head" }, "head") : null),
         h("td", { class: "mono" }, n.ip || ""),
-        h("td", {}, isHead ? "head (runs no training)" : "worker"),
+        h("td", { class: "col-role" }, isHead ? "head (runs no training)" : "worker"),
         h("td", {}, usage(n.free_gpus, n.total_gpus, "GPUs")),
         h("td", {}, usage(n.free_cpus, n.total_cpus, "CPUs")),
-        h("td", {}, timeEl(n.last_seen ?? n.observed_at ?? c.observed_at)));
+        h("td", { class: "col-seen" }, timeEl(n.last_seen ?? n.observed_at ?? c.observed_at)));
     });
     if (c.head && !nodes.some((n) => n.is_head)) {
       rows.unshift(h("tr", { class: "is-head" },
         h("td", { class: "mono" }, "head", h("span", { class: "tag tag-head" }, "head")),
         h("td", { class: "mono" }, headIp || c.head.address || ""),
-        h("td", {}, "head (runs no training)"),
+        h("td", { class: "col-role" }, "head (runs no training)"),
         h("td", {}, "—"), h("td", {}, "—"),
-        h("td", {}, timeEl(c.head.updated_at))));
+        h("td", { class: "col-seen" }, timeEl(c.head.updated_at))));
     }
     replace(tbody, rows.length ? rows : h("tr", {}, h("td", { colspan: 6, class: "empty" }, "No nodes seen.")));
     replace(head, h("h2", { id: "head-h" }, "Head discovery record"),

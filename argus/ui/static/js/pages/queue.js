@@ -3,7 +3,9 @@
 
 import { get, errorText } from "../api.js";
 import { onEvent, taskIdOf } from "../events.js";
-import { h, replace, timeEl, stateBadge, fmtDemand, notice, debounce } from "../dom.js";
+import {
+  h, replace, stateBadge, fmtDemand, notice, debounce, fmtAge, fmtTime, nowS, clipped,
+} from "../dom.js";
 
 export async function render(main, _params, ctx) {
   ctx.setTitle("Queue");
@@ -17,8 +19,16 @@ export async function render(main, _params, ctx) {
     errorBox, status,
     h("div", { class: "table-wrap" }, h("table", { class: "data", id: "queue-table" },
       h("caption", { class: "visually-hidden" }, "Waiting tasks in order"),
-      h("thead", {}, h("tr", {}, ["Position", "Task", "User", "Priority", "Demand", "State", "Why it waits", "Next try", "Waiting since"]
-        .map((c) => h("th", { scope: "col" }, c)))),
+      h("thead", {}, h("tr", {},
+        h("th", { scope: "col", class: "num", title: "Position in line" }, "#"),
+        h("th", { scope: "col" }, "Task"),
+        h("th", { scope: "col", class: "col-user" }, "User"),
+        h("th", { scope: "col", class: "num", title: "GPUs the whole gang needs at once" }, "GPUs"),
+        h("th", { scope: "col", title: "How long it has waited" }, "Waiting"),
+        h("th", { scope: "col", class: "col-why" }, "Why it waits"),
+        h("th", { scope: "col", class: "col-state" }, "State"),
+        h("th", { scope: "col", class: "num col-priority" }, "Priority"),
+        h("th", { scope: "col", class: "col-next", title: "When the scheduler looks at it again" }, "Next try"))),
       tbody)));
 
   async function load() {
@@ -28,19 +38,24 @@ export async function render(main, _params, ctx) {
       replace(errorBox);
       replace(tbody, items.map((e, i) => {
         const mine = ctx.me && (ctx.me.is_admin || e.user === ctx.me.user_id);
+        const now = nowS();
         return h("tr", { "data-task-id": e.task_id || "" },
           h("td", { class: "num" }, String(e.position ?? i + 1)),
-          h("td", { class: "mono" }, mine && e.task_id
-            ? h("a", { href: `#/tasks/${encodeURIComponent(e.task_id)}` }, e.task_id)
-            : (e.task_id || h("span", { class: "muted" }, "(another user's task)"))),
-          h("td", {}, e.user || h("span", { class: "muted" }, "—")),
-          h("td", { class: "num" }, e.priority ?? ""),
-          h("td", {}, fmtDemand(e.demand)),
-          h("td", {}, stateBadge(e.state)),
-          h("td", {}, e.wait_reason ? h("strong", {}, e.wait_reason) : h("span", { class: "muted" }, "not looked at yet"),
-            e.wait_message ? h("div", { class: "reason" }, e.wait_message) : null),
-          h("td", {}, timeEl(e.next_run_at)),
-          h("td", {}, timeEl(e.waiting_since)));
+          h("td", { class: "col-task" }, mine && e.task_id
+            ? h("a", { href: `#/tasks/${encodeURIComponent(e.task_id)}`, class: "mono task-id" }, e.task_id)
+            : (e.task_id ? h("span", { class: "mono task-id" }, e.task_id)
+              : h("span", { class: "muted" }, "(another user's task)"))),
+          h("td", { class: "col-user" }, e.user || h("span", { class: "muted" }, "—")),
+          h("td", { class: "num" }, gpus(e.demand)),
+          h("td", {}, e.waiting_since
+            ? h("span", { title: `since ${fmtTime(e.waiting_since)}` }, fmtAge(now - e.waiting_since))
+            : h("span", { class: "muted" }, "—")),
+          h("td", { class: "col-why" },
+            e.wait_reason ? h("strong", {}, e.wait_reason) : h("span", { class: "muted" }, "not looked at yet"),
+            e.wait_message ? clipped(e.wait_message, 200, { class: "reason" }) : null),
+          h("td", { class: "col-state" }, stateBadge(e.state)),
+          h("td", { class: "num col-priority" }, e.priority ?? ""),
+          h("td", { class: "col-next" }, nextTry(e.next_run_at, now)));
       }));
       if (!items.length) tbody.append(h("tr", {}, h("td", { colspan: 9, class: "empty" }, "Nothing is waiting.")));
       status.textContent = items.length ? `${items.length} waiting` : "";
@@ -53,4 +68,17 @@ export async function render(main, _params, ctx) {
   const timer = setInterval(load, 15000);
   await load();
   return () => { off(); clearInterval(timer); };
+}
+
+/** "8" for a 2 × 4 gang, the shape beside it when it spans nodes. */
+function gpus(d) {
+  if (!d) return "";
+  const total = (d.nnodes || 0) * (d.n_gpus_per_node || 0);
+  return h("span", { title: fmtDemand(d) }, String(total),
+    d.nnodes > 1 ? h("span", { class: "muted gang" }, ` (${d.nnodes} × ${d.n_gpus_per_node})`) : null);
+}
+
+function nextTry(ts, now) {
+  if (!ts) return h("span", { class: "muted" }, "—");
+  return h("span", { title: fmtTime(ts) }, ts <= now ? "now" : `in ${fmtAge(ts - now)}`);
 }

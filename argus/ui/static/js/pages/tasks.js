@@ -1,11 +1,16 @@
 // Tasks: mine (admin: everyone's, or one user's), newest first, filtered by state, kept
-// up to date from the event stream without reloading the page.
+// up to date from the event stream without reloading the page. Each row says at a glance
+// what a task is (id, name), what it holds (GPUs), how old it is, how long its latest
+// attempt has run, how far training got, and why it waits or failed.
 
 import { get, query, errorText } from "../api.js";
 import { onEvent, taskIdOf } from "../events.js";
-import { h, replace, timeEl, stateBadge, fmtDemand, STATES, debounce, notice } from "../dom.js";
+import {
+  h, replace, stateBadge, STATES, TERMINAL, debounce, notice, fmtAge, fmtTime, nowS, clip, clipped,
+} from "../dom.js";
 
 const PAGE_SIZE = 50;
+const WAITING = new Set(["QUEUED", "PENDING_RESOURCES"]);
 
 export async function render(main, params, ctx) {
   ctx.setTitle("Tasks");
@@ -37,13 +42,13 @@ export async function render(main, params, ctx) {
     h("caption", { class: "visually-hidden" }, "Tasks, newest first"),
     h("thead", {}, h("tr", {},
       h("th", { scope: "col" }, "Task"),
-      isAdmin ? h("th", { scope: "col" }, "User") : null,
-      h("th", { scope: "col" }, "Workload"),
+      isAdmin ? h("th", { scope: "col", class: "col-user" }, "User") : null,
       h("th", { scope: "col" }, "State"),
-      h("th", { scope: "col", id: "demand-col" }, "Demand"),
-      h("th", { scope: "col" }, "Attempts"),
-      h("th", { scope: "col" }, "Submitted"),
-      h("th", { scope: "col" }, "Updated"))),
+      h("th", { scope: "col", class: "num", title: "GPUs of the whole gang (nodes × GPUs per node)" }, "GPUs"),
+      h("th", { scope: "col", class: "col-age", title: "Since it was submitted" }, "Age"),
+      h("th", { scope: "col", class: "col-ran", title: "How long the latest attempt ran (so far)" }, "Ran"),
+      h("th", { scope: "col", class: "col-progress" }, "Progress"),
+      h("th", { scope: "col", class: "col-why" }, "Why it waits / failed"))),
     tbody);
   const pager = h("nav", { class: "pager", "aria-label": "Pages" });
   const errorBox = h("div");
@@ -71,19 +76,9 @@ export async function render(main, params, ctx) {
   function draw(page) {
     const items = Array.isArray(page) ? page : (page.items || []);
     const total = Array.isArray(page) ? items.length : (page.total ?? items.length);
-    const showDemand = items.some((t) => t.demand);
-    table.querySelector("#demand-col").hidden = !showDemand;
-    replace(tbody, items.map((t) => h("tr", { "data-task-id": t.task_id },
-      h("td", {}, h("a", { href: `#/tasks/${encodeURIComponent(t.task_id)}`, class: "mono" }, t.task_id)),
-      isAdmin ? h("td", {}, t.user ?? "") : null,
-      h("td", {}, [t.workload, t.kind === "advanced" ? h("span", { class: "tag" }, "advanced") : null]),
-      h("td", {}, stateBadge(t.state)),
-      showDemand ? h("td", {}, fmtDemand(t.demand)) : null,
-      h("td", { class: "num" }, String(t.attempts_count ?? (Array.isArray(t.attempts) ? t.attempts.length : t.attempts ?? ""))),
-      h("td", {}, timeEl(t.created_at ?? t.submitted_at)),
-      h("td", {}, timeEl(t.updated_at)))));
+    replace(tbody, items.map((t) => row(t, isAdmin)));
     if (items.length === 0) {
-      tbody.append(h("tr", {}, h("td", { colspan: 8, class: "empty" },
+      tbody.append(h("tr", {}, h("td", { colspan: isAdmin ? 8 : 7, class: "empty" },
         filters.state ? `No tasks in state ${filters.state}.` : "No tasks yet. ",
         filters.state ? null : h("a", { href: "#/tasks/new" }, "Submit one."))));
     }
@@ -101,6 +96,70 @@ export async function render(main, params, ctx) {
   const off = onEvent((rec) => { if (taskIdOf(rec)) reload(); });
   // A slow safety net for missed events (e.g. while the stream reconnects).
   const timer = setInterval(load, 30000);
+  // Ages and run times move on between loads.
+  const ticker = setInterval(() => tick(tbody), 5000);
   await load();
-  return () => { off(); clearInterval(timer); if (abort) abort.abort(); };
+  return () => { off(); clearInterval(timer); clearInterval(ticker); if (abort) abort.abort(); };
+}
+
+function row(t, isAdmin) {
+  const link = h("a", { href: `#/tasks/${encodeURIComponent(t.task_id)}`, class: "mono task-id" }, t.task_id);
+  return h("tr", { "data-task-id": t.task_id },
+    h("td", { class: "col-task" }, h("div", { class: "task-cell" }, link,
+      t.name ? clipped(t.name, 60, { class: "task-name" }) : null)),
+    isAdmin ? h("td", { class: "col-user" }, t.user ?? "") : null,
+    h("td", {}, stateBadge(t.state)),
+    h("td", { class: "num" }, t.gpus ? String(t.gpus) : ""),
+    h("td", { class: "col-age" }, since(t.created_at, null, `submitted ${fmtTime(t.created_at)}`)),
+    h("td", { class: "col-ran" }, ran(t)),
+    h("td", { class: "col-progress" }, progress(t)),
+    h("td", { class: "col-why" }, why(t)));
+}
+
+/** A duration from `start` to `end` (or to now, kept current by tick()). */
+function since(start, end, title) {
+  if (!start) return null;
+  return h("span", { class: "dur", "data-since": end ? null : String(start), title },
+    fmtAge((end || nowS()) - start));
+}
+
+function tick(root) {
+  const now = nowS();
+  root.querySelectorAll("[data-since]").forEach((el) => {
+    el.textContent = fmtAge(now - Number(el.dataset.since));
+  });
+}
+
+function ran(t) {
+  if (!t.started_at) return null;
+  const n = Number(t.attempts) || 0;
+  const title = `attempt ${n || 1} started ${fmtTime(t.started_at)}` +
+    (t.ended_at ? `, ended ${fmtTime(t.ended_at)}` : "");
+  return [since(t.started_at, t.ended_at || (TERMINAL.has(t.state) ? t.updated_at : null), title),
+    n > 1 ? h("span", { class: "muted attempt-no", title: `${n} attempts` }, ` (#${n})`) : null];
+}
+
+function progress(t) {
+  if (t.step === null || t.step === undefined) return null;
+  const total = Number(t.total_steps) || 0;
+  const text = total ? `step ${t.step} of ${total}` : `step ${t.step}`;
+  return h("div", { class: "step", title: text },
+    h("span", {}, total ? `${t.step} of ${total}` : String(t.step)),
+    total ? h("progress", { max: total, value: Math.min(t.step, total), "aria-label": text }) : null);
+}
+
+function why(t) {
+  if (t.failure_kind) {
+    const text = `${t.failure_kind}: ${t.error_summary || ""}`;
+    return h("span", { class: "why", title: text },
+      h("span", { class: "failure" }, t.failure_kind),
+      t.error_summary ? [": ", clip(t.error_summary, 140)] : null);
+  }
+  if (t.wait_reason && WAITING.has(t.state)) {
+    const text = `${t.wait_reason}: ${t.wait_message || ""}`;
+    return h("span", { class: "why", title: text },
+      h("strong", {}, t.wait_reason), t.wait_message ? [": ", clip(t.wait_message, 140)] : null);
+  }
+  if (t.error_summary) return clipped(t.error_summary, 140, { class: "why" });
+  return null;
 }
