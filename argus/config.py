@@ -60,6 +60,10 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     retry_interval_s: float = 60.0
     retry_backoff: float = 2.0
     retry_max_interval_s: float = 600.0
+    # Attempts that fail for lack of resources are retried without counting against a
+    # task's max_attempts, until it has waited this long since submission; then it FAILS
+    # with the reason. 0: retry for ever.
+    max_pending_s: float = 24 * 3600.0
     max_running_tasks: int = 8
     max_running_per_user: int = 0  # 0: no per-user limit
     # Let tasks behind a head that does not fit start if they fit (better use of GPUs;

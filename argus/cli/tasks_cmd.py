@@ -108,6 +108,9 @@ def show(client: Client, task_id: str) -> None:
             click.echo(f"queue     position {d['queue_position']}")
         if d.get("wait_reason"):
             click.echo(f"waiting   {d['wait_reason']}: {d['wait_message']}")
+        lost = sum(1 for a in d["attempts"] if a.get("failure_kind") == "CLUSTER_LOST")
+        click.echo(f"retries   {lost} of {d['max_attempts']} attempts lost to the cluster; resource "
+                   "races retried until v2.scheduler.max_pending_s (docs/taskspec.md, Retries)")
         if d.get("next_run_at"):
             click.echo(f"retry at  {fmt_time(d['next_run_at'])}")
         if d.get("failure_kind"):

@@ -36,11 +36,13 @@ def retry_delay(task: TaskView, kind: FailureKind, config: SchedulerConfig) -> f
     return min(delay, config.retry_max_interval_s)
 
 
-def _may_retry(task: TaskView, kind: FailureKind) -> bool:
-    """INSUFFICIENT_RESOURCES is a race with other work, not the task's fault: always retried.
-    CLUSTER_LOST counts against ``max_attempts`` (attempts lost to resource races do not)."""
+def _may_retry(task: TaskView, kind: FailureKind, now: float, config: SchedulerConfig) -> bool:
+    """INSUFFICIENT_RESOURCES is a race with other work, not the task's fault: retried
+    without counting, until the task has waited ``max_pending_s`` since it was submitted
+    (0: for ever). CLUSTER_LOST counts against ``max_attempts`` (attempts lost to resource
+    races do not). Nothing else is retried."""
     if kind is FailureKind.INSUFFICIENT_RESOURCES:
-        return True
+        return not config.max_pending_s or now - task.created_at < config.max_pending_s
     if kind is FailureKind.CLUSTER_LOST:
         counted = sum(
             1 for a in task.attempts if a.failure_kind is not FailureKind.INSUFFICIENT_RESOURCES
@@ -73,9 +75,21 @@ def outcome_events(
     if ray_status == "SUCCEEDED":
         return [ended, TaskSucceeded(task_id=task.task_id, attempt_no=attempt.attempt_no, finished_at=now)]
     kind = kind or FailureKind.UNKNOWN
-    if kind.is_retryable() and _may_retry(task, kind):
+    if kind.is_retryable() and _may_retry(task, kind, now, config):
         delay = retry_delay(task, kind, config)
         return [ended, RetryScheduled(task_id=task.task_id, failed_attempt_no=attempt.attempt_no,
                                       failure_kind=kind, next_run_at=now + delay, delay_s=delay)]
     return [ended, TaskFailed(task_id=task.task_id, attempt_no=attempt.attempt_no, failure_kind=kind,
-                              error_summary=evidence[:500], finished_at=now)]
+                              error_summary=_why_final(task, kind, evidence, now, config)[:500],
+                              finished_at=now)]
+
+
+def _why_final(task: TaskView, kind: FailureKind, evidence: str, now: float,
+               config: SchedulerConfig) -> str:
+    """The evidence, prefixed with the limit that ended the retries, if one did."""
+    if kind is FailureKind.INSUFFICIENT_RESOURCES:
+        return (f"gave up after waiting {now - task.created_at:.0f} s for resources "
+                f"(v2.scheduler.max_pending_s={config.max_pending_s:g}): {evidence}")
+    if kind is FailureKind.CLUSTER_LOST:
+        return f"cluster lost on {task.max_attempts} attempt(s) (max_attempts): {evidence}"
+    return evidence
