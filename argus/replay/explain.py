@@ -64,8 +64,10 @@ def _segment(seg: WaitSegment) -> str:
         return f"{lead}QUEUED with no scheduler decision recorded ({span})"
     if seg.reason == "retry_backoff":
         return f"{lead}in retry backoff: {seg.message} ({span})"
+    # The deferral's own words first: they say which resource was short (GPUs or CPUs) and
+    # by how much. The GPU list is only a fallback for a deferral recorded without them.
     facts = seg.message
-    if seg.free_gpus_per_node or (seg.needed is not None and seg.reason.startswith("no_capacity")):
+    if not facts and (seg.free_gpus_per_node or seg.needed is not None):
         n = seg.needed
         needs = f"needs {nodes_phrase(n.nnodes)} × {n.n_gpus_per_node} GPUs" if n is not None else ""
         free = "[" + ", ".join(fmt_num(x) for x in seg.free_gpus_per_node) + "]"

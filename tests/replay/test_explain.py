@@ -18,7 +18,7 @@ def test_explain_task_that_waited_for_resources(scenario: Scenario) -> None:
     assert (
         "Waited 44 s before attempt 1: 2 s QUEUED with no scheduler decision recorded "
         "(from 10:00:04 to 10:00:06); 42 s in PENDING_RESOURCES: needs 2 nodes × 4 GPUs; "
-        "free GPUs per node were [4, 2] (no_capacity_per_node, from 10:00:06 to 10:00:48)."
+        "free GPUs per node [4, 2] (no_capacity_per_node, from 10:00:06 to 10:00:48)."
     ) in text
     assert "Attempt 1 SUCCEEDED after running 10 min 0 s." in text
 
@@ -32,7 +32,7 @@ def test_explain_task_that_retried(scenario: Scenario) -> None:
     ) in lines
     [wait2] = [line for line in lines if line.startswith("Waited") and "before attempt 2" in line]
     assert wait2.startswith("Waited 10 min 45 s before attempt 2: 60 s in retry backoff")
-    assert "9 min 44 s in PENDING_RESOURCES: needs 2 nodes × 4 GPUs; free GPUs per node were [0, 0]" in wait2
+    assert "9 min 44 s in PENDING_RESOURCES: needs 2 nodes × 4 GPUs; free GPUs per node [0, 0]" in wait2
 
 
 def test_explain_canceled_task(scenario: Scenario) -> None:
@@ -88,3 +88,18 @@ def test_cli_task_and_explain(scenario: Scenario) -> None:
     assert "↳ state: RUNNING → PENDING_RESOURCES" in res.output
     doc = json.loads(runner.invoke(replay, ["--db", str(scenario.db), "explain", A, "--json"]).output)
     assert doc["state"] == "SUCCEEDED" and doc["waits"][1]["free_gpus_per_node"] == [4.0, 2.0]
+
+
+def test_a_cpu_bound_deferral_keeps_its_own_reason() -> None:
+    """A task short of CPUs (GPUs free) is explained by the CPUs, not by a GPU list that
+    would contradict it."""
+    from argus.events import Demand
+    from argus.replay.explain import _segment
+    from argus.replay.waits import WaitSegment
+
+    seg = WaitSegment(before_attempt=1, state="PENDING_RESOURCES", reason="no_capacity_per_node",
+                      message="needs 1 node with 1 GPU and 4 CPUs free; free CPUs per node [2]",
+                      start=0.0, end=10.0, needed=Demand(nnodes=1, n_gpus_per_node=1, cpus_per_node=4),
+                      free_gpus_per_node=[4.0, 0.0], position=7)
+    text = _segment(seg)
+    assert "free CPUs per node [2]" in text and "free GPUs" not in text
