@@ -7,6 +7,7 @@ status the API answers with); nothing is written when one is raised.
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -32,6 +33,7 @@ from argus.lifecycle import IllegalTransition, TaskState, check_transition
 from argus.service.auth import AuthCache, Principal, hash_token, new_token
 from argus.service.batcher import GroupCommitter
 from argus.service.ids import new_task_id, new_token_id, user_id_problem
+from argus.service.taskdir import make_task_dir
 from argus.store import AppendBatch, ConcurrencyConflict, InvariantViolation, PayloadTooLarge
 
 if TYPE_CHECKING:
@@ -39,6 +41,8 @@ if TYPE_CHECKING:
     from argus.store import EventStore
     from argus.taskspec import TaskSpecError
     from projections import TaskView
+
+log = logging.getLogger(__name__)
 
 __all__ = ["CommandError", "Commands", "NotFound", "SubmitResult", "USER_DIRS"]
 
@@ -182,9 +186,19 @@ class Commands:
                 continue
             except PayloadTooLarge as exc:
                 raise CommandError(413, f"the task is too large to record: {exc}") from exc
+            self._make_task_dir(who.user_id, task_id, raw)
             return SubmitResult(task_id=task_id, state=TaskState.QUEUED.value,
                                 warnings=list(prepared.warnings))
         raise CommandError(409, "could not allocate a unique task id; submit again")
+
+    def _make_task_dir(self, user: str, task_id: str, spec_raw: str) -> None:
+        """The task's directory with its spec, once the task exists. A failure here (a
+        full disk, a link planted by a job) is logged, not the user's error: the task is
+        recorded, and its attempts make their own directories."""
+        try:
+            make_task_dir(self.shared_root, user, task_id, spec_raw)
+        except OSError as exc:
+            log.warning("task %s: could not make its directory: %s", task_id, exc)
 
     async def load_task(self, who: Principal, task_id: str) -> "TaskView":
         """The task if ``who`` may see it; else NotFound (never 403: ids must not leak)."""
