@@ -47,6 +47,9 @@ class AuthConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     token_env: str = "ARGUS_ADMIN_TOKEN"
     admin_user: str = "admin"
     session_ttl_s: int = 12 * 3600
+    # A token's last use is recorded (a TokenUsed event) at most this often per token;
+    # 0: not recorded.
+    token_use_resolution_s: float = 3600.0
 
 
 class SqliteConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

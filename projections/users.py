@@ -11,6 +11,7 @@ from argus.events import (
     Recorded,
     TokenIssued,
     TokenRevoked,
+    TokenUsed,
     UserCreated,
     UserDisabled,
     UserEnabled,
@@ -26,6 +27,7 @@ class TokenView(msgspec.Struct, frozen=True, kw_only=True):
     label: str
     revoked: bool
     issued_at: float
+    last_used_at: float | None = None
 
 
 class UserView(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,6 +74,11 @@ def evolve_user(user: UserView | None, rec: Recorded) -> UserView:
             _replace(t, revoked=True) if t.token_id == event.token_id else t for t in user.tokens
         )
         return _replace(user, tokens=tokens)
+    if isinstance(event, TokenUsed):
+        tokens = tuple(
+            _replace(t, last_used_at=event.at) if t.token_id == event.token_id else t for t in user.tokens
+        )
+        return _replace(user, tokens=tokens)
     raise TypeError(f"not a user event: {rec.type}")
 
 
@@ -81,7 +88,7 @@ def _user_row(u: UserView) -> tuple[object, ...]:
 
 def _token_rows(u: UserView) -> list[tuple[object, ...]]:
     return [
-        (t.token_id, u.user_id, t.token_hash, t.label, int(t.revoked), t.issued_at)
+        (t.token_id, u.user_id, t.token_hash, t.label, int(t.revoked), t.issued_at, t.last_used_at)
         for t in u.tokens
     ]
 
@@ -91,7 +98,8 @@ class UserFold(EntityFold[UserView]):
 
     name = "user"
     entity = UserView
-    handles = frozenset({"UserCreated", "UserDisabled", "UserEnabled", "TokenIssued", "TokenRevoked"})
+    handles = frozenset({"UserCreated", "UserDisabled", "UserEnabled", "TokenIssued", "TokenRevoked",
+                         "TokenUsed"})
     home = "users"
 
     def key(self, rec: Recorded) -> str:
@@ -105,7 +113,8 @@ class UserFold(EntityFold[UserView]):
         if row is None:
             return None
         tokens = tuple(
-            TokenView(token_id=t[0], token_hash=t[2], label=t[3], revoked=bool(t[4]), issued_at=t[5])
+            TokenView(token_id=t[0], token_hash=t[2], label=t[3], revoked=bool(t[4]), issued_at=t[5],
+                      last_used_at=t[6])
             for t in db.execute(
                 "SELECT * FROM tokens WHERE user_id = ? ORDER BY issued_at, token_id", (key,)
             )
@@ -121,7 +130,7 @@ USER_FOLD = UserFold()
 
 class UsersProjection(EntityProjection[UserView]):
     name = "users"
-    version = 1
+    version = 2  # v2: tokens.last_used_at
     tables = ("users", "tokens")
     fold = USER_FOLD
 
@@ -130,11 +139,11 @@ class UsersProjection(EntityProjection[UserView]):
             assert after is not None
             db.execute("INSERT OR REPLACE INTO users VALUES (?,?,?,?,?)", _user_row(after))
             if before is None or before.tokens != after.tokens:
-                db.executemany("INSERT OR REPLACE INTO tokens VALUES (?,?,?,?,?,?)", _token_rows(after))
+                db.executemany("INSERT OR REPLACE INTO tokens VALUES (?,?,?,?,?,?,?)", _token_rows(after))
 
     def write_all(self, db: sqlite3.Connection, entities: dict[str, UserView]) -> None:
         db.executemany("INSERT INTO users VALUES (?,?,?,?,?)", (_user_row(u) for u in entities.values()))
         db.executemany(
-            "INSERT INTO tokens VALUES (?,?,?,?,?,?)",
+            "INSERT INTO tokens VALUES (?,?,?,?,?,?,?)",
             (row for u in entities.values() for row in _token_rows(u)),
         )

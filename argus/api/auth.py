@@ -84,7 +84,9 @@ async def principal(request: Request[Any, Any, Any]) -> Principal:
     if token is None:
         raise NotAuthorizedException("authentication required: send 'Authorization: Bearer "
                                      "<token>' or log in at POST /api/v2/auth/login")
-    return await _resolve(state, token)
+    who = await _resolve(state, token)
+    state.commands.note_token_use(who)
+    return who
 
 
 def request_id(request: Request[Any, Any, Any]) -> str:

@@ -206,6 +206,7 @@ class TokenOut(msgspec.Struct, kw_only=True):
     label: str
     revoked: bool
     issued_at: float
+    last_used_at: float | None = None  # coarse: v2.auth.token_use_resolution_s
 
 
 class UserOut(msgspec.Struct, kw_only=True):

@@ -86,9 +86,10 @@ class UsersController(Controller):
         """A user's tokens (ids and labels; never the tokens themselves)."""
         await _get_user(state, who, user_id)
         rows = await state.store.query(
-            "SELECT token_id, label, revoked, issued_at FROM tokens WHERE user_id = ? "
+            "SELECT token_id, label, revoked, issued_at, last_used_at FROM tokens WHERE user_id = ? "
             "ORDER BY issued_at, token_id", (user_id,))
-        return [TokenOut(token_id=r[0], label=r[1], revoked=bool(r[2]), issued_at=r[3]) for r in rows]
+        return [TokenOut(token_id=r[0], label=r[1], revoked=bool(r[2]), issued_at=r[3], last_used_at=r[4])
+                for r in rows]
 
     @post("/{user_id:str}/tokens", status_code=201)
     async def issue_token(self, request: Request[Any, Any, Any], state: State, who: Principal,
@@ -106,7 +107,8 @@ class UsersController(Controller):
         await _get_user(state, who, user_id)
         await state.commands.revoke_token(who, user_id, token_id, request_id(request))
         r = (await state.store.query(
-            "SELECT token_id, label, revoked, issued_at FROM tokens WHERE token_id = ?", (token_id,)))[0]
-        return TokenOut(token_id=r[0], label=r[1], revoked=bool(r[2]), issued_at=r[3])
+            "SELECT token_id, label, revoked, issued_at, last_used_at FROM tokens WHERE token_id = ?",
+            (token_id,)))[0]
+        return TokenOut(token_id=r[0], label=r[1], revoked=bool(r[2]), issued_at=r[3], last_used_at=r[4])
 
 

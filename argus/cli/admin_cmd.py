@@ -82,8 +82,9 @@ def tokens() -> None:
 def tokens_list(client: Client, user: str | None) -> None:
     """Token ids and labels (never the tokens)."""
     d = client.request("GET", f"/users/{_me(client, user)}/tokens").json()
-    client.out(d, lambda d: print_table(["token id", "label", "revoked", "issued"], [
-        [t["token_id"], t["label"], t["revoked"], fmt_time(t["issued_at"])] for t in d]))
+    client.out(d, lambda d: print_table(["token id", "label", "revoked", "issued", "last used (±1 h)"], [
+        [t["token_id"], t["label"], t["revoked"], fmt_time(t["issued_at"]), fmt_time(t.get("last_used_at"))]
+        for t in d]))
 
 
 @tokens.command("issue")

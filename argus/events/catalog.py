@@ -42,6 +42,7 @@ __all__ = [
     "TaskSucceeded",
     "TokenIssued",
     "TokenRevoked",
+    "TokenUsed",
     "UserCreated",
     "UserDisabled",
     "UserEnabled",
@@ -290,6 +291,15 @@ class TokenRevoked(EventBase, frozen=True, kw_only=True, tag="TokenRevoked"):
     at: float
 
 
+class TokenUsed(EventBase, frozen=True, kw_only=True, tag="TokenUsed"):
+    """A token authenticated a request (API). Coarse on purpose: recorded at most once per
+    ``v2.auth.token_use_resolution_s`` per token, not per request."""
+
+    user_id: str
+    token_id: str
+    at: float
+
+
 # ---------------------------------------------------------------------------------------
 # Cluster stream: capacity observations worth keeping (appended when they change)
 
@@ -346,6 +356,7 @@ Event = Union[
     UserEnabled,
     TokenIssued,
     TokenRevoked,
+    TokenUsed,
     CapacityObserved,
     ClusterUnreachable,
     ReactorLeaderElected,

@@ -206,6 +206,8 @@ def _summarize_other(t: str, e: Any) -> str:
         return f"token {e.token_id} issued to {e.user_id} by {e.by}"
     if t == "TokenRevoked":
         return f"token {e.token_id} of {e.user_id} revoked by {e.by}"
+    if t == "TokenUsed":
+        return f"token {e.token_id} of {e.user_id} used"
     if t == "CapacityObserved":
         gpus = sum(n.total_gpus for n in e.nodes)
         return (f"cluster: {nodes_phrase(len(e.nodes))} with {_show(float(gpus))} GPUs, free GPUs "

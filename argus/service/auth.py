@@ -22,6 +22,7 @@ class Principal(msgspec.Struct, frozen=True, kw_only=True):
     disabled: bool
     display_name: str = ""
     token_id: str = ""
+    token_last_used_at: float | None = None  # as last recorded (coarse: see TokenUsed)
 
     @property
     def actor(self) -> str:
@@ -39,7 +40,7 @@ def hash_token(token: str) -> str:
 
 
 _LOOKUP = (
-    "SELECT u.user_id, u.is_admin, u.disabled, u.display_name, t.token_id FROM tokens t "
+    "SELECT u.user_id, u.is_admin, u.disabled, u.display_name, t.token_id, t.last_used_at FROM tokens t "
     "JOIN users u ON u.user_id = t.user_id WHERE t.token_hash = ? AND t.revoked = 0"
 )
 
@@ -67,10 +68,10 @@ class AuthCache:
         rows = await self._store.query(_LOOKUP, (digest,))
         principal = None
         if rows:
-            uid, admin, disabled, name, token_id = rows[0]
+            uid, admin, disabled, name, token_id, last_used = rows[0]
             principal = Principal(
                 user_id=uid, is_admin=bool(admin), disabled=bool(disabled),
-                display_name=name, token_id=token_id,
+                display_name=name, token_id=token_id, token_last_used_at=last_used,
             )
         if generation != self._generation:
             return principal  # a user event came in meanwhile: the row may predate it

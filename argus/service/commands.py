@@ -7,6 +7,8 @@ status the API answers with); nothing is written when one is raised.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -23,6 +25,7 @@ from argus.events import (
     TaskSubmitted,
     TokenIssued,
     TokenRevoked,
+    TokenUsed,
     UserCreated,
     UserDisabled,
     UserEnabled,
@@ -96,10 +99,40 @@ class Commands:
         self.shared_root = Path(config.shared_root)
         self.committer = GroupCommitter(store, observe=observe) if group_commit else None
         self._observe = observe
+        self._token_uses: dict[str, float] = {}  # token id -> when its use was last recorded
+        self._token_writes: set[asyncio.Task[None]] = set()
 
     async def close(self) -> None:
         if self.committer is not None:
             await self.committer.close()
+        for task in list(self._token_writes):
+            with contextlib.suppress(BaseException):
+                await task
+
+    # ------------------------------------------------------------------ token use
+    def note_token_use(self, who: Principal, now: float | None = None) -> None:
+        """Record that ``who``'s token was used, at most once per
+        ``v2.auth.token_use_resolution_s`` per token (a TokenUsed event, appended in the
+        background: the request does not wait for it)."""
+        resolution = self.config.v2.auth.token_use_resolution_s
+        if not who.token_id or resolution <= 0:
+            return
+        now = time.time() if now is None else now
+        last = self._token_uses.get(who.token_id, who.token_last_used_at or 0.0)
+        if now - last < resolution:
+            return
+        self._token_uses[who.token_id] = now
+        task = asyncio.get_running_loop().create_task(self._record_token_use(who, now))
+        self._token_writes.add(task)
+        task.add_done_callback(self._token_writes.discard)
+
+    async def _record_token_use(self, who: Principal, now: float) -> None:
+        event = TokenUsed(user_id=who.user_id, token_id=who.token_id, at=now)
+        try:
+            await self.store.append(user_stream(who.user_id), None, [event], owner=who.user_id,
+                                    meta=EventMeta(actor=who.actor))
+        except Exception as exc:  # a missed note is not worth failing anything for
+            log.warning("could not record the use of token %s: %s", who.token_id, exc)
 
     async def _append(self, batches: list[AppendBatch], meta: EventMeta) -> list[int]:
         started = time.perf_counter()

@@ -13,7 +13,7 @@ class _SlowStore:
     """Answers the token lookup with the row it holds *when asked*, after a pause."""
 
     def __init__(self) -> None:
-        self.row: tuple[Any, ...] = ("alice", 0, 0, "", "tok-1")
+        self.row: tuple[Any, ...] = ("alice", 0, 0, "", "tok-1", None)
         self.queries = 0
         self.gate = asyncio.Event()
 
@@ -29,7 +29,7 @@ async def test_lookup_racing_an_invalidation_is_not_cached() -> None:
     cache = AuthCache(store)  # type: ignore[arg-type]
     pending = asyncio.create_task(cache.lookup("t"))
     await asyncio.sleep(0)  # the lookup has read the old row and waits
-    store.row = ("alice", 0, 1, "", "tok-1")  # alice disabled ...
+    store.row = ("alice", 0, 1, "", "tok-1", None)  # alice disabled ...
     cache.invalidate()  # ... and the event seen
     store.gate.set()
     assert (await pending).disabled is False  # that request began before the event

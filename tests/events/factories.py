@@ -23,6 +23,7 @@ from argus.events import (
     TaskSucceeded,
     TokenIssued,
     TokenRevoked,
+    TokenUsed,
     UserCreated,
     UserDisabled,
     UserEnabled,
@@ -134,6 +135,10 @@ def token_issued(user_id: str, token_id: str, at: float = T0) -> TokenIssued:
 
 def token_revoked(user_id: str, token_id: str, at: float = T0) -> TokenRevoked:
     return TokenRevoked(user_id=user_id, token_id=token_id, by="admin", at=at)
+
+
+def token_used(user_id: str, token_id: str, at: float = T0) -> TokenUsed:
+    return TokenUsed(user_id=user_id, token_id=token_id, at=at)
 
 
 def capacity(free: dict[str, float], at: float = T0) -> CapacityObserved:

@@ -11,7 +11,7 @@ export const EVENT_TYPES = [
   "TaskSubmitted", "TaskDeferred", "AttemptStarting", "AttemptSubmitted", "AttemptRunning",
   "AttemptEnded", "RetryScheduled", "TaskSucceeded", "TaskFailed", "TaskCancelRequested",
   "TaskCanceled", "UserCreated", "UserDisabled", "UserEnabled", "TokenIssued", "TokenRevoked",
-  "CapacityObserved", "ClusterUnreachable", "ReactorLeaderElected", "ReactorLeaderReleased",
+  "TokenUsed", "CapacityObserved", "ClusterUnreachable", "ReactorLeaderElected", "ReactorLeaderReleased",
 ];
 
 let source = null;
