@@ -14,14 +14,15 @@ __all__ = ["reactor"]
 
 
 async def _run(config_path: str | None, db: str | None, reactor_id: str | None) -> None:
-    from argus.rayjobs import AsyncRayGateway, RayGateway
-    from argus.rayjobs.target import wait_for_ray_target
+    from argus.rayjobs import AsyncRayGateway
+    from argus.rayjobs.target import following_gateway
     from argus.reactor import Reactor
     from argus.store import EventStore
 
     config = load_config(config_path)
-    target = await asyncio.to_thread(wait_for_ray_target, config, 3600.0)
-    gateway = AsyncRayGateway(RayGateway(target.job_server_url, target.gcs_address))
+    # Ray is followed, never waited for: while it is away the reactor records capacity
+    # unknown and admits nothing; a head that restarts or moves is picked up.
+    gateway = AsyncRayGateway(following_gateway(config))
     store = await EventStore.open(db or config.v2.sqlite.db_path, synchronous=config.v2.sqlite.synchronous)
     engine = Reactor(store, gateway, config, reactor_id=reactor_id)
     loop = asyncio.get_running_loop()

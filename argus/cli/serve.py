@@ -40,15 +40,15 @@ def _load(config_path: str | None) -> Any:
 
 
 def reactor_background(config: Any) -> Any:
-    """A background job for create_app: wait for Ray, then run the reactor until shutdown."""
+    """A background job for create_app: the reactor, until shutdown. Ray is followed, never
+    waited for (argus.rayjobs.target.following_gateway)."""
 
     async def run(state: Any) -> None:
-        from argus.rayjobs import AsyncRayGateway, RayGateway
-        from argus.rayjobs.target import wait_for_ray_target
+        from argus.rayjobs import AsyncRayGateway
+        from argus.rayjobs.target import following_gateway
         from argus.reactor import Reactor
 
-        target = await asyncio.to_thread(wait_for_ray_target, config, 3600.0)
-        gateway = AsyncRayGateway(RayGateway(target.job_server_url, target.gcs_address))
+        gateway = AsyncRayGateway(following_gateway(config))
         engine = Reactor(state.store, gateway, config)
         task = asyncio.ensure_future(engine.run())
         try:

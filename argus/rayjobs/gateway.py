@@ -1,11 +1,13 @@
 """The one place where Argus talks to Ray (DESIGN.md §1: "where Ray is touched").
 
 ``RayGateway`` is synchronous: jobs go through Ray's Jobs SDK (``JobSubmissionClient`` on
-the job server URL, seed 002 §2.1), capacity is read straight from the GCS with the same
-accessor verl's ``ray._private.state.available_resources_per_node()`` uses, but *without*
-``ray.init``: the control plane must not become a Ray driver (it would hold a job slot,
-die with the cluster, and pin the head's address). ``AsyncRayGateway`` runs each call in a
-thread and turns every way of not reaching Ray into one exception, ``RayUnavailable``.
+the job server URL, seed 002 §2.1: plain HTTP), capacity is read from the GCS with the
+same accessor verl's ``ray._private.state.available_resources_per_node()`` uses, but
+*without* ``ray.init`` and in a child process (``probe``): Ray's GCS client aborts its
+process when the head is gone too long or comes back as another cluster, and the control
+plane must outlive any head. Where Ray is can be re-read before each call (``following``:
+the discovery record may move). ``AsyncRayGateway`` runs each call in a thread and turns
+every way of not reaching Ray into one exception, ``RayUnavailable``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, Callable, TypeVar
 import msgspec
 
 from argus.events.catalog import NodeCapacity, SubmissionPayload
+from argus.rayjobs.probe import GcsProbe, ProbeFailed
 
 __all__ = [
     "AsyncRayGateway",
@@ -84,13 +87,43 @@ class RayGateway:
     after a connection failure, so a restarted head is picked up on the next call."""
 
     def __init__(self, job_server_url: str, gcs_address: str | None = None,
-                 *, http_timeout_s: float = 10.0) -> None:
+                 *, http_timeout_s: float = 10.0,
+                 locate: Callable[[], tuple[str, str]] | None = None) -> None:
         self.job_server_url = job_server_url
         self.gcs_address = gcs_address
         self.http_timeout_s = http_timeout_s
+        self._locate = locate
         self._client: Any = None
-        self._state: Any = None
+        self._probe: GcsProbe | None = None
         self._lock = threading.Lock()
+
+    @classmethod
+    def following(cls, locate: Callable[[], tuple[str, str]]) -> "RayGateway":
+        """A gateway that asks ``locate()`` for ``(job_server_url, gcs_address)`` before each
+        call and moves when the answer changes (a head restarted on another port). A
+        ``locate`` that raises makes the call RayUnavailable."""
+        return cls("", "", locate=locate)
+
+    def _follow(self) -> None:
+        if self._locate is None:
+            return
+        try:
+            url, gcs = self._locate()
+        except Exception as exc:
+            raise RayUnavailable(f"where is Ray? {exc}") from exc
+        with self._lock:
+            if (url, gcs) != (self.job_server_url, self.gcs_address):
+                self.job_server_url, self.gcs_address = url, gcs
+                self._client = None
+                if self._probe is not None:
+                    self._probe.close()
+                    self._probe = None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._probe is not None:
+                self._probe.close()
+                self._probe = None
 
     # -- clients -----------------------------------------------------------------------
     def _jobs(self) -> Any:
@@ -106,6 +139,7 @@ class RayGateway:
 
     def _call(self, fn: Callable[[Any], T]) -> T:
         """Run ``fn(client)``; a transport failure drops the client and becomes RayUnavailable."""
+        self._follow()
         client = self._jobs()
         try:
             return fn(client)
@@ -114,18 +148,6 @@ class RayGateway:
                 self._client = None
             raise RayUnavailable(f"job server {self.job_server_url}: {exc}") from exc
 
-    def _gcs_state(self) -> Any:
-        if self.gcs_address is None:
-            raise RayUnavailable("capacity needs the GCS address (gcs_address is not set)")
-        if self._state is None:
-            from ray._private.state import GlobalState
-            from ray._raylet import GcsClientOptions
-
-            state = GlobalState()
-            state._initialize_global_state(GcsClientOptions.create(
-                self.gcs_address, None, allow_cluster_id_nil=True, fetch_cluster_id_if_nil=False))
-            self._state = state
-        return self._state
 
     # -- jobs --------------------------------------------------------------------------
     def submit(self, payload: SubmissionPayload) -> None:
@@ -201,25 +223,26 @@ class RayGateway:
     # -- capacity ----------------------------------------------------------------------
     def capacity(self) -> list[NodeCapacity]:
         """Free GPUs/CPUs of every ALIVE node that carries ``worker_node``, sorted by node id.
-        Two GCS reads (~1 ms each on a small cluster), no ``ray.init``."""
+        Two GCS reads (~1 ms each on a small cluster) in the probe child, no ``ray.init``."""
+        self._follow()
         with self._lock:
-            state = self._gcs_state()
-            try:
-                nodes = state.node_table()
-                available = state.available_resources_per_node()
-            except Exception as exc:  # RaySystemError, grpc errors: all mean "unreachable"
-                self._state = None
-                raise RayUnavailable(f"GCS {self.gcs_address}: {exc}") from exc
+            if not self.gcs_address:
+                raise RayUnavailable("capacity needs the GCS address (gcs_address is not set)")
+            if self._probe is None:
+                self._probe = GcsProbe(self.gcs_address)
+            probe = self._probe
+        try:
+            nodes = probe.nodes()
+        except ProbeFailed as exc:
+            raise RayUnavailable(str(exc)) from exc
         out = []
         for node in nodes:
-            total = node.get("Resources") or {}
-            if not node.get("Alive") or WORKER_RESOURCE not in total:
-                continue
-            free = available.get(node["NodeID"])
-            if free is None:  # died between the two reads
-                continue
+            total = node["total"]
+            free = node["free"]
+            if not node["alive"] or WORKER_RESOURCE not in total or free is None:
+                continue  # (free None: died between the two reads)
             out.append(NodeCapacity(
-                node_id=node["NodeID"], ip=node.get("NodeManagerAddress", ""),
+                node_id=node["node_id"], ip=node["ip"],
                 total_gpus=float(_gpus(total)), free_gpus=float(_gpus(free)),
                 total_cpus=float(total.get("CPU", 0)), free_cpus=float(free.get("CPU", 0)),
             ))

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import time
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from argus.config import ArgusConfig
 
-__all__ = ["RayTarget", "RayTargetUnknown", "resolve_ray_target", "wait_for_ray_target"]
+if TYPE_CHECKING:
+    from argus.rayjobs.gateway import RayGateway
+
+__all__ = ["RayTarget", "RayTargetUnknown", "following_gateway", "resolve_ray_target"]
 
 
 class RayTargetUnknown(RuntimeError):
@@ -40,12 +43,13 @@ def resolve_ray_target(config: ArgusConfig) -> RayTarget:
     return RayTarget(job_server_url=result.record.job_server_url, gcs_address=result.record.gcs_address)
 
 
-def wait_for_ray_target(config: ArgusConfig, timeout_s: float, poll_s: float = 1.0) -> RayTarget:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return resolve_ray_target(config)
-        except RayTargetUnknown:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(poll_s)
+def following_gateway(config: ArgusConfig) -> "RayGateway":
+    """A gateway that finds Ray anew before each call (config, else the discovery record):
+    a head that restarts or moves is followed, and no head yet is only RayUnavailable."""
+    from argus.rayjobs.gateway import RayGateway
+
+    def locate() -> tuple[str, str]:
+        target = resolve_ray_target(config)
+        return target.job_server_url, target.gcs_address
+
+    return RayGateway.following(locate)

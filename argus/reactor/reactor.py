@@ -130,7 +130,13 @@ class Reactor:
                     log.warning("reactor %s lost the lease; standing by", self.reactor_id)
                     return
                 renew_at = self.clock() + self.sched.lease_ttl_s / 3
-            await self.turn()
+            try:
+                await self.turn()
+            except Exception:  # a bug or a surprise from Ray must not end the leader: the
+                # next turn starts from the log again (the reactor keeps no other state)
+                log.exception("reactor turn failed; trying again after %.1f s", self.sched.poll_interval_s)
+                self.state = await self.store.read_snapshot(ReactorState.load)
+                self.capacity = None
             try:
                 await asyncio.wait_for(signal_.wait(), self.sched.poll_interval_s)
             except asyncio.TimeoutError:

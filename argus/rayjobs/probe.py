@@ -1,0 +1,131 @@
+"""Reading the GCS from a child process, so that Ray's client can never take Argus down.
+
+Ray's in-process GCS client aborts the whole process when the GCS stays away longer than
+its reconnect timeout ("Failed to connect to GCS within 60 seconds … The program will
+terminate") or when a restarted head answers with another cluster id (``WrongClusterID``).
+The API and the reactor must outlive any head, so the client lives in a small child,
+``python -m argus.rayjobs.probe GCS_ADDRESS``: it reads one request line on stdin and
+answers one JSON line on stdout. When it dies, hangs or answers garbage, the parent kills
+it, reports Ray unavailable, and starts a fresh one on the next call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+__all__ = ["GcsProbe", "ProbeFailed"]
+
+
+class ProbeFailed(Exception):
+    """The probe could not answer: the GCS is unreachable or the child died."""
+
+
+def _serve(gcs_address: str) -> int:
+    """The child: answer ``capacity`` requests until stdin closes."""
+    from ray._private.state import GlobalState
+    from ray._raylet import GcsClientOptions
+
+    state = GlobalState()
+    state._initialize_global_state(GcsClientOptions.create(
+        gcs_address, None, allow_cluster_id_nil=True, fetch_cluster_id_if_nil=False))
+    for line in sys.stdin:
+        if line.strip() != "capacity":
+            continue
+        try:
+            nodes = state.node_table()
+            available = state.available_resources_per_node()
+            answer: dict[str, Any] = {"nodes": [
+                {"node_id": n["NodeID"], "ip": n.get("NodeManagerAddress", ""), "alive": bool(n.get("Alive")),
+                 "total": n.get("Resources") or {}, "free": available.get(n["NodeID"])}
+                for n in nodes]}
+        except Exception as exc:  # grpc / RaySystemError: the GCS did not answer
+            answer = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+class GcsProbe:
+    """The parent's handle on the child for one GCS address. Thread-safe; one request at a
+    time. ``timeout_s`` bounds a request, child start included."""
+
+    def __init__(self, gcs_address: str, timeout_s: float = 15.0) -> None:
+        self.gcs_address = gcs_address
+        self.timeout_s = timeout_s
+        self._child: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+        return subprocess.Popen(
+            [sys.executable, "-m", "argus.rayjobs.probe", self.gcs_address],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+            start_new_session=True)  # Ray's client may fork helpers: signal them together
+
+    def _kill(self) -> None:
+        child, self._child = self._child, None
+        if child is None:
+            return
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        child.wait()
+        for stream in (child.stdin, child.stdout):
+            if stream is not None:
+                stream.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._kill()
+
+    def nodes(self) -> list[dict[str, Any]]:
+        """Every node the GCS knows, with total and free resources. Raises ProbeFailed."""
+        with self._lock:
+            if self._child is None or self._child.poll() is not None:
+                self._kill()
+                self._child = self._start()
+            child = self._child
+            assert child.stdin is not None and child.stdout is not None
+            try:
+                child.stdin.write(b"capacity\n")
+                child.stdin.flush()
+                line = self._read_line(child, time.monotonic() + self.timeout_s)
+                answer = json.loads(line)
+            except (OSError, ValueError, ProbeFailed) as exc:
+                self._kill()
+                raise ProbeFailed(f"GCS {self.gcs_address}: {exc or type(exc).__name__}") from exc
+            if "error" in answer:
+                self._kill()  # its client may be wedged on a dead GCS: start afresh
+                raise ProbeFailed(f"GCS {self.gcs_address}: {answer['error']}")
+            return list(answer["nodes"])
+
+    @staticmethod
+    def _read_line(child: subprocess.Popen[bytes], deadline: float) -> bytes:
+        assert child.stdout is not None
+        fd = child.stdout.fileno()
+        data = b""
+        while not data.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ProbeFailed("no answer in time")
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                raise ProbeFailed(f"the probe exited (rc={child.poll()})")
+            data += chunk
+        return data
+
+
+if __name__ == "__main__":
+    sys.exit(_serve(sys.argv[1]))
