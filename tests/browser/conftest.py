@@ -51,8 +51,9 @@ class Pages:
         self.contexts: list[Any] = []
         self.errors: list[str] = []
 
-    def open(self, who: str | None) -> Any:
-        ctx = self.browser.new_context(viewport=VIEWPORT)
+    def open(self, who: str | None, *, viewport: dict[str, int] = VIEWPORT, scheme: str = "light") -> Any:
+        """A page in a new context of this size and colour scheme, logged in as ``who``."""
+        ctx = self.browser.new_context(viewport=viewport, color_scheme=scheme)
         self.contexts.append(ctx)
         page = ctx.new_page()
         page.set_default_timeout(TIMEOUT_MS)

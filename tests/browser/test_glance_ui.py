@@ -37,7 +37,8 @@ from argus.events import (
     task_stream,
 )
 from argus.store import AppendBatch, EventStore
-from tests.browser.conftest import SCREENSHOTS, TIMEOUT_MS, login
+from tests.browser.conftest import Pages
+from tests.browser.conftest import shot as conftest_shot
 from tests.support.stack import Stack, start_stack
 
 pytestmark = pytest.mark.browser
@@ -155,23 +156,11 @@ def glance() -> Iterator[Glance]:
             server.stop()
 
 
-class Browsing:
-    """Pages in contexts of a given viewport and colour scheme; collects JavaScript errors."""
+class Browsing(Pages):
+    """Pages of the glance stack; each waits for the task list to be drawn."""
 
-    def __init__(self, browser: Any, stack: Stack) -> None:
-        self.browser, self.stack = browser, stack
-        self.contexts: list[Any] = []
-        self.errors: list[str] = []
-
-    def open(self, who: str, *, viewport: dict[str, int] = WIDE, scheme: str = "light") -> Any:
-        ctx = self.browser.new_context(viewport=viewport, color_scheme=scheme)
-        self.contexts.append(ctx)
-        page = ctx.new_page()
-        page.set_default_timeout(TIMEOUT_MS)
-        page.on("pageerror", lambda exc: self.errors.append(f"{who}: {exc}"))
-        page.goto(self.stack.url + "/")
-        page.wait_for_selector("#token")
-        login(page, self.stack.tokens[who])
+    def open(self, who: str | None, *, viewport: dict[str, int] = WIDE, scheme: str = "light") -> Any:
+        page = super().open(who, viewport=viewport, scheme=scheme)
         page.wait_for_selector("#tasks-table tbody tr[data-task-id]")
         return page
 
@@ -183,15 +172,12 @@ def browsing(browser: Any, glance: Glance) -> Iterator[Browsing]:
         yield b
         assert not b.errors, f"JavaScript errors on the page: {b.errors}"
     finally:
-        for ctx in b.contexts:
-            ctx.close()
+        b.close()
 
 
 def shot(page: Any, name: str) -> Path:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / f"glance-{name}.png"
-    page.screenshot(path=str(path), full_page=True)
-    return path
+    return conftest_shot(page, f"glance-{name}")
+
 
 
 def row(page: Any, task_id: str) -> Any:
