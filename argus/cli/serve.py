@@ -227,9 +227,17 @@ def report_progress(config: Any, stopping: "threading.Event", echo: Callable[[st
             continue
         if nodes:
             gpus, cpus = sum(n[0] for n in nodes), sum(n[1] for n in nodes)
-            say("ready", f"worker joined: {len(nodes)} node(s), {gpus:g} GPUs, {cpus:g} CPUs; "
+            # Say plainly how much can run at once: CPUs, not GPUs, may be the limit.
+            at_once = int(min(gpus, cpus // CPUS_PER_LOCAL_GPU))
+            say("ready", f"worker joined: {len(nodes)} node(s), {gpus:g} GPUs, {cpus:g} CPUs "
+                         f"(up to {at_once} one-GPU PPO/GRPO tasks at once); "
                          "cluster ready: submitted tasks will run")
             return
+
+
+# A 1-GPU PPO/GRPO task takes verl's bundle (1 GPU + 3 CPUs), its TaskRunner (1 CPU) and
+# the job's driver (entrypoint_num_cpus, 1): 5 logical CPUs per GPU keep every GPU usable.
+CPUS_PER_LOCAL_GPU = 5
 
 
 def admin_token_for(data_dir: Path, env_name: str) -> tuple[str, Path | None]:
@@ -255,8 +263,9 @@ def admin_token_for(data_dir: Path, env_name: str) -> tuple[str, Path | None]:
               show_default=True, help="Database, shared files, logs and the admin token.")
 @click.option("--gpus", type=int, default=2, show_default=True, help="Logical GPUs of the worker.")
 @click.option("--cpus", type=int, default=None,
-              help="Logical CPUs of the worker (default: 3 per GPU + 2, at least 8: verl puts "
-                   "3 CPUs in each GPU bundle, plus its TaskRunner and the job's driver).")
+              help="Logical CPUs of the worker (default: 5 per GPU, at least 8, so that every "
+                   "GPU can run a 1-GPU PPO/GRPO task at once: verl puts 3 CPUs in each GPU "
+                   "bundle, plus 1 for its TaskRunner and 1 for the job's driver).")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=None, help="API port (default: v2.api.port).")
 def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, host: str,
@@ -281,7 +290,7 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, hos
     from argus.store import migrate
 
     migrate(config.v2.sqlite.db_path)
-    stack = Stack(data_dir, config, gpus, cpus if cpus is not None else max(8, 3 * gpus + 2))
+    stack = Stack(data_dir, config, gpus, cpus if cpus is not None else max(8, CPUS_PER_LOCAL_GPU * gpus))
     sched = config.v2.scheduler
     if sched.assumed_nodes == 0:  # judge gangs at submit before the worker has joined
         sched.assumed_nodes, sched.assumed_node_gpus, sched.assumed_node_cpus = 1, gpus, stack.cpus
