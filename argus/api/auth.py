@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from pathlib import Path
 from typing import Any
 
 from litestar import Controller, Request, Response, get, post
@@ -94,6 +95,13 @@ def request_id(request: Request[Any, Any, Any]) -> str:
     return request.headers.get("x-request-id", "")[:100]
 
 
+def me_out(state: State, who: Principal) -> MeOut:
+    """The caller, with this deployment's shared root and their home (for path hints)."""
+    shared = state.config.shared_root
+    return MeOut(user_id=who.user_id, is_admin=who.is_admin, display_name=who.display_name,
+                 shared_root=shared, home=str(Path(shared) / "users" / who.user_id))
+
+
 def require_admin(who: Principal) -> None:
     if not who.is_admin:
         raise PermissionDeniedException("this needs an admin")
@@ -110,8 +118,7 @@ class AuthController(Controller):
         sid = state.sessions.create(data.token)
         cookie = Cookie(key=SESSION_COOKIE, value=sid, httponly=True, samesite="strict",
                         path="/", max_age=int(state.sessions.ttl_s))
-        body = MeOut(user_id=who.user_id, is_admin=who.is_admin, display_name=who.display_name)
-        return Response(body, cookies=[cookie])
+        return Response(me_out(state, who), cookies=[cookie])
 
     @post("/auth/logout", security=[], status_code=200)
     async def logout(self, request: Request[Any, Any, Any], state: State) -> Response[dict[str, bool]]:
@@ -124,6 +131,6 @@ class AuthController(Controller):
         return Response({"ok": True}, cookies=[cookie])
 
     @get("/me")
-    async def me(self, who: Principal) -> MeOut:
-        """The caller."""
-        return MeOut(user_id=who.user_id, is_admin=who.is_admin, display_name=who.display_name)
+    async def me(self, state: State, who: Principal) -> MeOut:
+        """The caller, and where their files are in this deployment."""
+        return me_out(state, who)

@@ -30,6 +30,9 @@ class MeOut(msgspec.Struct, kw_only=True):
     user_id: str
     is_admin: bool
     display_name: str = ""
+    # This deployment's paths (what `$HOME`, `$HOME/common/...` expand to for training).
+    shared_root: str = ""
+    home: str = ""
 
 
 class SubmitIn(msgspec.Struct, kw_only=True):
@@ -232,9 +235,11 @@ class FileEntry(msgspec.Struct, kw_only=True):
     is_dir: bool
     size: int
     modified: float
+    type: str = "file"  # file | dir | link | other (job folders: links are listed, not followed)
 
 
 class FileListing(msgspec.Struct, kw_only=True):
     area: str
     path: str
     entries: list[FileEntry]
+    truncated: bool = False  # more entries than one listing holds (v2 lists at most 1000)

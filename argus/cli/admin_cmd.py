@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import quote
 
 import click
 
-from argus.cli.client import Client, client_options, fmt_time, print_table
+from argus.cli.client import EXIT_USAGE, Client, client_options, fmt_time, print_table
 
 __all__ = ["files", "tokens", "users"]
 
@@ -109,20 +111,34 @@ def tokens_revoke(client: Client, token_id: str, user: str | None) -> None:
 
 @click.group()
 def files() -> None:
-    """Your data files: datasets/, models/, code/ (and common/datasets, common/hf)."""
+    """Your files: datasets/, models/, code/ (read and write); jobs/ (your tasks' outputs,
+    one folder per attempt) and common/datasets, common/hf (read-only)."""
+
+
+def _remote(client: Client, path: str) -> str:
+    """The API path for a files PATH: refused here (exit 2) when no URL can carry it."""
+    bad = next((c for c in path if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        client.fail(f"{path!r}: a file name cannot contain {bad!r} (a newline or another "
+                    "control character); rename the file", EXIT_USAGE)
+    return "/files/" + quote(path.lstrip("/"), safe="/")
 
 
 @files.command("ls")
 @click.argument("path", default="")
 @client_options
 def files_ls(client: Client, path: str) -> None:
-    """List a folder (e.g. datasets, common/hf)."""
-    d = client.request("GET", f"/files/{path}").json()
+    """List a folder (e.g. datasets, jobs, jobs/<submission id>, common/hf)."""
+    d = client.request("GET", _remote(client, path)).json()
     if isinstance(d, list):
         client.out(d, lambda d: click.echo("\n".join(d)))
         return
-    client.out(d, lambda d: print_table(["name", "size", "modified"], [
-        [e["name"] + ("/" if e["is_dir"] else ""), e["size"], fmt_time(e["modified"])]
+    if d.get("truncated") and not client.as_json:
+        click.echo(f"(showing the first {len(d['entries'])} entries by name)", err=True)
+    marks = {"dir": "/", "link": "@"}
+    client.out(d, lambda d: print_table(["name", "type", "size", "modified"], [
+        [e["name"] + marks.get(e.get("type", ""), "/" if e["is_dir"] else ""),
+         e.get("type") or ("dir" if e["is_dir"] else "file"), e["size"], fmt_time(e["modified"])]
         for e in d["entries"]]))
 
 
@@ -132,23 +148,48 @@ def files_ls(client: Client, path: str) -> None:
 @client_options
 def files_put(client: Client, dest: str, source: Path) -> None:
     """Upload SOURCE to DEST (e.g. datasets/toy/train.jsonl)."""
+    remote = _remote(client, dest)
     with open(source, "rb") as f:
-        d = client.request("PUT", f"/files/{dest}", content=f,
+        d = client.request("PUT", remote, content=f,
                            headers={"Content-Type": "application/octet-stream"}).json()
     client.out(d, lambda d: click.echo(f"{dest}: {d['size']} bytes"))
 
 
 @files.command("get")
 @click.argument("path")
-@click.argument("dest", type=click.Path(path_type=Path), required=False)
+@click.argument("dest", required=False)
 @client_options
-def files_get(client: Client, path: str, dest: Path | None) -> None:
-    """Download PATH (to DEST, else stdout)."""
-    r = client.request("GET", f"/files/{path}")
-    if dest is None:
-        click.echo(r.content, nl=False)
-    else:
-        dest.write_bytes(r.content)
+def files_get(client: Client, path: str, dest: str | None) -> None:
+    """Download PATH to DEST (a file, or a folder to put it in); to stdout without DEST
+    or with '-' (e.g. argus files get jobs/<submission id>/driver.log -)."""
+    remote = _remote(client, path)
+    target: Path | None = None
+    if dest is not None and dest != "-":
+        target = Path(dest)
+        if target.is_dir() or dest.endswith("/"):  # a folder: keep the file's name
+            if not target.is_dir():
+                client.fail(f"{dest}: no such folder", EXIT_USAGE)
+            target = target / PurePosixPath(path).name
+    with client.download(remote) as r:
+        if r.headers.get("content-type", "").startswith("application/json"):
+            client.fail(f"{path} is a folder: list it with `argus files ls {path}`", EXIT_USAGE)
+        if target is None:
+            out = click.get_binary_stream("stdout")
+            for chunk in r.iter_bytes():
+                out.write(chunk)
+            out.flush()
+            return
+        # Written beside the target and renamed when complete: an interrupted download
+        # leaves no half file under the real name.
+        part = target.with_name(f".{target.name}.part")
+        try:
+            with open(part, "wb") as f:
+                for chunk in r.iter_bytes():
+                    f.write(chunk)
+            os.replace(part, target)
+        finally:
+            part.unlink(missing_ok=True)
+    click.echo(f"{path} -> {target}", err=True)
 
 
 @files.command("rm")
@@ -158,4 +199,4 @@ def files_get(client: Client, path: str, dest: Path | None) -> None:
 def files_rm(client: Client, path: str, recursive: bool) -> None:
     """Delete a file (or folder with -r)."""
     params: dict[str, Any] = {"recursive": "true"} if recursive else {}
-    client.request("DELETE", f"/files/{path}", params=params)
+    client.request("DELETE", _remote(client, path), params=params)

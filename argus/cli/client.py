@@ -7,6 +7,7 @@ server said no (4xx/5xx), 2 usage, 3 cannot connect.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -22,7 +23,7 @@ import yaml
 __all__ = ["Client", "client_options", "fmt_time", "print_table", "refusal_text"]
 
 DEFAULT_URL = "http://127.0.0.1:8080"
-EXIT_REFUSED, EXIT_CONNECT = 1, 3
+EXIT_REFUSED, EXIT_USAGE, EXIT_CONNECT = 1, 2, 3
 
 
 def client_config_path() -> Path:
@@ -56,10 +57,28 @@ class Client:
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             r = self.http.request(method, "/api/v2" + path, **kwargs)
+        except httpx.InvalidURL as exc:  # e.g. a newline in a file name: the caller's input
+            self.fail(f"cannot use {path!r} in a URL: {exc}", EXIT_USAGE)
         except httpx.HTTPError as exc:
             self.fail(f"cannot reach the Argus server at {self.url}: {exc}", EXIT_CONNECT)
         self.check(r)
         return r
+
+    @contextlib.contextmanager
+    def download(self, path: str) -> Iterator[httpx.Response]:
+        """GET ``path`` without reading its body: the caller iterates ``iter_bytes()``
+        (a file of any size in bounded memory). A refusal or lost connection exits."""
+        try:
+            with self.http.stream("GET", "/api/v2" + path,
+                                  timeout=httpx.Timeout(30.0, read=300.0)) as r:
+                if r.status_code >= 400:
+                    r.read()
+                    self.check(r)
+                yield r
+        except httpx.InvalidURL as exc:
+            self.fail(f"cannot use {path!r} in a URL: {exc}", EXIT_USAGE)
+        except httpx.HTTPError as exc:
+            self.fail(f"lost the connection to {self.url}: {exc}", EXIT_CONNECT)
 
     def check(self, r: httpx.Response) -> None:
         if r.status_code < 400:

@@ -1,16 +1,31 @@
-// Data: browse your datasets/ models/ code/ and the shared read-only common/ folders;
-// upload (with progress), download, delete.
+// Data: browse your datasets/ models/ code/, your tasks' outputs (jobs/) and the shared
+// read-only common/ folders; upload (with progress), download, delete. Paths are shown as
+// tasks write them ($HOME/...) and as they are on this deployment's disk (from /me).
 
 import { get, del, upload, encodePath, errorText, API } from "../api.js";
 import { h, replace, timeEl, fmtBytes, notice } from "../dom.js";
 
 const AREAS = [
-  { id: "datasets", label: "datasets", writable: true, path: "$HOME/datasets", help: "Your training data (parquet, jsonl). Use as data.train_files=$HOME/datasets/… or train_file: $HOME/datasets/…" },
-  { id: "models", label: "models", writable: true, path: "$HOME/models", help: "Your models and checkpoints. Use as model_id: $HOME/models/…" },
-  { id: "code", label: "code", writable: true, path: "$HOME/code", help: "Your code, e.g. a reward function: custom_reward_function.path=$HOME/code/reward.py" },
-  { id: "common/datasets", label: "common/datasets", writable: false, path: "$HOME/common/datasets", help: "Shared datasets, read-only. Training sees them at /private/datasets; write $HOME/common/datasets/… in a spec." },
-  { id: "common/hf", label: "common/hf", writable: false, path: "$HOME/common/hf", help: "The shared Hugging Face cache, read-only (/private/hf for training); hub ids such as Qwen/Qwen2.5-0.5B-Instruct resolve through it." },
+  { id: "datasets", label: "datasets", writable: true, path: "$HOME/datasets", help: () => "Your training data (parquet, jsonl). Use as data.train_files=$HOME/datasets/… or train_file: $HOME/datasets/…" },
+  { id: "models", label: "models", writable: true, path: "$HOME/models", help: () => "Your models and checkpoints. Use as model_id: $HOME/models/…" },
+  { id: "code", label: "code", writable: true, path: "$HOME/code", help: () => "Your code, e.g. a reward function: custom_reward_function.path=$HOME/code/reward.py" },
+  { id: "jobs", label: "jobs", writable: false, path: "$HOME/jobs", help: () => "Your tasks' outputs, written by the platform: one folder per attempt (<task id>--a01/) with driver.log, the metrics (*.jsonl), checkpoints/ and result.json. Read-only here: download what you need." },
+  { id: "common/datasets", label: "common/datasets", writable: false, path: "$HOME/common/datasets", help: (p) => `Shared datasets, read-only. Training sees them at ${p.shared}/datasets; write $HOME/common/datasets/… in a spec.` },
+  { id: "common/hf", label: "common/hf", writable: false, path: "$HOME/common/hf", help: (p) => `The shared Hugging Face cache, read-only (${p.shared}/hf for training); hub ids such as Qwen/Qwen2.5-0.5B-Instruct resolve through it.` },
 ];
+
+/** This deployment's paths: the shared root and the caller's home (from /me). */
+export function paths(me) {
+  const shared = (me && me.shared_root) || "<shared>";
+  const home = (me && me.home) || `${shared}/users/${(me && me.user_id) || "<you>"}`;
+  return { shared, home };
+}
+
+/** Where an area's folder is on disk (what $HOME/... expands to for training). */
+function onDisk(area, dir, p) {
+  const root = area.id.startsWith("common/") ? `${p.shared}/${area.id.slice("common/".length)}` : `${p.home}/${area.id}`;
+  return dir ? `${root}/${dir}` : root;
+}
 
 function split(areaPath) {
   const parts = (areaPath || "").split("/").filter(Boolean);
@@ -26,6 +41,7 @@ const link = (area, dir) => `#/data/${[area, dir].filter(Boolean).map(encodePath
 export async function render(main, params, ctx) {
   ctx.setTitle("Data");
   const { area, dir } = split(params.area);
+  const p = paths(ctx.me);
   const listing = h("div");
   const flash = h("div", { role: "status", "aria-live": "polite" });
 
@@ -48,14 +64,16 @@ export async function render(main, params, ctx) {
       h("summary", {}, "Where your files are, and how tasks see them"),
       h("ul", {},
         h("li", {}, h("code", {}, "$HOME/datasets"), ", ", h("code", {}, "$HOME/models"), ", ", h("code", {}, "$HOME/code"),
-          ": your own folders (read and write). $HOME is /private/users/<you> for training."),
-        h("li", {}, h("code", {}, "$HOME/common/datasets"), " → /private/datasets and ", h("code", {}, "$HOME/common/hf"),
-          " → /private/hf: shared and read-only."),
+          ": your own folders (read and write). $HOME is ", h("code", { id: "home-path" }, p.home), " for training."),
+        h("li", {}, h("code", {}, "$HOME/common/datasets"), " → ", h("code", {}, `${p.shared}/datasets`), " and ",
+          h("code", {}, "$HOME/common/hf"), " → ", h("code", {}, `${p.shared}/hf`), ": shared and read-only."),
         h("li", {}, "In a TaskSpec or command always write the $HOME/… form; the server expands it before the task runs."),
-        h("li", {}, "Task outputs are written to $HOME/jobs/<submission id>/ by the platform."))),
+        h("li", {}, "Task outputs: ", h("code", {}, "$HOME/jobs/<task id>--a01/"), " (", h("code", {}, `${p.home}/jobs/`),
+          "), one folder per attempt, written by the platform; browse them under ", h("a", { href: link("jobs", "") }, "jobs"), "."))),
     tabs,
-    h("p", { class: "help" }, area.help),
+    h("p", { class: "help" }, area.help(p)),
     h("nav", { class: "crumbs", "aria-label": "Current folder" }, crumbs),
+    h("p", { class: "help" }, "On disk: ", h("code", { id: "disk-path" }, onDisk(area, dir, p))),
     flash, uploadForm, listing);
 
   async function load() {
@@ -65,7 +83,7 @@ export async function render(main, params, ctx) {
       answer = await get(path);
     } catch (err) {
       replace(listing, err.status === 404
-        ? notice("info", dir ? "This folder does not exist (yet). Uploading here creates it." : "This folder is empty.")
+        ? notice("info", !dir ? "This folder is empty." : area.writable ? "This folder does not exist (yet). Uploading here creates it." : "This folder does not exist (yet).")
         : notice("error", errorText(err)));
       return;
     }
@@ -74,20 +92,25 @@ export async function render(main, params, ctx) {
     const rows = entries.map((e) => {
       const child = dir ? `${dir}/${e.name}` : e.name;
       const fileUrl = `${API}/files/${encodePath(area.id)}/${encodePath(child)}`;
-      return h("tr", { "data-name": e.name },
-        h("td", {}, e.is_dir
-          ? h("a", { href: link(area.id, child), class: "dir" }, `${e.name}/`)
-          : h("a", { href: fileUrl, download: e.name, class: "file" }, e.name)),
-        h("td", { class: "num" }, e.is_dir ? "" : fmtBytes(e.size)),
+      const kind = e.type || (e.is_dir ? "dir" : "file");
+      // Links a job planted are listed, never followed (the server refuses them too).
+      const name = kind === "dir" ? h("a", { href: link(area.id, child), class: "dir" }, `${e.name}/`)
+        : kind === "file" ? h("a", { href: fileUrl, download: e.name, class: "file" }, e.name)
+          : h("span", { class: "muted", title: "not followed" }, e.name, h("span", { class: "tag" }, kind === "link" ? "symlink" : kind));
+      return h("tr", { "data-name": e.name, "data-type": kind },
+        h("td", {}, name),
+        h("td", { class: "num" }, kind === "file" ? fmtBytes(e.size) : ""),
         h("td", {}, timeEl(e.modified)),
         h("td", { class: "row-actions" },
-          e.is_dir ? null : h("a", { href: fileUrl, download: e.name, class: "btn btn-small", "aria-label": `Download ${e.name}` }, "Download"),
+          kind === "file" ? h("a", { href: fileUrl, download: e.name, class: "btn btn-small", "aria-label": `Download ${e.name}` }, "Download") : null,
           area.writable && !e.is_dir ? h("button", {
             type: "button", class: "btn btn-small btn-danger", "aria-label": `Delete ${e.name}`,
             onclick: () => remove(child, e.name),
           }, "Delete") : null));
     });
-    replace(listing, h("div", { class: "table-wrap" }, h("table", { class: "data", id: "files-table" },
+    replace(listing, answer && answer.truncated
+      ? notice("info", `This folder holds more than ${entries.length} entries: the first ${entries.length} by name are shown.`) : null,
+    h("div", { class: "table-wrap" }, h("table", { class: "data", id: "files-table" },
       h("caption", { class: "visually-hidden" }, `Files in ${area.path}${dir ? `/${dir}` : ""}`),
       h("thead", {}, h("tr", {}, ["Name", "Size", "Modified", h("span", { class: "visually-hidden" }, "Actions")].map((c) => h("th", { scope: "col" }, c)))),
       h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 4, class: "empty" }, "This folder is empty."))))));

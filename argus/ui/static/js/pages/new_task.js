@@ -3,16 +3,19 @@
 
 import { request, errorText, ApiError } from "../api.js";
 import { h, replace, debounce, notice } from "../dom.js";
+import { paths } from "./data.js";
 
 const TEMPLATES = [
   ["ppo", "PPO"], ["grpo", "GRPO"], ["sft", "SFT"], ["advanced", "Advanced"],
 ];
 const DRAFT_KEY = "argus.newTaskDraft"; // the YAML only (sessionStorage), never a token
 
-async function loadTemplate(name) {
+/** A template with its comments' <shared> and <you> made this deployment's paths. */
+async function loadTemplate(name, me) {
   const resp = await fetch(new URL(`../../templates/${name}.yaml`, import.meta.url), { cache: "no-cache" });
   if (!resp.ok) throw new Error(`template ${name}: HTTP ${resp.status}`);
-  return resp.text();
+  const p = paths(me);
+  return (await resp.text()).replaceAll("<shared>", p.shared).replaceAll("<you>", (me && me.user_id) || "<you>");
 }
 
 export async function render(main, params, ctx) {
@@ -34,7 +37,8 @@ export async function render(main, params, ctx) {
     h("p", { id: "spec-help", class: "help" },
       "Paths: your files are under $HOME/datasets, $HOME/models and $HOME/code; shared read-only ",
       "data under $HOME/common/datasets and $HOME/common/hf (see the ", h("a", { href: "#/data" }, "Data"), " page). ",
-      "The server checks the spec as you type."),
+      "$HOME is ", h("code", {}, paths(ctx.me).home), " and the common folders are under ", h("code", {}, paths(ctx.me).shared),
+      "; outputs go to ", h("a", { href: "#/data/jobs" }, "$HOME/jobs"), ". The server checks the spec as you type."),
     editor,
     h("div", { class: "actions" }, validateBtn, submitBtn),
     result);
@@ -113,7 +117,7 @@ export async function render(main, params, ctx) {
 
   async function useTemplate(name) {
     try {
-      editor.value = await loadTemplate(name);
+      editor.value = await loadTemplate(name, ctx.me);
       sessionStorage.setItem(DRAFT_KEY, editor.value);
       templateButtons.forEach((b) => b.setAttribute("aria-pressed", String(b.dataset.template === name)));
       editor.focus();

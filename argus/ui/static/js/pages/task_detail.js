@@ -1,4 +1,5 @@
-// Task detail: state, why it waits, progress chart, attempts, live log, timeline, spec.
+// Task detail: state, why it waits, progress chart, attempts, outputs, live log, timeline,
+// spec.
 
 import { get, post, query, errorText, encodePath } from "../api.js";
 import { API } from "../api.js";
@@ -8,6 +9,7 @@ import {
 } from "../dom.js";
 import { lineChart, mainMetric } from "../chart.js";
 import { renderNotFound } from "./not_found.js";
+import { outputsPanel } from "./task_outputs.js";
 
 const LOG_TAIL = 300;
 const MAX_LOG_CHARS = 400_000;
@@ -43,6 +45,7 @@ export async function render(main, params, ctx) {
     h("h2", { id: "attempts-h" }, "Attempts"));
   const attemptsBody = h("div");
   attempts.append(attemptsBody);
+  const outputs = outputsPanel(ctx);
   const logSection = h("section", { id: "logs", class: "card", "aria-labelledby": "logs-h" });
   const timeline = h("section", { id: "timeline", "aria-labelledby": "timeline-h" },
     h("h2", { id: "timeline-h" }, "Timeline"));
@@ -74,7 +77,7 @@ export async function render(main, params, ctx) {
       h("h1", { class: "mono task-title" }, id), stateSlot, h("span", { class: "spacer" }), cancelBtn),
     flash,
     h("div", { class: "grid-2" }, h("section", { class: "card", "aria-label": "Summary" }, summary), progress),
-    waiting, attempts, logSection, timeline, specSection, dialog);
+    waiting, attempts, outputs.section, logSection, timeline, specSection, dialog);
 
   // --- summary, waiting, attempts -----------------------------------------------------
   function drawTask(t) {
@@ -109,6 +112,7 @@ export async function render(main, params, ctx) {
         h("p", {}, h("a", { href: "#/queue" }, "See the whole queue"))));
     }
     drawAttempts(t.attempts || []);
+    outputs.draw(t).catch((err) => console.error(err));
     drawLogPicker(t.attempts || []);
   }
 
