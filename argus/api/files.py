@@ -27,11 +27,12 @@ from litestar.datastructures import State
 from litestar.exceptions import HTTPException, NotFoundException, PermissionDeniedException
 from litestar.openapi.spec import OpenAPIMediaType, OpenAPIType, Operation, RequestBody, Schema
 from litestar.params import Parameter
-from litestar.response import File, Stream
+from litestar.response import File
 from dataclasses import dataclass
 
 from argus.api import jobfiles
 from argus.api.schemas import FileEntry, FileListing
+from argus.api.streams import Download
 from argus.service import Principal
 
 __all__ = ["FilesController", "resolve"]
@@ -130,15 +131,6 @@ def _disposition(name: str) -> str:
     return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
 
 
-class _Download(Stream):
-    """A Stream that stays ``application/octet-stream`` on a route whose media type is
-    JSON (Litestar lets the route's media type override a streaming response's)."""
-
-    def to_asgi_response(self, *args: Any, **kwargs: Any) -> Any:
-        kwargs["media_type"] = "application/octet-stream"
-        return super().to_asgi_response(*args, **kwargs)
-
-
 async def _read_job(shared: Path, user: str, parts: list[str]) -> Any:
     """A folder of the jobs area (listing) or a file (streamed, up to its size now)."""
     try:
@@ -154,7 +146,7 @@ async def _read_job(shared: Path, user: str, parts: list[str]) -> Any:
             os.close(fd)
         return FileListing(area=JOBS_AREA, path="/".join(parts), entries=entries,
                            truncated=truncated)
-    return _Download(jobfiles.read_chunks(fd, st.st_size),
+    return Download(jobfiles.read_chunks(fd, st.st_size),
                      headers={"Content-Disposition": _disposition(parts[-1]),
                               "Content-Length": str(st.st_size)})
 

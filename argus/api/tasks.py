@@ -13,7 +13,7 @@ from litestar.datastructures import State
 from litestar.exceptions import HTTPException, NotFoundException, PermissionDeniedException
 from litestar.openapi.spec import OpenAPIMediaType, OpenAPIType, Operation, RequestBody, Schema
 from litestar.params import Parameter
-from litestar.response import ServerSentEvent, ServerSentEventMessage
+from litestar.response import ServerSentEventMessage
 
 from argus.api import jobfiles
 from argus.api.auth import request_id
@@ -21,6 +21,7 @@ from argus.api.schemas import (
     AttemptOut, DemandOut, ProgressOut, ProgressPoint, SpecOut, SubmitOut, TaskDetail,
     TaskList, TaskStateOut, TaskSummary, TimelineEntry, ValidateError, ValidateOut,
 )
+from argus.api.streams import EventStream
 from argus.events import TaskSubmitted, task_stream
 from argus.lifecycle import TaskState
 from argus.rayjobs.submission import job_dir
@@ -256,15 +257,6 @@ def _log_path(state: State, view: Any, attempt: int | None) -> Path | None:
     if chosen is None:
         return None
     return Path(job_dir(state.config.shared_root, view.user, chosen.submission_id)) / "driver.log"
-
-
-class EventStream(ServerSentEvent):
-    """A ServerSentEvent that stays ``text/event-stream`` on a route whose media type is
-    another (Litestar lets the route's media type override a streaming response's)."""
-
-    def to_asgi_response(self, *args: Any, **kwargs: Any) -> Any:
-        kwargs["media_type"] = "text/event-stream"
-        return super().to_asgi_response(*args, **kwargs)
 
 
 async def _follow(state: State, who: Principal, task_id: str, path: Path | None,
