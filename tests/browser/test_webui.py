@@ -6,6 +6,7 @@ Screenshots of every page go to artifacts/screenshots/ (git-ignored).
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -232,17 +233,30 @@ def test_submit_advanced_task_and_follow_it_live(pages: Pages, stack: Stack) -> 
 
 def test_waiting_task_shows_its_reason_and_can_be_canceled(pages: Pages, stack: Stack) -> None:
     put_toy_dataset(stack, "alice")
-    too_big = ("kind: advanced\nworkload: grpo\nnnodes: 3\nn_gpus_per_node: 4\n"
-               "command: python3 -m argus.examples.toy_trainer trainer.nnodes=3 "
-               "trainer.n_gpus_per_node=4 data.train_files=$HOME/datasets/toy/train.jsonl\n")
+    # A gang that fits the cluster (2 workers x 4 GPUs) but not while another task holds a
+    # GPU: it waits with a reason. (A gang no node could hold is refused at submit.)
+    blocker = ("kind: advanced\nworkload: ppo\nnnodes: 1\nn_gpus_per_node: 1\n"
+               "command: python3 -m argus.examples.toy_trainer trainer.nnodes=1 "
+               "trainer.n_gpus_per_node=1 data.train_files=$HOME/datasets/toy/train.jsonl "
+               "trainer.total_training_steps=300 +trainer.step_sleep_s=0.2\n")
+    whole = ("kind: advanced\nworkload: grpo\nnnodes: 2\nn_gpus_per_node: 4\n"
+             "command: python3 -m argus.examples.toy_trainer trainer.nnodes=2 "
+             "trainer.n_gpus_per_node=4 data.train_files=$HOME/datasets/toy/train.jsonl\n")
     with stack.client("alice") as c:
-        r = c.post("/api/v2/tasks", content=too_big, headers={"Content-Type": "application/yaml"})
+        r = c.post("/api/v2/tasks", content=blocker, headers={"Content-Type": "application/yaml"})
+        assert r.status_code == 201, r.text
+        blocker_id = r.json()["task_id"]
+        deadline = time.monotonic() + 60
+        while c.get(f"/api/v2/tasks/{blocker_id}").json()["state"] != "RUNNING":
+            assert time.monotonic() < deadline, "the blocker never ran"
+            time.sleep(0.3)
+        r = c.post("/api/v2/tasks", content=whole, headers={"Content-Type": "application/yaml"})
         assert r.status_code == 201, r.text
         task_id = r.json()["task_id"]
     page = pages.open("alice")
     page.goto(f"{stack.url}/#/tasks/{task_id}")
     page.wait_for_selector("#waiting h2:has-text('Why is it waiting?')")
-    # The scheduler records why: 3 nodes wanted, 2 workers exist.
+    # The scheduler records why: 2 whole nodes wanted, one GPU is taken.
     page.wait_for_selector("#task-state [data-state=PENDING_RESOURCES]")
     page.wait_for_function("!document.querySelector('#waiting').textContent.includes('not looked at')")
     shot(page, "11-task-waiting")
@@ -260,4 +274,6 @@ def test_waiting_task_shows_its_reason_and_can_be_canceled(pages: Pages, stack: 
     page.click("#confirm-cancel")
     page.wait_for_selector("#task-state [data-state=CANCELED]")
     page.wait_for_selector("#timeline tr[data-type=TaskCanceled]")
+    with stack.client("alice") as c:
+        assert c.post(f"/api/v2/tasks/{blocker_id}/cancel").status_code == 200
     assert page.is_hidden("#cancel-task")

@@ -99,7 +99,7 @@ def test_cli_submit_and_resume(stack: Stack) -> None:
                 break
         last = got[-1]["id"]
         r = CliRunner().invoke(main, ["watch", task_id], env=env)
-        assert r.exit_code == 0 and "TaskSucceeded" in r.output, r.output
+        assert r.exit_code == 0 and "succeeded with attempt 1" in r.output, r.output
         # Resume: exactly the events alice may see after `last`, each once, in order.
         # (alice's only events since `head` are this task's: its timeline)
         timeline = c.get(f"/api/v2/tasks/{task_id}/timeline").json()
