@@ -13,6 +13,8 @@ every way of not reaching Ray into one exception, ``RayUnavailable``.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import threading
 from typing import Any, Callable, TypeVar
 
@@ -251,14 +253,20 @@ class RayGateway:
 
 class AsyncRayGateway:
     """The reactor's view: same calls, awaited in a worker thread. Every failure to reach
-    Ray is ``RayUnavailable``; Ray's answers (None, False, DuplicateSubmission) pass through."""
+    Ray is ``RayUnavailable``; Ray's answers (None, False, DuplicateSubmission) pass through.
 
-    def __init__(self, gateway: RayGateway) -> None:
+    The threads are the gateway's own: a call to a Ray that does not answer holds its
+    thread until its timeout, and on the loop's default executor a few of those starved
+    everything else in the process that uses it (the API's file reads hung while the head
+    was away)."""
+
+    def __init__(self, gateway: RayGateway, threads: int = 4) -> None:
         self.sync = gateway
+        self._pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="ray-gateway")
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         try:
-            return await asyncio.to_thread(fn, *args)
+            return await asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(fn, *args))
         except (RayUnavailable, DuplicateSubmission):
             raise
         except (ConnectionError, OSError, TimeoutError) as exc:

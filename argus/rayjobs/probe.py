@@ -88,25 +88,35 @@ class GcsProbe:
             self._kill()
 
     def nodes(self) -> list[dict[str, Any]]:
-        """Every node the GCS knows, with total and free resources. Raises ProbeFailed."""
-        with self._lock:
-            if self._child is None or self._child.poll() is not None:
-                self._kill()
-                self._child = self._start()
-            child = self._child
-            assert child.stdin is not None and child.stdout is not None
-            try:
-                child.stdin.write(b"capacity\n")
-                child.stdin.flush()
-                line = self._read_line(child, time.monotonic() + self.timeout_s)
-                answer = json.loads(line)
-            except (OSError, ValueError, ProbeFailed) as exc:
-                self._kill()
-                raise ProbeFailed(f"GCS {self.gcs_address}: {exc or type(exc).__name__}") from exc
-            if "error" in answer:
-                self._kill()  # its client may be wedged on a dead GCS: start afresh
-                raise ProbeFailed(f"GCS {self.gcs_address}: {answer['error']}")
-            return list(answer["nodes"])
+        """Every node the GCS knows, with total and free resources. Raises ProbeFailed, at
+        once when an earlier request is still waiting for a GCS that does not answer (the
+        callers' timeouts are shorter than ours: they must not queue up behind it)."""
+        if not self._lock.acquire(blocking=False):
+            raise ProbeFailed(f"GCS {self.gcs_address}: an earlier request is still waiting")
+        try:
+            return self._request()
+        finally:
+            self._lock.release()
+
+    def _request(self) -> list[dict[str, Any]]:
+        """One request to the child (started if need be), under the lock."""
+        if self._child is None or self._child.poll() is not None:
+            self._kill()
+            self._child = self._start()
+        child = self._child
+        assert child.stdin is not None and child.stdout is not None
+        try:
+            child.stdin.write(b"capacity\n")
+            child.stdin.flush()
+            line = self._read_line(child, time.monotonic() + self.timeout_s)
+            answer = json.loads(line)
+        except (OSError, ValueError, ProbeFailed) as exc:
+            self._kill()
+            raise ProbeFailed(f"GCS {self.gcs_address}: {exc or type(exc).__name__}") from exc
+        if "error" in answer:
+            self._kill()  # its client may be wedged on a dead GCS: start afresh
+            raise ProbeFailed(f"GCS {self.gcs_address}: {answer['error']}")
+        return list(answer["nodes"])
 
     @staticmethod
     def _read_line(child: subprocess.Popen[bytes], deadline: float) -> bytes:
