@@ -31,6 +31,7 @@ async def _run(config_path: str | None, db: str | None, reactor_id: str | None) 
     try:
         await engine.run()
     finally:
+        gateway.close()
         await store.close()
 
 

@@ -58,6 +58,8 @@ def reactor_background(config: Any) -> Any:
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(task, 10)
             raise
+        finally:
+            gateway.close()
 
     return run
 

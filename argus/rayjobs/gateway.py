@@ -277,6 +277,12 @@ class AsyncRayGateway:
                 raise RayUnavailable(str(exc)) from exc
             raise
 
+    def close(self) -> None:
+        """Stop the GCS probe child and the gateway's threads (those still waiting on Ray
+        finish on their own)."""
+        self.sync.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
     async def submit(self, payload: SubmissionPayload) -> None:
         await self._run(self.sync.submit, payload)
 

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from typing import Any
 
 __all__ = ["GcsProbe", "ProbeFailed"]
@@ -53,6 +54,15 @@ def _serve(gcs_address: str) -> int:
     return 0
 
 
+def _kill_group(child: subprocess.Popen[bytes]) -> None:
+    if child.poll() is None:
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        child.wait()
+
+
 class GcsProbe:
     """The parent's handle on the child for one GCS address. Thread-safe; one request at a
     time. ``timeout_s`` bounds a request, child start included."""
@@ -64,21 +74,24 @@ class GcsProbe:
         self._lock = threading.Lock()
 
     def _start(self) -> subprocess.Popen[bytes]:
+        from argus.nodepool.process import die_with_parent
+
         env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-        return subprocess.Popen(
+        parent = os.getpid()
+        child = subprocess.Popen(
             [sys.executable, "-m", "argus.rayjobs.probe", self.gcs_address],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-            start_new_session=True)  # Ray's client may fork helpers: signal them together
+            # Its own group: Ray's client may fork helpers, signalled together. It dies with
+            # this process, and with this probe object (a gateway that is dropped).
+            start_new_session=True, preexec_fn=lambda: die_with_parent(parent))  # noqa: PLW1509
+        weakref.finalize(self, _kill_group, child)
+        return child
 
     def _kill(self) -> None:
         child, self._child = self._child, None
         if child is None:
             return
-        try:
-            os.killpg(child.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        child.wait()
+        _kill_group(child)
         for stream in (child.stdin, child.stdout):
             if stream is not None:
                 stream.close()

@@ -68,6 +68,8 @@ async def _run_reactor(state: Any, ray: Any) -> None:
     except BaseException as exc:
         REACTOR_ERRORS.append(exc)
         raise
+    finally:
+        gateway.close()
 
 
 class _Server:
