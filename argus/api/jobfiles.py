@@ -301,8 +301,5 @@ def last_step(log: Path, window: int = 65536) -> int | None:
     fd = _open_job_file(log)
     if fd is None:
         return None
-    with os.fdopen(fd, "rb") as f:
-        size = f.seek(0, os.SEEK_END)
-        f.seek(max(0, size - window))
-        found = _LAST_STEP.findall(f.read(window))
+    found = _LAST_STEP.findall(_tail_bytes(fd, window))
     return int(found[-1]) if found else None

@@ -9,12 +9,9 @@ from typing import Any
 import click
 
 from argus.cli.client import Client, client_options, fmt_age, fmt_time, print_table
+from argus.scheduler.policy import fmt_amount
 
 __all__ = ["cluster", "queue"]
-
-
-def _num(x: float) -> str:
-    return f"{x:g}"
 
 
 @click.command()
@@ -59,7 +56,7 @@ def cluster(client: Client) -> None:
             click.echo("no worker node has joined")
             return
         print_table(["node", "ip", "gpus free/total", "cpus free/total"], [
-            [n["node_id"][:12], n["ip"], f"{_num(n['free_gpus'])}/{_num(n['total_gpus'])}",
-             f"{_num(n['free_cpus'])}/{_num(n['total_cpus'])}"] for n in d["nodes"]])
+            [n["node_id"][:12], n["ip"], f"{fmt_amount(n['free_gpus'])}/{fmt_amount(n['total_gpus'])}",
+             f"{fmt_amount(n['free_cpus'])}/{fmt_amount(n['total_cpus'])}"] for n in d["nodes"]])
 
     client.out(d, human)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import click
 import msgspec
 import yaml
+
+from argus.cli.serve import UP_DATA_DIR
 
 __all__ = ["config"]
 
@@ -17,8 +18,8 @@ def config() -> None:
     """Inspect the configuration."""
 
 
-# What `argus up` runs with, written by it at start (its default --data-dir).
-UP_EFFECTIVE_CONFIG = Path(".argus") / "config.yaml"
+# What `argus up` runs with, written by it at start (in its default --data-dir).
+UP_EFFECTIVE_CONFIG = UP_DATA_DIR / "config.yaml"
 
 
 @config.command("show")

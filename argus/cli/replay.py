@@ -15,6 +15,8 @@ from typing import Any, Callable
 import click
 import msgspec
 
+from argus.cli.serve import UP_DATA_DIR
+
 __all__ = ["replay"]
 
 
@@ -33,7 +35,7 @@ def _guard(fn: Callable[[], Any]) -> Any:
 
 
 # Where `argus up` keeps its database when run with its default --data-dir.
-UP_DEFAULT_DB = Path(".argus") / "argus.sqlite3"
+UP_DEFAULT_DB = UP_DATA_DIR / "argus.sqlite3"
 
 
 def _db(ctx: click.Context) -> str:

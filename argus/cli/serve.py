@@ -237,6 +237,10 @@ def report_progress(config: Any, stopping: "threading.Event", echo: Callable[[st
             return
 
 
+# Where `argus up` keeps its database, shared files, logs, token and effective config by
+# default; `argus replay` and `argus config show` look there when run beside it.
+UP_DATA_DIR = Path(".argus")
+
 # A 1-GPU PPO/GRPO task takes verl's bundle (1 GPU + 3 CPUs), its TaskRunner (1 CPU) and
 # the job's driver (entrypoint_num_cpus, 1): 5 logical CPUs per GPU keep every GPU usable.
 CPUS_PER_LOCAL_GPU = 5
@@ -261,7 +265,7 @@ def admin_token_for(data_dir: Path, env_name: str) -> tuple[str, Path | None]:
 
 @click.command()
 @click.option("--config", "config_path", envvar="ARGUS_CONFIG", help="Argus YAML config file.")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".argus"),
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=UP_DATA_DIR,
               show_default=True, help="Database, shared files, logs and the admin token.")
 @click.option("--gpus", type=int, default=2, show_default=True, help="Logical GPUs of the worker.")
 @click.option("--cpus", type=int, default=None,

@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 import os
 import select
-import signal
 import subprocess
 import sys
 import threading
 import time
 import weakref
 from typing import Any
+
+from argus.procs import reap_group
 
 __all__ = ["GcsProbe", "ProbeFailed"]
 
@@ -54,15 +55,6 @@ def _serve(gcs_address: str) -> int:
     return 0
 
 
-def _kill_group(child: subprocess.Popen[bytes]) -> None:
-    if child.poll() is None:
-        try:
-            os.killpg(child.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        child.wait()
-
-
 class GcsProbe:
     """The parent's handle on the child for one GCS address. Thread-safe; one request at a
     time. ``timeout_s`` bounds a request, child start included."""
@@ -71,6 +63,7 @@ class GcsProbe:
         self.gcs_address = gcs_address
         self.timeout_s = timeout_s
         self._child: subprocess.Popen[bytes] | None = None
+        self._finalizer: weakref.finalize | None = None
         self._lock = threading.Lock()
 
     def _start(self) -> subprocess.Popen[bytes]:
@@ -84,14 +77,16 @@ class GcsProbe:
             # Its own group: Ray's client may fork helpers, signalled together. It dies with
             # this process, and with this probe object (a gateway that is dropped).
             start_new_session=True, preexec_fn=lambda: die_with_parent(parent))  # noqa: PLW1509
-        weakref.finalize(self, _kill_group, child)
+        self._finalizer = weakref.finalize(self, reap_group, child, 0)
         return child
 
     def _kill(self) -> None:
         child, self._child = self._child, None
         if child is None:
             return
-        _kill_group(child)
+        if self._finalizer is not None:
+            self._finalizer.detach()  # reaped here: its pid must not be signalled again later
+        reap_group(child, 0)  # SIGKILL its whole group, then wait
         for stream in (child.stdin, child.stdout):
             if stream is not None:
                 stream.close()

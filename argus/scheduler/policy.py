@@ -142,19 +142,20 @@ def decide(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity
 # ---------------------------------------------------------------------------------------
 
 
-def _num(x: float) -> str:
+def fmt_amount(x: float) -> str:
+    """A resource amount as people write it: 4, not 4.0; 0.5 stays 0.5."""
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 def _list(values: Sequence[float], limit: int = 16) -> str:
-    shown = ", ".join(_num(v) for v in values[:limit])
+    shown = ", ".join(fmt_amount(v) for v in values[:limit])
     more = f", …(+{len(values) - limit} more)" if len(values) > limit else ""
     return f"[{shown}{more}]"
 
 
 def _needs(d: Demand) -> str:
     return (f"needs {d.nnodes} node{'s' if d.nnodes != 1 else ''} × {d.n_gpus_per_node} GPUs "
-            f"(+{_num(d.cpus_per_node)} CPUs each)")
+            f"(+{fmt_amount(d.cpus_per_node)} CPUs each)")
 
 
 class _Pool:
@@ -220,12 +221,12 @@ class _Pool:
         total = sum(free)
         if total < d.total_gpus:
             return Defer(task_id="", reason=Reason.INSUFFICIENT_GPUS, free_gpus_per_node=free, message=(
-                f"{_needs(d)} = {d.total_gpus} GPUs; only {_num(total)} GPUs free in total "
+                f"{_needs(d)} = {d.total_gpus} GPUs; only {fmt_amount(total)} GPUs free in total "
                 f"on {len(free)} worker node(s); free GPUs per node: {_list(free)}"))
         ok = sum(1 for i in range(len(free)) if free[i] >= d.n_gpus_per_node and self.cpus[i] >= d.cpus_per_node)
         return Defer(task_id="", reason=Reason.NO_CAPACITY_PER_NODE, free_gpus_per_node=free, message=(
-            f"{_needs(d)}; fits in total ({_num(total)} ≥ {d.total_gpus} GPUs free) but not per node: "
-            f"only {ok} node(s) have ≥ {d.n_gpus_per_node} free GPUs and ≥ {_num(d.cpus_per_node)} "
+            f"{_needs(d)}; fits in total ({fmt_amount(total)} ≥ {d.total_gpus} GPUs free) but not per node: "
+            f"only {ok} node(s) have ≥ {d.n_gpus_per_node} free GPUs and ≥ {fmt_amount(d.cpus_per_node)} "
             f"free CPUs; free GPUs per node: {_list(free)}; free CPUs per node: {_list(self.cpus)}"))
 
 

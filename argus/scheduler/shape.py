@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from argus.events.catalog import Demand, NodeCapacity
+from argus.scheduler.policy import fmt_amount
 
 __all__ = ["assumed_nodes", "unfit_reason"]
 
@@ -18,10 +19,6 @@ def assumed_nodes(count: int, gpus: float, cpus: float) -> list[NodeCapacity]:
     """A configured cluster shape, for when no worker node has been observed yet."""
     return [NodeCapacity(node_id=f"assumed-{i + 1}", ip="", total_gpus=gpus, free_gpus=gpus,
                          total_cpus=cpus, free_cpus=cpus) for i in range(count)]
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 def unfit_reason(demand: Demand, nodes: Sequence[NodeCapacity], where: str) -> str | None:
@@ -35,11 +32,11 @@ def unfit_reason(demand: Demand, nodes: Sequence[NodeCapacity], where: str) -> s
         return None
     max_gpus = max(n.total_gpus for n in nodes)
     cluster = (f"this cluster has {len(nodes)} worker node(s) ({where}), the largest with "
-               f"{_num(max_gpus)} GPUs and {_num(max(n.total_cpus for n in nodes))} CPUs")
+               f"{fmt_amount(max_gpus)} GPUs and {fmt_amount(max(n.total_cpus for n in nodes))} CPUs")
     need = (f"the task needs {demand.nnodes} node(s) with {demand.n_gpus_per_node} GPUs and "
-            f"{_num(demand.cpus_per_node)} CPUs each")
+            f"{fmt_amount(demand.cpus_per_node)} CPUs each")
     if max_gpus < demand.n_gpus_per_node:
-        fix = f"ask for n_gpus_per_node ≤ {_num(max_gpus)}"
+        fix = f"ask for n_gpus_per_node ≤ {fmt_amount(max_gpus)}"
         if max_gpus >= 1:
             per_node = int(max_gpus)
             fix += (f" (e.g. nnodes={-(-demand.total_gpus // per_node)}, "

@@ -171,9 +171,10 @@ class Commands:
         configured shape (v2.scheduler.assumed_*), else not at all."""
         from argus.scheduler.shape import assumed_nodes, unfit_reason
 
-        nodes = [NodeCapacity(node_id=r[0], ip="", total_gpus=r[1], free_gpus=r[1], total_cpus=r[2],
-                              free_cpus=r[2])
-                 for r in await self.store.query("SELECT node_id, total_gpus, total_cpus FROM cluster_nodes")]
+        nodes = [NodeCapacity(node_id=r[0], ip=r[1], total_gpus=r[2], free_gpus=r[3], total_cpus=r[4],
+                              free_cpus=r[5])
+                 for r in await self.store.query(
+                     "SELECT node_id, ip, total_gpus, free_gpus, total_cpus, free_cpus FROM cluster_nodes")]
         where = "as last observed"
         if not nodes:
             sched = self.config.v2.scheduler
@@ -219,17 +220,18 @@ class Commands:
                 continue
             except PayloadTooLarge as exc:
                 raise CommandError(413, f"the task is too large to record: {exc}") from exc
-            self._make_task_dir(who.user_id, task_id, raw)
+            await self._make_task_dir(who.user_id, task_id, raw)
             return SubmitResult(task_id=task_id, state=TaskState.QUEUED.value,
                                 warnings=list(prepared.warnings))
         raise CommandError(409, "could not allocate a unique task id; submit again")
 
-    def _make_task_dir(self, user: str, task_id: str, spec_raw: str) -> None:
-        """The task's directory with its spec, once the task exists. A failure here (a
-        full disk, a link planted by a job) is logged, not the user's error: the task is
-        recorded, and its attempts make their own directories."""
+    async def _make_task_dir(self, user: str, task_id: str, spec_raw: str) -> None:
+        """The task's directory with its spec, once the task exists, in a thread: the shared
+        root may be a network filesystem, and the loop serves every other request. A failure
+        here (a full disk, a link planted by a job) is logged, not the user's error: the
+        task is recorded, and its attempts make their own directories."""
         try:
-            make_task_dir(self.shared_root, user, task_id, spec_raw)
+            await asyncio.to_thread(make_task_dir, self.shared_root, user, task_id, spec_raw)
         except OSError as exc:
             log.warning("task %s: could not make its directory: %s", task_id, exc)
 

@@ -24,7 +24,7 @@ import httpx
 import pytest
 import yaml
 
-from argus.procs import free_ports
+from argus.procs import free_ports, kill_group
 from tests.reactor.harness import write_config_file
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -60,12 +60,7 @@ class Proc:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
+            kill_group(self.proc, grace_s=20)
 
 
 def _wait_http(url: str, timeout_s: float = 30.0) -> None:
