@@ -2,9 +2,16 @@
 
 Three projections (``tasks``, ``queue``, ``user_views``) are kept from one fold of each
 task's events (``evolve_task``); ``users`` and ``cluster`` have folds of their own.
+The package owns the read side whole: the folds, their tables, their rebuild (``fold``,
+``parallel``, ``rebuild``), the hook through which the store keeps them inline
+(``kept``), and the typed queries its readers need (beside each projection).
 """
 
 from projections.base import EntityFold, EntityProjection, FoldPlan, InlineFold, Rebuild
+from projections.fold import fold_log, fold_rows
+from projections.kept import KeptProjections, open_store
+from projections.rebuild import projection_checkpoint, rebuild_projections, write_projection_state
+from projections.registry import ALL_PROJECTIONS, PROJECTION_TABLES, default_projections
 from projections.cluster import CLUSTER_FOLD, ClusterProjection, ClusterView, evolve_cluster
 from projections.queue import QueueProjection, queue_row
 from projections.tasks import (
@@ -29,6 +36,7 @@ __all__ = [
     "EntityProjection",
     "FoldPlan",
     "InlineFold",
+    "KeptProjections",
     "QueueProjection",
     "Rebuild",
     "TASK_FOLD",
@@ -43,22 +51,13 @@ __all__ = [
     "evolve_cluster",
     "evolve_task",
     "evolve_user",
+    "fold_log",
+    "fold_rows",
     "load_task",
+    "open_store",
+    "projection_checkpoint",
     "queue_row",
+    "rebuild_projections",
+    "write_projection_state",
 ]
 
-
-def default_projections() -> list[EntityProjection]:  # type: ignore[type-arg]
-    """Fresh instances of every projection."""
-    return [
-        TasksProjection(),
-        QueueProjection(),
-        UserViewsProjection(),
-        UsersProjection(),
-        ClusterProjection(),
-    ]
-
-
-ALL_PROJECTIONS = tuple(p.name for p in default_projections())
-# Every table the projections keep (everything in the database but the log and its consumers).
-PROJECTION_TABLES = tuple(t for p in default_projections() for t in p.tables)

@@ -10,7 +10,7 @@ The same folds serve both paths:
 - inline (``InlineFold``): inside the append transaction, the entities it touches are
   loaded together, folded through every event of the transaction, and saved together at
   the end (each projection writes all of its changes with one statement per kind of row);
-- rebuild (``argus.store.rows.fold_log`` into a ``Rebuild``): fold the whole log in
+- rebuild (``projections.fold.fold_log`` into a ``Rebuild``): fold the whole log in
   memory, then bulk-write every entity.
 """
 
@@ -155,7 +155,7 @@ class InlineFold:
 
 
 class Rebuild:
-    """Entities folded in memory, per fold (``argus.store.rows.fold_log`` fills them).
+    """Entities folded in memory, per fold (``projections.fold.fold_log`` fills them).
     ``write`` clears the projections' tables and fills them; ``add_to`` adds these
     entities to tables that hold others already (a parallel rebuild writes its shares one
     after another, each share's keys its own)."""

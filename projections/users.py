@@ -16,6 +16,7 @@ from argus.events import (
     UserDisabled,
     UserEnabled,
 )
+from argus.store.errors import InvariantViolation
 from projections.base import Change, EntityFold, EntityProjection
 
 __all__ = ["TokenView", "USER_FOLD", "UserFold", "UserView", "UsersProjection", "evolve_user"]
@@ -39,8 +40,9 @@ class UserView(msgspec.Struct, frozen=True, kw_only=True):
     tokens: tuple[TokenView, ...] = ()
 
 
-class UserEventError(ValueError):
-    """A user event that does not fit the user's history (unknown user, duplicate, ...)."""
+class UserEventError(InvariantViolation):
+    """A user event that does not fit the user's history (unknown user, duplicate, ...):
+    the store refuses the whole append."""
 
 
 _replace = msgspec.structs.replace

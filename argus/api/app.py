@@ -126,10 +126,10 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        from argus.store import EventStore
+        from projections import open_store
 
         own = store is None
-        st = store or await EventStore.open(
+        st = store or await open_store(
             config.v2.sqlite.db_path, synchronous=config.v2.sqlite.synchronous)
         auth = AuthCache(st)
         m = ApiMetrics()

@@ -17,13 +17,13 @@ async def _run(config_path: str | None, db: str | None, reactor_id: str | None) 
     from argus.rayjobs import AsyncRayGateway
     from argus.rayjobs.target import following_gateway
     from argus.reactor import Reactor
-    from argus.store import EventStore
+    from projections import open_store
 
     config = load_config(config_path)
     # Ray is followed, never waited for: while it is away the reactor records capacity
     # unknown and admits nothing; a head that restarts or moves is picked up.
     gateway = AsyncRayGateway(following_gateway(config))
-    store = await EventStore.open(db or config.v2.sqlite.db_path, synchronous=config.v2.sqlite.synchronous)
+    store = await open_store(db or config.v2.sqlite.db_path, synchronous=config.v2.sqlite.synchronous)
     engine = Reactor(store, gateway, config, reactor_id=reactor_id)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

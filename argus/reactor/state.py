@@ -13,8 +13,7 @@ import msgspec
 
 from argus.events import CapacityObserved, ClusterUnreachable, NodeCapacity, Recorded
 from argus.lifecycle import TaskState
-from argus.store.rows import projection_checkpoint
-from projections import CLUSTER_FOLD, TaskView, evolve_task
+from projections import CLUSTER_FOLD, TaskView, evolve_task, projection_checkpoint
 from projections.tasks import TASK_EVENT_TYPES
 
 __all__ = ["ReactorState"]

@@ -1,5 +1,5 @@
 """Replay and forensics: read a log (never write it) and rebuild, verify, time-travel,
-explain. Every state here comes from the one fold (``argus.store.rows.rebuild_projections``
+explain. Every state here comes from the one fold (``projections.rebuild_projections``
 and ``projections.tasks.evolve_task``), the same code the store runs on start.
 
 Library entry points (all take the path of a database file and open it read-only):

@@ -20,7 +20,7 @@ import msgspec
 from argus.events import AttemptEnded, AttemptStarting, RetryScheduled, TaskSubmitted
 from argus.replay.source import open_log
 from argus.replay.waits import event_time
-from argus.store.rows import iter_log
+from argus.store import iter_log
 from projections.tasks import TASK_EVENT_TYPES, AttemptView, TaskView, evolve_task
 
 __all__ = ["Stats", "UserStats", "percentile", "stats"]

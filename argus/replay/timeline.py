@@ -16,7 +16,7 @@ import msgspec
 from argus.events import Recorded, task_stream
 from argus.replay.source import ReplayError, open_log
 from argus.replay.waits import WaitSegment, event_time, wait_by_reason, wait_segments
-from argus.store.rows import EVENT_COLUMNS, decode_row
+from argus.store import EVENT_COLUMNS, decode_row
 from projections.tasks import AttemptView, TaskView, evolve_task
 
 __all__ = [

@@ -14,8 +14,7 @@ from pathlib import Path
 import msgspec
 
 from argus.replay.source import head_position, open_log, resolve_point, scratch_db
-from argus.store.rows import rebuild_projections
-from projections import default_projections
+from projections import default_projections, rebuild_projections
 from projections.queue import QUEUE_ORDER_SQL
 
 __all__ = [

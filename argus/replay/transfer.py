@@ -19,8 +19,8 @@ import msgspec
 from argus.lifecycle import IllegalTransition
 from argus.replay.source import ReplayError, open_log
 from argus.store.migrate import migrate
-from argus.store.rows import EVENT_COLUMNS, log_rows, rebuild_projections
-from projections import PROJECTION_TABLES, default_projections
+from argus.store import EVENT_COLUMNS, log_rows
+from projections import PROJECTION_TABLES, default_projections, rebuild_projections
 
 __all__ = ["ExportedEvent", "ImportRefused", "ImportReport", "export_jsonl", "import_jsonl"]
 

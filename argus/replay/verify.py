@@ -1,6 +1,6 @@
 """``verify``: rebuild every projection from the log and compare it with the live tables.
 
-The rebuild is ``argus.store.rows.rebuild_projections`` — the fold the store runs on start —
+The rebuild is ``projections.rebuild_projections`` — the fold the store runs on start —
 into a scratch database. Events and live tables are read inside one read transaction, so a
 log that is being appended to is compared at one consistent position.
 """
@@ -16,8 +16,7 @@ from urllib.parse import quote
 import msgspec
 
 from argus.replay.source import head_position, open_log, scratch_db
-from argus.store.rows import rebuild_projections
-from projections import PROJECTION_TABLES, default_projections
+from projections import PROJECTION_TABLES, default_projections, rebuild_projections
 
 __all__ = ["RowDiff", "VerifyReport", "compare_tables", "verify"]
 

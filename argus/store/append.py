@@ -16,12 +16,10 @@ import msgspec
 
 from argus.events import EventBase, EventMeta, Recorded
 from argus.events.codec import event_codec
-from argus.lifecycle import IllegalTransition
 from argus.store.sqlbatch import BatchInsert
-from argus.store.errors import ConcurrencyConflict, InvalidEvent, InvariantViolation, PayloadTooLarge
-from argus.store.rows import EVENT_COLUMNS
-from projections import FoldPlan, InlineFold
-from projections.users import UserEventError
+from argus.store.errors import ConcurrencyConflict, InvalidEvent, PayloadTooLarge
+from argus.store.hooks import ReadModels
+from argus.store.log import EVENT_COLUMNS
 
 __all__ = ["AppendBatch", "Appender", "PreparedBatch"]
 
@@ -56,10 +54,10 @@ class PreparedBatch(msgspec.Struct, frozen=True):
 
 
 class Appender:
-    """Prepares and writes appends for a store keeping ``plan``'s projections."""
+    """Prepares and writes appends for a store keeping ``read_models`` inline."""
 
-    def __init__(self, plan: FoldPlan, max_payload_bytes: int) -> None:
-        self.plan = plan
+    def __init__(self, read_models: ReadModels, max_payload_bytes: int) -> None:
+        self.read_models = read_models
         self.max_payload_bytes = max_payload_bytes
         self._codecs: dict[type, _Codec] = {}
 
@@ -96,7 +94,7 @@ class Appender:
 
     def _codec(self, cls: type[EventBase]) -> _Codec:
         found = event_codec(cls)
-        codec = self._codecs[cls] = (found.type, found.schema, found.decode, found.type in self.plan.by_type)
+        codec = self._codecs[cls] = (found.type, found.schema, found.decode, self.read_models.folds(found.type))
         return codec
 
     def write(
@@ -109,43 +107,36 @@ class Appender:
         the events' positions. Raises ConcurrencyConflict or InvariantViolation (the
         caller rolls back)."""
         now = time.time()
-        try:
-            position, versions = _head_and_versions(db, {item.batch.stream: None for item in prepared})
-            first = position + 1
-            rows: list[tuple[object, ...]] = []
-            records: list[Recorded] = []
-            for item in prepared:
-                stream, owner = item.batch.stream, item.batch.owner
-                version = versions[stream]
-                expected = item.batch.expected_version
-                if expected is not None and version != expected:
-                    raise ConcurrencyConflict(stream, expected, version)
-                for type_, schema, data, event in item.events:
-                    position += 1
-                    version += 1
-                    rows.append((position, stream, version, type_, schema, data, item.meta_bytes, owner, now))
-                    if event is not None:
-                        records.append(Recorded(
-                            position=position, stream=stream, version=version, type=type_,
-                            event=event, meta=item.meta, owner=owner, recorded_at=now,
-                        ))
-                versions[stream] = version  # a later batch of the same stream follows on
-            _INSERT_EVENTS.run(db, rows)
-            # Each entity the transaction touches is loaded once and saved once, after all
-            # of its events are folded: 100 events over a dozen tasks are a dozen rows.
-            if records:
-                inline = InlineFold(self.plan)
-                inline.fold(db, records)
-                inline.save(db)
-            if checkpoint is not None:
-                db.execute(
-                    "INSERT INTO subscriber_checkpoints VALUES (?, ?) ON CONFLICT (name) "
-                    "DO UPDATE SET position = max(position, excluded.position)",
-                    checkpoint,
-                )
-            return list(range(first, position + 1))  # one transaction's positions follow on
-        except (IllegalTransition, UserEventError) as exc:
-            raise InvariantViolation(str(exc)) from exc
+        position, versions = _head_and_versions(db, {item.batch.stream: None for item in prepared})
+        first = position + 1
+        rows: list[tuple[object, ...]] = []
+        records: list[Recorded] = []
+        for item in prepared:
+            stream, owner = item.batch.stream, item.batch.owner
+            version = versions[stream]
+            expected = item.batch.expected_version
+            if expected is not None and version != expected:
+                raise ConcurrencyConflict(stream, expected, version)
+            for type_, schema, data, event in item.events:
+                position += 1
+                version += 1
+                rows.append((position, stream, version, type_, schema, data, item.meta_bytes, owner, now))
+                if event is not None:
+                    records.append(Recorded(
+                        position=position, stream=stream, version=version, type=type_,
+                        event=event, meta=item.meta, owner=owner, recorded_at=now,
+                    ))
+            versions[stream] = version  # a later batch of the same stream follows on
+        _INSERT_EVENTS.run(db, rows)
+        if records:  # the read models raise InvariantViolation for an event they refuse
+            self.read_models.apply(db, records)
+        if checkpoint is not None:
+            db.execute(
+                "INSERT INTO subscriber_checkpoints VALUES (?, ?) ON CONFLICT (name) "
+                "DO UPDATE SET position = max(position, excluded.position)",
+                checkpoint,
+            )
+        return list(range(first, position + 1))  # one transaction's positions follow on
 
 
 def _head_and_versions(db: sqlite3.Connection, streams: dict[str, None]) -> tuple[int, dict[str, int]]:

@@ -25,9 +25,9 @@ import aiosqlite
 from argus.events import EventBase, EventMeta, Recorded
 from argus.store.append import AppendBatch, Appender
 from argus.store.migrate import migrate
-from argus.store.rows import EVENT_COLUMNS, decode_row, rebuild_projections
+from argus.store.hooks import ReadModels
+from argus.store.log import EVENT_COLUMNS, decode_row
 from argus.store.writer import SqliteWriter, configure
-from projections import EntityProjection, FoldPlan, default_projections
 
 __all__ = ["AppendBatch", "EventStore", "SYNCHRONOUS_MODES"]
 
@@ -36,21 +36,23 @@ SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 DEFAULT_MAX_PAYLOAD = 1_048_576
 
 class EventStore:
-    """Append, read and subscribe to the log. Open with ``await EventStore.open(path)``."""
+    """Append, read and subscribe to the log, keeping ``read_models`` in the same
+    transactions. Open with ``await EventStore.open(path, read_models)`` (or, with the
+    read models of this house, ``projections.open_store(path)``)."""
 
     def __init__(
         self,
         path: str,
         writer: SqliteWriter,
         reader: aiosqlite.Connection,
-        projections: Sequence[EntityProjection],  # type: ignore[type-arg]
+        read_models: ReadModels,
         max_payload_bytes: int,
     ) -> None:
         self.path = path
         self._writer = writer
         self._reader = reader
-        self.projections = list(projections)
-        self._appender = Appender(FoldPlan(self.projections), max_payload_bytes)
+        self.read_models = read_models
+        self._appender = Appender(read_models, max_payload_bytes)
         self.max_payload_bytes = max_payload_bytes
         self._appended = asyncio.Event()
         self.append_seconds_total = 0.0  # for /metrics: time spent in appends
@@ -61,26 +63,24 @@ class EventStore:
     async def open(
         cls,
         path: str | Path,
+        read_models: ReadModels,
         *,
         synchronous: str = "FULL",
-        projections: Sequence[EntityProjection] | None = None,  # type: ignore[type-arg]
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
     ) -> "EventStore":
-        """Migrate the schema, connect, and rebuild any projection whose code version
-        changed (or that fell behind the log)."""
+        """Migrate the schema, connect, and let the read models catch up with the log
+        (rebuild any whose code version changed or that fell behind)."""
         synchronous = synchronous.upper()
         if synchronous not in SYNCHRONOUS_MODES:
             raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}, not {synchronous!r}")
         path = str(path)
-        projections = default_projections() if projections is None else list(projections)
-        FoldPlan(projections).require_homes()  # before anything is opened
         migrate(path)
         writer = SqliteWriter(path, synchronous)
         reader = await aiosqlite.connect(path, isolation_level=None)
         try:
             await reader._execute(lambda: configure(reader._conn, synchronous))
-            store = cls(path, writer, reader, projections, max_payload_bytes)
-            await writer.long_transaction(store._ensure_projections)
+            store = cls(path, writer, reader, read_models, max_payload_bytes)
+            await writer.long_transaction(read_models.catch_up)
         except BaseException:
             # A log that cannot be folded (an undecodable row, say): close what was opened,
             # or the connections' threads would keep the process alive.
@@ -275,29 +275,7 @@ class EventStore:
             except asyncio.TimeoutError:
                 pass
 
-    # ------------------------------------------------------------------ projections
-    def _ensure_projections(self, db: sqlite3.Connection) -> list[str]:
-        """Inside the write transaction at open: rebuild this store's projections whose
-        version changed or that stopped being live, and mark the ones it does not keep
-        as no longer live (it will append without folding them)."""
-        state = {
-            name: (version, bool(live))
-            for name, version, live in db.execute("SELECT name, version, live FROM projection_state")
-        }
-        stale = [p for p in self.projections if state.get(p.name) != (p.version, True)]
-        if stale:
-            rebuild_projections(db, db, stale)
-        kept = {p.name for p in self.projections}
-        left = [name for name, (_, live) in state.items() if live and name not in kept]
-        if left:
-            db.executemany(
-                "UPDATE projection_state SET live = 0, "
-                "checkpoint = (SELECT coalesce(max(position), 0) FROM events) WHERE name = ?",
-                [(name,) for name in left],
-            )
-        return [p.name for p in stale]
-
+    # ------------------------------------------------------------------ read models
     async def rebuild(self) -> int:
-        """Recompute every projection from the log (inside one transaction)."""
-
-        return await self._writer.long_transaction(lambda db: rebuild_projections(db, db, self.projections))
+        """Recompute every read model from the log (inside one transaction)."""
+        return await self._writer.long_transaction(self.read_models.rebuild)

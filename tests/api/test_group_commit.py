@@ -20,6 +20,7 @@ from argus.store import (
     InvariantViolation,
     PayloadTooLarge,
 )
+from projections import open_store
 from tests.api.conftest import ADVANCED, Env, put_dataset
 from tests.events import factories as f
 
@@ -30,7 +31,7 @@ CAROL = EventMeta(actor="user:carol", request_id="req-carol")
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[EventStore]:
-    s = await EventStore.open(tmp_path / "events.sqlite3", synchronous="NORMAL")
+    s = await open_store(tmp_path / "events.sqlite3", synchronous="NORMAL")
     yield s
     await s.close()
 

@@ -35,7 +35,7 @@ from argus.events import task_stream  # noqa: E402
 from argus.lifecycle import TaskState  # noqa: E402
 from argus.rayjobs import AsyncRayGateway, RayGateway  # noqa: E402
 from argus.reactor import Reactor  # noqa: E402
-from argus.store import EventStore  # noqa: E402
+from projections import open_store  # noqa: E402
 from tests.reactor.harness import reactor_config, submit_task, task_view, toy_command  # noqa: E402
 from argus.replay.stats import percentile  # noqa: E402
 from tests.support.ray_cluster import RayCluster  # noqa: E402
@@ -53,7 +53,7 @@ def stats_ms(values: list[float]) -> str:
 
 async def run_once(cluster: RayCluster, n_tasks: int, poll_s: float, work: Path) -> dict[str, Any]:
     config = reactor_config(cluster, poll_interval_s=poll_s)
-    store = await EventStore.open(work / f"argus-poll{poll_s}.db", synchronous="FULL")
+    store = await open_store(work / f"argus-poll{poll_s}.db", synchronous="FULL")
     gateway = AsyncRayGateway(RayGateway(cluster.job_server_url, cluster.address))
     reactor = Reactor(store, gateway, config, reactor_id=f"bench-{poll_s}")
     runner = asyncio.create_task(reactor.run())

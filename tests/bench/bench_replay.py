@@ -41,7 +41,8 @@ from argus.events import (  # noqa: E402
     cluster_stream, encode_event, task_stream, user_stream,
 )
 from argus.store.migrate import migrate  # noqa: E402
-from argus.store.rows import EVENT_COLUMNS, rebuild_projections  # noqa: E402
+from argus.store import EVENT_COLUMNS  # noqa: E402
+from projections import rebuild_projections  # noqa: E402
 from projections import default_projections  # noqa: E402
 
 T0 = 1_767_600_000.0

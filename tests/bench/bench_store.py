@@ -43,8 +43,9 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from argus.events import EventBase, FailureKind, encode_event, task_stream  # noqa: E402
-from argus.store import AppendBatch, EventStore, migrate, rebuild_projections  # noqa: E402
-from argus.store.rows import EVENT_COLUMNS  # noqa: E402
+from argus.store import AppendBatch, EventStore, migrate  # noqa: E402
+from projections import open_store, rebuild_projections  # noqa: E402
+from argus.store import EVENT_COLUMNS  # noqa: E402
 from projections import default_projections  # noqa: E402
 from tests.events import factories as f  # noqa: E402
 
@@ -118,7 +119,7 @@ def raw_appends(directory: Path, name: str, prepared: list[tuple[object, ...]], 
 async def argus_appends(directory: Path, name: str, n: int, per_tx: int, *, projections: bool = True) -> float:
     """Appends through EventStore (inline projections, version checks) at FULL. Without
     ``projections``: the log alone, the work eventsourcing's recorder does."""
-    store = await EventStore.open(
+    store = await open_store(
         directory / name, synchronous="FULL", projections=None if projections else [],
     )
     work: list[list[AppendBatch]] = []
@@ -243,7 +244,7 @@ def es_rebuild(path: Path) -> int:
     ``select_notifications`` and hand the notifications, as log rows, to the same fold
     (``fold_rows``), then write the same tables (into a fresh database). One process: the
     recorder reads in notification order only, with no way to split the log by stream."""
-    from argus.store.rows import fold_rows
+    from projections import fold_rows
     from projections import FoldPlan
 
     recorder = es_recorder(path, "FULL")

@@ -36,7 +36,8 @@ from argus.events import (
     cluster_stream,
     task_stream,
 )
-from argus.store import AppendBatch, EventStore
+from argus.store import AppendBatch
+from projections import open_store
 from tests.browser.conftest import Pages
 from tests.browser.conftest import shot as conftest_shot
 from tests.support.stack import Stack, start_stack
@@ -83,7 +84,7 @@ def _append(stack: Stack, batches: list[AppendBatch]) -> None:
     """Append as the reactor would: another writer on the same database. In a thread of its
     own: Playwright's sync API keeps an event loop running in this one."""
     async def go() -> None:
-        store = await EventStore.open(stack.config.v2.sqlite.db_path, synchronous="NORMAL")
+        store = await open_store(stack.config.v2.sqlite.db_path, synchronous="NORMAL")
         try:
             await store.append_batches(batches)
         finally:

@@ -21,7 +21,8 @@ from argus.events import (
     cluster_stream,
     task_stream,
 )
-from argus.store import AppendBatch, EventStore
+from argus.store import AppendBatch
+from projections import open_store
 from tests.api.conftest import ADVANCED, put_dataset
 from tests.cli.test_cli import Server, run
 
@@ -35,7 +36,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 def _append(server: Server, batches: list[AppendBatch]) -> None:
     """Append as the reactor would: another writer on the same database."""
     async def go() -> None:
-        store = await EventStore.open(server.config.v2.sqlite.db_path, synchronous="NORMAL")
+        store = await open_store(server.config.v2.sqlite.db_path, synchronous="NORMAL")
         try:
             await store.append_batches(batches)
         finally:

@@ -26,7 +26,7 @@ from argus.events import (
 )
 from argus.events import codec
 from argus.lifecycle import TRANSITIONS
-from argus.store import EventStore
+from projections import open_store
 from projections.tasks import TASK_EVENT_TYPES
 from tests.events import factories as f
 
@@ -115,7 +115,7 @@ def test_missing_upcaster_is_a_named_error(deferred_v3: None, monkeypatch: pytes
 
 async def test_old_row_is_upcast_on_read_and_never_rewritten(deferred_v3: None, tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite3"
-    store = await EventStore.open(path)
+    store = await open_store(path)
     await store.append(task_stream("a"), 0, [f.submitted("a")])
     await store.close()
     old = msgspec.json.encode(V1_DEFERRED)
@@ -128,7 +128,7 @@ async def test_old_row_is_upcast_on_read_and_never_rewritten(deferred_v3: None, 
     conn.execute("UPDATE projection_state SET live = 0")  # as a writer that does not fold them must
     conn.close()
 
-    store = await EventStore.open(path)  # the projections are behind: rebuilt through the upcaster
+    store = await open_store(path)  # the projections are behind: rebuilt through the upcaster
     try:
         [rec] = await store.read(after=1)
         assert isinstance(rec.event, TaskDeferred) and rec.event.reason == "no_capacity_per_node"

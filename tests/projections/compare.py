@@ -5,7 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from argus.store import migrate, rebuild_projections
+from argus.store import migrate
+from projections import rebuild_projections
 from projections import PROJECTION_TABLES, default_projections
 
 

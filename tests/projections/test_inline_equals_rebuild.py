@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from argus.events import EventBase, FailureKind, cluster_stream, task_stream, user_stream
 from argus.lifecycle import TRANSITIONS, TaskState, next_state
-from argus.store import AppendBatch, EventStore
+from argus.store import AppendBatch
+from projections import open_store
 from tests.events import factories as f
 from tests.projections.compare import inline_tables, rebuilt_from_scratch
 
@@ -121,7 +122,7 @@ def transactions(steps: list[Step], cuts: list[int]) -> list[list[AppendBatch]]:
 
 
 async def append_all(path: Path, plan: list[list[AppendBatch]]) -> None:
-    store = await EventStore.open(path, synchronous="OFF")
+    store = await open_store(path, synchronous="OFF")
     try:
         for batches in plan:
             await store.append_batches(batches)

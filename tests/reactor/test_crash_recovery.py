@@ -16,7 +16,7 @@ import pytest
 
 from argus.lifecycle import TaskState
 from argus.reactor import CRASH_POINTS
-from argus.store import EventStore
+from projections import open_store
 from tests.reactor.harness import event_types, submit_task, task_view, toy_command, unique_id, write_config_file
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -46,7 +46,7 @@ async def test_kill_9_at_each_submission_step(ray_cluster: Any, tmp_path: Path, 
     config = write_config_file(ray_cluster)
     db = tmp_path / "argus.db"
     log = tmp_path / "reactor.log"
-    store = await EventStore.open(db, synchronous="NORMAL")
+    store = await open_store(db, synchronous="NORMAL")
     try:
         tasks = [
             await submit_task(store, unique_id(f"crash{i}"), command=toy_command(shared, "alice", nnodes=1, gpus=1, steps=2))

@@ -15,6 +15,7 @@ from argus.lifecycle import TaskState
 from argus.rayjobs import AsyncRayGateway, RayGateway
 from argus.reactor import Reactor
 from argus.store import EventStore
+from projections import open_store
 from tests.reactor.harness import (
     event_types,
     reactor_config,
@@ -42,7 +43,7 @@ class Running:
 @pytest.fixture
 async def running(ray_cluster: Any, tmp_path: Path) -> AsyncIterator[Running]:
     config = reactor_config(ray_cluster)
-    store = await EventStore.open(tmp_path / "argus.db", synchronous="NORMAL")
+    store = await open_store(tmp_path / "argus.db", synchronous="NORMAL")
     gateway = AsyncRayGateway(RayGateway(ray_cluster.job_server_url, ray_cluster.address))
     reactor = Reactor(store, gateway, config, reactor_id="test")
     task = asyncio.create_task(reactor.run())
@@ -182,7 +183,7 @@ async def test_unreachable_ray_admits_nothing_and_resumes(running: Running) -> N
 
 async def test_standby_reactor_takes_over(running: Running, tmp_path: Path) -> None:
     store, shared = running.store, running.shared
-    second_store = await EventStore.open(store.path, synchronous="NORMAL")
+    second_store = await open_store(store.path, synchronous="NORMAL")
     standby = Reactor(second_store, running.reactor.gateway, running.reactor.config, reactor_id="standby")
     runner = asyncio.create_task(standby.run())
     try:

@@ -28,6 +28,7 @@ from argus.events import (
     task_stream, user_stream,
 )
 from argus.store import EventStore
+from projections import open_store
 
 T0 = dt.datetime(2026, 1, 5, 10, 0, 0, tzinfo=dt.timezone.utc).timestamp()
 A = "alice-ppo-20260105-100004-aaaa"
@@ -177,7 +178,7 @@ def capture(db: Path) -> Capture:
 
 async def _record(db: Path, stop_after: int | None = None) -> list[Capture]:
     captures: list[Capture] = []
-    store = await EventStore.open(db, synchronous="OFF")
+    store = await open_store(db, synchronous="OFF")
     try:
         for i, (stream, owner, actor, events) in enumerate(steps()):
             if stop_after is not None and i >= stop_after:

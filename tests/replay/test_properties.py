@@ -16,6 +16,7 @@ from argus.events import (
 )
 from argus.replay import verify, world_at
 from argus.store import EventStore
+from projections import open_store
 from tests.replay.scenario import OWNERS, T0, Capture, _demand, _sid, _starting, _submitted, capture
 
 PATHS = ("succeed", "retry", "fail", "cancel_waiting", "cancel_running", "wait")
@@ -63,7 +64,7 @@ def lifecycle(tid: str, path: str, priority: int) -> list[EventBase]:
 
 
 async def _append_all(db: Path, plans: list[tuple[str, list[EventBase]]], order: list[int]) -> list[Capture]:
-    store = await EventStore.open(db, synchronous="OFF")
+    store = await open_store(db, synchronous="OFF")
     cursors = [0] * len(plans)
     captures = []
     try:

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from argus.cli.replay import replay
 from argus.replay import ImportRefused, export_jsonl, import_jsonl, verify, world_at
-from argus.store.rows import EVENT_COLUMNS
+from argus.store import EVENT_COLUMNS
 from tests.replay.scenario import Scenario
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from argus.events import task_stream
 from argus.store import AppendBatch, EventStore
+from projections import open_store
 from tests.events import factories as f
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +39,7 @@ def task_batch(task_id: str, first: bool, size: int, tag: int) -> list[object]:
 async def writer(db: str, task_id: str, transactions: int, size: int, start_file: str) -> None:
     """Append ``transactions`` × ``size`` events to ``task-<task_id>``, once ``start_file``
     exists (so that two writers start together)."""
-    store = await EventStore.open(db)
+    store = await open_store(db)
     try:
         while not os.path.exists(start_file):
             time.sleep(0.001)
@@ -52,7 +53,7 @@ async def writer(db: str, task_id: str, transactions: int, size: int, start_file
 async def storm(db: str, synchronous: str, pairs: int, size: int) -> None:
     """Append forever (until killed): each transaction writes ``size`` events to each of two
     task streams of one pair, round robin over ``pairs`` pairs."""
-    store = await EventStore.open(db, synchronous=synchronous)
+    store = await open_store(db, synchronous=synchronous)
     versions = [0] * pairs
     n = 0
     while True:
@@ -72,7 +73,7 @@ async def storm(db: str, synchronous: str, pairs: int, size: int) -> None:
 
 async def ticker(db: str, count: int, interval: float) -> None:
     """Append ``count`` single events, one every ``interval`` seconds."""
-    store = await EventStore.open(db)
+    store = await open_store(db)
     try:
         await store.append(task_stream("x"), 0, [f.submitted("x")])
         for i in range(1, count):
@@ -83,7 +84,7 @@ async def ticker(db: str, count: int, interval: float) -> None:
 
 
 async def opener(db: str) -> None:
-    store = await EventStore.open(db)
+    store = await open_store(db)
     await store.close()
 
 

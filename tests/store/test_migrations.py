@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from argus.cli import main
 from argus.events import task_stream, user_stream
-from argus.store import EventStore, MigrationError, current_version, migrate
+from argus.store import MigrationError, current_version, migrate
+from projections import open_store
 from argus.store.migrate import Migration, available_migrations
 from tests.events import factories as f
 from tests.projections.compare import assert_projections_match_rebuild
@@ -53,7 +54,7 @@ def test_empty_to_head(tmp_path: Path) -> None:
 
 
 async def _history(path: Path) -> None:
-    store = await EventStore.open(path)
+    store = await open_store(path)
     try:
         await store.append(user_stream("alice"), 0, [f.user_created("alice"), f.token_issued("alice", "k1")])
         await store.append(task_stream("a"), 0, f.happy_path("a"), owner="alice")
@@ -82,7 +83,7 @@ def test_every_earlier_version_upgrades_keeping_every_event(tmp_path: Path, star
     assert version_of(old) == start
 
     async def upgrade() -> list[tuple[object, ...]]:
-        store = await EventStore.open(old)  # migrates to head and rebuilds the read models
+        store = await open_store(old)  # migrates to head and rebuilds the read models
         try:
             assert len(await store.read(limit=100)) == len(expected)
             return await store.query("SELECT task_id, state FROM tasks ORDER BY task_id")
@@ -106,7 +107,7 @@ def test_database_newer_than_the_code_is_refused(tmp_path: Path) -> None:
     with pytest.raises(MigrationError, match="newer"):
         migrate(db)
     with pytest.raises(MigrationError):
-        asyncio.run(EventStore.open(db))
+        asyncio.run(open_store(db))
 
 
 def test_failing_migration_leaves_the_previous_whole_version(tmp_path: Path) -> None:

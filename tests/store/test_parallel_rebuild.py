@@ -1,4 +1,4 @@
-"""A long log is folded by several processes (``argus.store.parallel``): the tables must be
+"""A long log is folded by several processes (``projections.parallel``): the tables must be
 the ones a one-process fold writes, and anything odd must fall back to that fold."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from argus.events import EventBase, cluster_stream, encode_event, task_stream, user_stream
-from argus.store import migrate, rebuild_projections
-from argus.store import parallel
-from argus.store.rows import EVENT_COLUMNS
+from argus.store import migrate
+from projections import rebuild_projections
+from projections import parallel
+from argus.store import EVENT_COLUMNS
 from projections import FoldPlan, default_projections
 from tests.events import factories as f
 from tests.projections.compare import dump_projections

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from argus.events import task_stream
-from argus.store import EventStore, migrate
+from argus.store import migrate
+from projections import open_store
 from tests.events import factories as f
 from tests.projections.compare import assert_projections_match_rebuild
 from tests.store.contract import positions_seen
@@ -103,7 +104,7 @@ def test_writer_killed_mid_storm_leaves_only_whole_transactions(tmp_path: Path, 
     assert_projections_match_rebuild(db, tmp_path / "scratch.sqlite3")
 
     async def reopen() -> int:
-        store = await EventStore.open(db)
+        store = await open_store(db)
         try:
             return len(await store.append(task_stream("after"), 0, [f.submitted("after")]))
         finally:
@@ -114,7 +115,7 @@ def test_writer_killed_mid_storm_leaves_only_whole_transactions(tmp_path: Path, 
 
 async def test_subscriber_sees_events_appended_by_another_process(tmp_path: Path) -> None:
     db = tmp_path / "db.sqlite3"
-    store = await EventStore.open(db)
+    store = await open_store(db)
     try:
         count = 40
         seen = asyncio.create_task(positions_seen(store, count, timeout=60))

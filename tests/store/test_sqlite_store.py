@@ -13,6 +13,7 @@ import pytest
 
 from argus.events import task_stream, user_stream
 from argus.store import EventDecodeError, EventStore, UnknownEventType
+from projections import open_store
 from projections import QueueProjection, TasksProjection
 from tests.events import factories as f
 from tests.projections.compare import assert_projections_match_rebuild, inline_tables
@@ -22,12 +23,12 @@ from tests.store.contract import EventStoreContract, StoreFactory
 def sqlite_factory(tmp_path: Path, synchronous: str) -> tuple[StoreFactory, list[EventStore]]:
     opened: list[EventStore] = []
 
-    async def open_store(name: str = "events", **options: object) -> EventStore:
-        store = await EventStore.open(tmp_path / f"{name}.sqlite3", synchronous=synchronous, **options)  # type: ignore[arg-type]
+    async def open_named(name: str = "events", **options: object) -> EventStore:
+        store = await open_store(tmp_path / f"{name}.sqlite3", synchronous=synchronous, **options)  # type: ignore[arg-type]
         opened.append(store)
         return store
 
-    return open_store, opened
+    return open_named, opened
 
 
 class TestSQLiteStoreContract(EventStoreContract):
@@ -41,7 +42,7 @@ class TestSQLiteStoreContract(EventStoreContract):
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[EventStore]:
-    s = await EventStore.open(tmp_path / "events.sqlite3", synchronous="NORMAL")
+    s = await open_store(tmp_path / "events.sqlite3", synchronous="NORMAL")
     yield s
     await s.close()
 
@@ -134,7 +135,7 @@ async def test_a_plain_insert_after_the_head_still_appends(store: EventStore) ->
 # ------------------------------------------------------------------ pragmas
 @pytest.mark.parametrize(("mode", "code"), [("FULL", 2), ("normal", 1), ("OFF", 0)])
 async def test_synchronous_mode_is_applied(tmp_path: Path, mode: str, code: int) -> None:
-    s = await EventStore.open(tmp_path / "db.sqlite3", synchronous=mode)
+    s = await open_store(tmp_path / "db.sqlite3", synchronous=mode)
     try:
         assert await s._run(lambda db: db.execute("PRAGMA synchronous").fetchone()[0]) == code
         assert await s._run(lambda db: db.execute("PRAGMA journal_mode").fetchone()[0]) == "wal"
@@ -144,7 +145,7 @@ async def test_synchronous_mode_is_applied(tmp_path: Path, mode: str, code: int)
 
 async def test_unknown_synchronous_mode_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="synchronous"):
-        await EventStore.open(tmp_path / "db.sqlite3", synchronous="SOMETIMES")
+        await open_store(tmp_path / "db.sqlite3", synchronous="SOMETIMES")
 
 
 # ------------------------------------------------------------------ bad rows in the log
@@ -173,18 +174,18 @@ async def test_payload_that_does_not_match_its_type_raises_a_named_error(store: 
 
 async def test_undecodable_payload_in_a_rebuild_names_its_position(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite3"
-    s = await EventStore.open(path)
+    s = await open_store(path)
     await s.append(task_stream("a"), 0, [f.submitted("a")])
     await s.close()
     raw_insert(path, 2, "task-a", 2, "TaskDeferred", 1, b'{"type":"TaskDeferred","task_id":"a"}')
     with pytest.raises(EventDecodeError, match="position 2"):
-        await EventStore.open(path)  # the projections are behind: the rebuild meets row 2
+        await open_store(path)  # the projections are behind: the rebuild meets row 2
 
 
 async def test_max_payload_is_configurable(tmp_path: Path) -> None:
     from argus.store import PayloadTooLarge
 
-    s = await EventStore.open(tmp_path / "db.sqlite3", max_payload_bytes=200)
+    s = await open_store(tmp_path / "db.sqlite3", max_payload_bytes=200)
     try:
         await s.append(user_stream("u"), 0, [f.user_created("u")])  # small: accepted
         with pytest.raises(PayloadTooLarge):
@@ -201,7 +202,7 @@ async def test_an_event_that_would_not_decode_is_refused_whole(tmp_path: Path, k
     not a projection folds the event; nothing of the transaction is written."""
     from argus.store import InvalidEvent
 
-    s = await EventStore.open(tmp_path / "db.sqlite3", projections=None if kept == "all projections" else [])
+    s = await open_store(tmp_path / "db.sqlite3", projections=None if kept == "all projections" else [])
     try:
         bad = msgspec.structs.replace(f.deferred("a"), task_id=123)  # type: ignore[arg-type]
         with pytest.raises(InvalidEvent, match="TaskDeferred does not match its type.*task_id"):
@@ -216,7 +217,7 @@ async def test_projection_with_a_new_version_is_rebuilt_on_open(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "db.sqlite3"
-    s = await EventStore.open(path)
+    s = await open_store(path)
     await s.append(task_stream("a"), 0, [f.submitted("a"), f.deferred("a")])
     await s.close()
     # Corrupt the read model by hand; only a rebuild can bring the row back.
@@ -224,12 +225,12 @@ async def test_projection_with_a_new_version_is_rebuilt_on_open(
     db.execute("UPDATE tasks SET state = 'BOGUS'")
     db.close()
 
-    s = await EventStore.open(path)  # same versions, checkpoint at head: nothing rebuilt
+    s = await open_store(path)  # same versions, checkpoint at head: nothing rebuilt
     assert await s.query("SELECT state FROM tasks") == [("BOGUS",)]
     await s.close()
 
     monkeypatch.setattr(TasksProjection, "version", TasksProjection.version + 1)
-    s = await EventStore.open(path)
+    s = await open_store(path)
     try:
         assert await s.query("SELECT state FROM tasks") == [("PENDING_RESOURCES",)]
         assert await s.query("SELECT version, checkpoint FROM projection_state WHERE name = 'tasks'") == [
@@ -241,11 +242,11 @@ async def test_projection_with_a_new_version_is_rebuilt_on_open(
 
 async def test_projection_behind_the_log_is_rebuilt_on_open(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite3"
-    s = await EventStore.open(path)
+    s = await open_store(path)
     await s.append(task_stream("a"), 0, [f.submitted("a")])
     await s.close()
     raw_insert(path, 2, "task-a", 2, "TaskDeferred", 1, msgspec.json.encode(f.deferred("a")))
-    s = await EventStore.open(path)
+    s = await open_store(path)
     try:
         assert await s.query("SELECT state, stream_version FROM tasks") == [("PENDING_RESOURCES", 2)]
         assert await s.query("SELECT DISTINCT checkpoint FROM projection_state") == [(2,)]
@@ -258,13 +259,13 @@ async def test_store_opened_with_some_projections_leaves_the_others_behind(tmp_p
     """A store that does not maintain a projection must not advance its checkpoint, or the
     next full store would trust a stale table."""
     path = tmp_path / "db.sqlite3"
-    s = await EventStore.open(path)
+    s = await open_store(path)
     await s.close()
-    partial = await EventStore.open(path, projections=[TasksProjection()])
+    partial = await open_store(path, projections=[TasksProjection()])
     await partial.append(task_stream("a"), 0, [f.submitted("a")])
     await partial.close()
     assert inline_tables(path)["queue"] == []
-    s = await EventStore.open(path)
+    s = await open_store(path)
     try:
         assert await s.query("SELECT task_id, state FROM queue") == [("a", "QUEUED")]
     finally:
@@ -276,14 +277,14 @@ async def test_a_full_store_appending_later_does_not_hide_a_partial_stores_gap(t
     """Two stores at once: the partial one's appends skip ``queue``; the full one's later
     appends fold ``queue`` again, but cannot make it whole: it stays marked for rebuild."""
     path = tmp_path / "db.sqlite3"
-    full = await EventStore.open(path)
-    partial = await EventStore.open(path, projections=[TasksProjection()])
+    full = await open_store(path)
+    partial = await open_store(path, projections=[TasksProjection()])
     await partial.append(task_stream("a"), 0, [f.submitted("a")])
     await partial.close()
     await full.append(task_stream("b"), 0, [f.submitted("b")])
     await full.close()
     assert inline_tables(path)["queue"] == [inline_tables(path)["queue"][0]]  # only b's row
-    s = await EventStore.open(path)
+    s = await open_store(path)
     try:
         assert await s.query("SELECT task_id FROM queue ORDER BY task_id") == [("a",), ("b",)]
     finally:
@@ -295,7 +296,7 @@ async def test_a_projection_without_the_home_of_its_fold_is_refused(tmp_path: Pa
     """``queue`` is folded from the TaskView that ``tasks`` keeps: kept alone, its loads
     would read a table nobody updates."""
     with pytest.raises(ValueError, match="queue need 'tasks'"):
-        await EventStore.open(tmp_path / "db.sqlite3", projections=[QueueProjection()])
+        await open_store(tmp_path / "db.sqlite3", projections=[QueueProjection()])
 
 
 async def test_explicit_rebuild_restores_the_tables(store: EventStore, tmp_path: Path) -> None:

@@ -9,13 +9,13 @@ import threading
 from pathlib import Path
 
 from argus.events import task_stream
-from argus.store import EventStore
+from projections import open_store
 from tests.events import factories as f
 
 
 async def test_an_append_waiting_for_another_processs_lock_does_not_block_the_loop(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite3"
-    store = await EventStore.open(path)
+    store = await open_store(path)
     other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
         other.execute("BEGIN IMMEDIATE")  # another writer holds SQLite's write lock
@@ -44,7 +44,7 @@ async def test_a_cancelled_caller_does_not_let_two_transactions_share_the_connec
     """The job on the writer's thread runs to its end even if its caller stops waiting;
     until it ends, later appends queue behind it instead of using the connection too."""
     path = tmp_path / "db.sqlite3"
-    store = await EventStore.open(path)
+    store = await open_store(path)
     other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
         other.execute("BEGIN IMMEDIATE")

@@ -2,7 +2,7 @@
 
 A rebuild is CPU-bound in Python (read a row, decode it, fold it), so one process uses one
 core. Every event of a stream belongs to one entity key (task, user, cluster), so the
-streams can be split into shares (``rows.Share``) and each share folded by its own process
+streams can be split into shares (``argus.store.Share``) and each share folded by its own process
 with the same ``fold_log``, in log order; the caller's process writes its own share's
 entities while the helpers fold, then adds theirs, all in the caller's transaction. Helpers read the database file through their own
 read-only connections: they see the committed log, and the caller folds only up to a
@@ -20,10 +20,13 @@ import concurrent.futures
 import multiprocessing
 import os
 import sqlite3
+
 import msgspec
 
-from argus.store.rows import Share, fold_log
-from projections import FoldPlan, Rebuild, default_projections
+from argus.store.log import Share
+from projections.base import FoldPlan, Rebuild
+from projections.fold import fold_log
+from projections.registry import default_projections
 
 __all__ = ["PARALLEL_MIN_EVENTS", "rebuild_in_parallel", "split_streams"]
 

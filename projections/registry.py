@@ -1,0 +1,28 @@
+"""Every projection of the house, by name."""
+
+from __future__ import annotations
+
+from projections.base import EntityProjection
+from projections.cluster import ClusterProjection
+from projections.queue import QueueProjection
+from projections.tasks import TasksProjection
+from projections.user_views import UserViewsProjection
+from projections.users import UsersProjection
+
+__all__ = ["ALL_PROJECTIONS", "PROJECTION_TABLES", "default_projections"]
+
+
+def default_projections() -> list[EntityProjection]:  # type: ignore[type-arg]
+    """Fresh instances of every projection."""
+    return [
+        TasksProjection(),
+        QueueProjection(),
+        UserViewsProjection(),
+        UsersProjection(),
+        ClusterProjection(),
+    ]
+
+
+ALL_PROJECTIONS = tuple(p.name for p in default_projections())
+# Every table the projections keep (everything in the database but the log and its consumers).
+PROJECTION_TABLES = tuple(t for p in default_projections() for t in p.tables)
