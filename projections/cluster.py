@@ -10,10 +10,13 @@ import msgspec
 from argus.events import CapacityObserved, ClusterUnreachable, NodeCapacity, Recorded
 from projections.base import Change, EntityFold, EntityProjection
 
-__all__ = ["CLUSTER_FOLD", "ClusterFold", "ClusterView", "ClusterProjection", "evolve_cluster"]
+__all__ = ["CLUSTER_FOLD", "ClusterFold", "ClusterView", "ClusterProjection", "evolve_cluster", "read_cluster"]
 
 
 class ClusterView(msgspec.Struct, frozen=True, kw_only=True):
+    """The last observation: the alive worker nodes (kept, marked unreachable, while Ray
+    does not answer) and when it was made."""
+
     reachable: bool
     nodes: tuple[NodeCapacity, ...]
     error: str = ""
@@ -57,6 +60,11 @@ class ClusterFold(EntityFold[ClusterView]):
 
 
 CLUSTER_FOLD = ClusterFold()
+
+
+def read_cluster(db: sqlite3.Connection) -> ClusterView | None:
+    """The cluster as last observed (None: never observed)."""
+    return CLUSTER_FOLD.load(db, "cluster")
 
 
 class ClusterProjection(EntityProjection[ClusterView]):

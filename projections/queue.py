@@ -1,4 +1,4 @@
-"""The queue: every unfinished task with what the scheduler needs, in FIFO order.
+"""The queue: every unfinished task with what the scheduler needs, and its readers.
 
 Kept from the task fold (``TaskView``): a row lives from TaskSubmitted until the task is
 terminal; ``waiting`` marks the ones not yet handed to Ray (QUEUED, PENDING_RESOURCES).
@@ -11,18 +11,47 @@ from __future__ import annotations
 import sqlite3
 from typing import Sequence
 
+import msgspec
+
+from argus.events import Demand
 from projections.base import Change, EntityProjection, insert_sql, upsert_sql
 from projections.tasks import TASK_FOLD, TaskView
 
-__all__ = ["QUEUE_ORDER_SQL", "QueueProjection", "queue_row"]
+__all__ = ["QueueEntry", "QueueProjection", "queue_row", "waiting_tasks"]
 
 
-# The queue as the scheduler and the API order it: waiting tasks, priority first, then FIFO.
-QUEUE_ORDER_SQL = (
-    "SELECT task_id, user, priority, state, nnodes, n_gpus_per_node, cpus_per_node, "
-    "next_run_at, wait_reason, wait_message, waiting_since "
-    "FROM queue WHERE waiting = 1 ORDER BY priority DESC, seq"
-)
+class QueueEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """A waiting task as the queue shows it. ``position`` (1-based) is its place in the
+    order the configured policy considers tasks (``argus.scheduler.queue_order``), set by
+    whoever orders the queue; ``task_id``/``user`` are None where the reader may not see
+    whose task it is. ``seq`` is the submission's log position (arrival)."""
+
+    position: int = 0
+    task_id: str | None
+    user: str | None
+    priority: int
+    state: str
+    demand: Demand
+    seq: int
+    wait_reason: str | None = None
+    wait_message: str = ""
+    next_run_at: float | None = None
+    waiting_since: float | None = None
+
+
+def waiting_tasks(db: sqlite3.Connection) -> list[QueueEntry]:
+    """Every waiting task (QUEUED, PENDING_RESOURCES) in arrival order; order them for a
+    policy with ``argus.scheduler.queue_order``."""
+    return [
+        QueueEntry(task_id=r[0], user=r[1], priority=r[2], state=r[3],
+                   demand=Demand(nnodes=r[4], n_gpus_per_node=r[5], cpus_per_node=r[6]),
+                   seq=r[7], next_run_at=r[8], wait_reason=r[9], wait_message=r[10] or "",
+                   waiting_since=r[11])
+        for r in db.execute(
+            "SELECT task_id, user, priority, state, nnodes, n_gpus_per_node, cpus_per_node, seq, "
+            "next_run_at, wait_reason, wait_message, waiting_since FROM queue WHERE waiting = 1 ORDER BY seq"
+        )
+    ]
 
 
 def queue_row(v: TaskView) -> tuple[object, ...] | None:

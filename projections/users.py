@@ -19,7 +19,11 @@ from argus.events import (
 from argus.store.errors import InvariantViolation
 from projections.base import Change, EntityFold, EntityProjection
 
-__all__ = ["TokenView", "USER_FOLD", "UserFold", "UserView", "UsersProjection", "evolve_user"]
+__all__ = [
+    "TokenHolder", "TokenSummary", "TokenView", "USER_FOLD", "UserFold", "UserSummary", "UserView",
+    "UsersProjection", "evolve_user", "list_users", "token_holder", "token_summary", "user_summary",
+    "user_tokens",
+]
 
 
 class TokenView(msgspec.Struct, frozen=True, kw_only=True):
@@ -149,3 +153,87 @@ class UsersProjection(EntityProjection[UserView]):
             "INSERT INTO tokens VALUES (?,?,?,?,?,?,?)",
             (row for u in entities.values() for row in _token_rows(u)),
         )
+
+
+# ---------------------------------------------------------------------------- reads
+
+
+class UserSummary(msgspec.Struct, kw_only=True):
+    """A user as the API shows them (never their tokens' hashes)."""
+
+    user_id: str
+    display_name: str
+    is_admin: bool
+    disabled: bool
+    created_at: float
+
+
+class TokenSummary(msgspec.Struct, kw_only=True):
+    """A token as its owner sees it: ids and labels, never the token or its hash."""
+
+    token_id: str
+    label: str
+    revoked: bool
+    issued_at: float
+    last_used_at: float | None = None  # coarse: v2.auth.token_use_resolution_s
+
+
+class TokenHolder(msgspec.Struct, frozen=True, kw_only=True):
+    """Who holds an unrevoked token, as the users projection says now."""
+
+    user_id: str
+    is_admin: bool
+    disabled: bool
+    display_name: str
+    token_id: str
+    last_used_at: float | None
+
+
+_USER_COLUMNS = "user_id, display_name, is_admin, disabled, created_at"
+_TOKEN_COLUMNS = "token_id, label, revoked, issued_at, last_used_at"
+
+
+def _user(r: Sequence[object]) -> UserSummary:
+    return UserSummary(user_id=r[0], display_name=r[1], is_admin=bool(r[2]), disabled=bool(r[3]),  # type: ignore[arg-type]
+                       created_at=r[4])  # type: ignore[arg-type]
+
+
+def _token(r: Sequence[object]) -> TokenSummary:
+    return TokenSummary(token_id=r[0], label=r[1], revoked=bool(r[2]), issued_at=r[3],  # type: ignore[arg-type]
+                        last_used_at=r[4])  # type: ignore[arg-type]
+
+
+def list_users(db: sqlite3.Connection) -> list[UserSummary]:
+    """Every user, by id."""
+    return [_user(r) for r in db.execute(f"SELECT {_USER_COLUMNS} FROM users ORDER BY user_id")]
+
+
+def user_summary(db: sqlite3.Connection, user_id: str) -> UserSummary | None:
+    row = db.execute(f"SELECT {_USER_COLUMNS} FROM users WHERE user_id = ?", (user_id,)).fetchone()
+    return _user(row) if row else None
+
+
+def user_tokens(db: sqlite3.Connection, user_id: str) -> list[TokenSummary]:
+    """A user's tokens, oldest first."""
+    return [_token(r) for r in db.execute(
+        f"SELECT {_TOKEN_COLUMNS} FROM tokens WHERE user_id = ? ORDER BY issued_at, token_id", (user_id,))]
+
+
+def token_summary(db: sqlite3.Connection, user_id: str, token_id: str) -> TokenSummary | None:
+    """One of ``user_id``'s tokens (None: not theirs, or unknown)."""
+    row = db.execute(f"SELECT {_TOKEN_COLUMNS} FROM tokens WHERE token_id = ? AND user_id = ?",
+                     (token_id, user_id)).fetchone()
+    return _token(row) if row else None
+
+
+def token_holder(db: sqlite3.Connection, token_hash: str, *, revoked: bool = False) -> TokenHolder | None:
+    """The holder of the token with this hash, if it is unrevoked (or, with ``revoked``,
+    whatever its state: for checking that a hash is known at all)."""
+    row = db.execute(
+        "SELECT u.user_id, u.is_admin, u.disabled, u.display_name, t.token_id, t.last_used_at "
+        "FROM tokens t JOIN users u ON u.user_id = t.user_id WHERE t.token_hash = ?"
+        + ("" if revoked else " AND t.revoked = 0"), (token_hash,)).fetchone()
+    if row is None:
+        return None
+    return TokenHolder(user_id=row[0], is_admin=bool(row[1]), disabled=bool(row[2]), display_name=row[3],
+                       token_id=row[4], last_used_at=row[5])

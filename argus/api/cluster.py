@@ -8,26 +8,26 @@ from typing import Any
 from litestar import get
 from litestar.datastructures import State
 
-from argus.api.schemas import ClusterNodeOut, ClusterOut, DemandOut, QueueEntryOut
+import msgspec
+
+from argus.api.schemas import ClusterOut, QueueEntry
+from argus.scheduler.queue import read_queue
 from argus.service import Principal
-from projections.queue import QUEUE_ORDER_SQL
+from projections.cluster import read_cluster
 
 __all__ = ["cluster_view", "queue_view"]
 
 
 @get("/queue", tags=["cluster"])
-async def queue_view(state: State, who: Principal) -> list[QueueEntryOut]:
-    """Waiting tasks in admission order; other users' entries are anonymised for users."""
-    rows = await state.store.query(QUEUE_ORDER_SQL)
-    out = []
-    for i, r in enumerate(rows, start=1):
-        mine = who.is_admin or r[1] == who.user_id
-        out.append(QueueEntryOut(
-            position=i, task_id=r[0] if mine else None, user=r[1] if mine else None,
-            priority=r[2], state=r[3],
-            demand=DemandOut(nnodes=r[4], n_gpus_per_node=r[5], cpus_per_node=r[6]),
-            next_run_at=r[7], wait_reason=r[8], wait_message=r[9] or "", waiting_since=r[10]))
-    return out
+async def queue_view(state: State, who: Principal) -> list[QueueEntry]:
+    """Waiting tasks in the order the configured policy will consider them; other users'
+    entries are anonymised for users."""
+    policy = state.config.v2.scheduler.policy
+    queue = await state.store.read_snapshot(lambda db: read_queue(db, policy))
+    if who.is_admin:
+        return queue
+    return [e if e.user == who.user_id else msgspec.structs.replace(e, task_id=None, user=None)
+            for e in queue]
 
 
 def _head(state: State) -> dict[str, Any] | None:
@@ -41,13 +41,8 @@ def _head(state: State) -> dict[str, Any] | None:
 @get("/cluster", tags=["cluster"])
 async def cluster_view(state: State, who: Principal) -> ClusterOut:
     """Worker nodes and their free capacity as the reactor last saw them."""
-    status = await state.store.query("SELECT reachable, error, observed_at FROM cluster_status")
-    nodes = await state.store.query(
-        "SELECT node_id, ip, total_gpus, free_gpus, total_cpus, free_cpus FROM cluster_nodes "
-        "ORDER BY node_id")
-    s = status[0] if status else (None, None, None)
-    return ClusterOut(
-        reachable=None if s[0] is None else bool(s[0]), error=s[1], observed_at=s[2],
-        nodes=[ClusterNodeOut(node_id=n[0], ip=n[1], total_gpus=n[2], free_gpus=n[3],
-                              total_cpus=n[4], free_cpus=n[5]) for n in nodes],
-        head=_head(state))
+    seen = await state.store.read_snapshot(read_cluster)
+    if seen is None:  # never observed yet
+        return ClusterOut(reachable=None, error=None, observed_at=None, nodes=[], head=_head(state))
+    return ClusterOut(reachable=seen.reachable, error=seen.error or None, observed_at=seen.observed_at,
+                      nodes=list(seen.nodes), head=_head(state))

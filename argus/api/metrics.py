@@ -13,6 +13,8 @@ from litestar.datastructures import State
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, CounterMetricFamily
 
+from projections.tasks_read import TaskCounts, task_counts
+
 __all__ = ["ApiMetrics", "healthz", "metrics", "readyz"]
 
 
@@ -20,27 +22,29 @@ class _ProjectionCollector:
     """Collects queue/admission/failure figures from the read models at scrape time."""
 
     def __init__(self) -> None:
-        self.snapshot: dict[str, Any] = {}
+        self.counts = TaskCounts(unfinished_by_state={}, attempts=0, failed_by_kind={})
+        self.sse_clients = 0
+        self.head = 0
 
     def collect(self) -> Any:
-        snap = self.snapshot
+        counts = self.counts
         depth = GaugeMetricFamily("argus_queue_depth", "Unfinished tasks by state", labels=["state"])
-        for state, n in snap.get("queue", []):
+        for state, n in counts.unfinished_by_state.items():
             depth.add_metric([state], n)
         yield depth
         adm = CounterMetricFamily("argus_admissions", "Attempts started (admissions)")
-        adm.add_metric([], snap.get("admissions", 0))
+        adm.add_metric([], counts.attempts)
         yield adm
         fails = CounterMetricFamily("argus_task_failures", "Failed tasks by failure kind",
                                     labels=["kind"])
-        for kind, n in snap.get("failures", []):
-            fails.add_metric([kind or "UNKNOWN"], n)
+        for kind, n in counts.failed_by_kind.items():
+            fails.add_metric([kind], n)
         yield fails
         sse = GaugeMetricFamily("argus_sse_clients", "Connected event-stream clients")
-        sse.add_metric([], snap.get("sse_clients", 0))
+        sse.add_metric([], self.sse_clients)
         yield sse
         head = GaugeMetricFamily("argus_log_position", "Last position of the event log")
-        head.add_metric([], snap.get("head", 0))
+        head.add_metric([], self.head)
         yield head
 
 
@@ -63,15 +67,9 @@ class ApiMetrics:
         self.append_batches.inc(batches)
 
     async def refresh(self, state: State) -> None:
-        store = state.store
-        self.projections.snapshot = {
-            "queue": await store.query("SELECT state, count(*) FROM queue GROUP BY state"),
-            "admissions": (await store.query("SELECT count(*) FROM attempts"))[0][0],
-            "failures": await store.query(
-                "SELECT failure_kind, count(*) FROM tasks WHERE state = 'FAILED' GROUP BY failure_kind"),
-            "sse_clients": len(state.broadcaster.clients),
-            "head": state.broadcaster.position,
-        }
+        self.projections.counts = await state.store.read_snapshot(task_counts)
+        self.projections.sse_clients = len(state.broadcaster.clients)
+        self.projections.head = state.broadcaster.position
 
 
 @get("/metrics", media_type="text/plain; version=0.0.4", tags=["ops"], include_in_schema=True)

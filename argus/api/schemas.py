@@ -1,4 +1,9 @@
-"""Request and response types of the REST API (msgspec Structs; OpenAPI is generated)."""
+"""Request and response types of the REST API (msgspec Structs; OpenAPI is generated).
+
+What the API returns about tasks, the queue and the cluster is the projections' own read
+Structs (``projections.tasks_read``, ``projections.queue``, ``argus.events.NodeCapacity``),
+re-exported here: one shape per concept, never retyped.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +11,17 @@ from typing import Annotated, Any
 
 import msgspec
 
+from argus.events import NodeCapacity
 from argus.service.ids import USER_ID_RULE
+from projections.queue import QueueEntry
+from projections.tasks_read import TaskDetail, TaskPage, TaskSummary
+from projections.users import TokenSummary, UserSummary
 
 __all__ = [
-    "AttemptOut", "ClusterNodeOut", "ClusterOut", "CreateUserIn", "DemandOut", "FileEntry",
-    "FileListing", "IssueTokenIn", "LoginIn", "MeOut", "ProgressOut", "ProgressPoint",
-    "QueueEntryOut", "SpecOut", "SubmitIn", "SubmitOut", "TaskDetail", "TaskList",
-    "TaskStateOut", "TaskSummary", "TimelineEntry", "TokenOut", "TokenIssuedOut", "UserOut",
-    "ValidateError", "ValidateOut",
+    "ClusterOut", "CreateUserIn", "FileEntry", "FileListing", "IssueTokenIn", "LoginIn",
+    "MeOut", "NodeCapacity", "ProgressOut", "ProgressPoint", "QueueEntry", "SpecOut",
+    "SubmitIn", "SubmitOut", "TaskDetail", "TaskList", "TaskStateOut", "TaskSummary",
+    "TimelineEntry", "TokenOut", "TokenIssuedOut", "UserOut", "ValidateError", "ValidateOut",
 ]
 
 # No `pattern` here: msgspec would refuse a bad id with Litestar's generic "Validation
@@ -58,76 +66,8 @@ class ValidateOut(msgspec.Struct, kw_only=True):
     errors: list[ValidateError]
 
 
-class DemandOut(msgspec.Struct, kw_only=True):
-    nnodes: int
-    n_gpus_per_node: int
-    cpus_per_node: float
-
-
-class TaskSummary(msgspec.Struct, kw_only=True):
-    task_id: str
-    user: str
-    workload: str
-    kind: str
-    state: str
-    priority: int
-    created_at: float
-    updated_at: float
-    attempts: int
-    failure_kind: str | None = None
-    error_summary: str | None = None
-    wait_reason: str | None = None
-    wait_message: str = ""
-    name: str = ""
-    gpus: int = 0  # the whole gang: nnodes × n_gpus_per_node
-    started_at: float | None = None  # the latest attempt's
-    ended_at: float | None = None
-    step: int | None = None  # last training step seen in a running task's log
-    total_steps: int | None = None
-
-
-class TaskList(msgspec.Struct, kw_only=True):
-    items: list[TaskSummary]
-    total: int
-    limit: int
-    offset: int
-
-
-class AttemptOut(msgspec.Struct, kw_only=True):
-    attempt_no: int
-    submission_id: str
-    ray_status: str
-    failure_kind: str | None = None
-    evidence: str = ""
-    exit_code: int | None = None
-    decided_at: float
-    submitted_at: float | None = None
-    started_at: float | None = None
-    ended_at: float | None = None
-
-
-class TaskDetail(msgspec.Struct, kw_only=True):
-    task_id: str
-    user: str
-    workload: str
-    kind: str
-    state: str
-    priority: int
-    max_attempts: int
-    demand: DemandOut
-    created_at: float
-    updated_at: float
-    attempts: list[AttemptOut]
-    failure_kind: str | None = None
-    error_summary: str = ""
-    queue_position: int | None = None
-    wait_reason: str | None = None
-    wait_message: str = ""
-    next_run_at: float | None = None
-    waiting_since: float | None = None
-    warnings: list[str] = []
-    name: str = ""
-    total_steps: int | None = None
+# Tasks: the shapes beside the projection they are read from (one shape per concept).
+TaskList = TaskPage
 
 
 class SpecOut(msgspec.Struct, kw_only=True):
@@ -168,33 +108,14 @@ class ProgressOut(msgspec.Struct, kw_only=True):
     points: list[ProgressPoint]
 
 
-class QueueEntryOut(msgspec.Struct, kw_only=True):
-    position: int
-    task_id: str | None
-    user: str | None
-    priority: int
-    demand: DemandOut
-    state: str
-    wait_reason: str | None = None
-    wait_message: str = ""
-    next_run_at: float | None = None
-    waiting_since: float | None = None
-
-
-class ClusterNodeOut(msgspec.Struct, kw_only=True):
-    node_id: str
-    ip: str
-    total_gpus: float
-    free_gpus: float
-    total_cpus: float
-    free_cpus: float
-
-
 class ClusterOut(msgspec.Struct, kw_only=True):
+    """The cluster as the reactor last saw it (``projections.cluster``), and the head's
+    discovery record."""
+
     reachable: bool | None
     observed_at: float | None
     error: str | None
-    nodes: list[ClusterNodeOut]
+    nodes: list[NodeCapacity]
     head: dict[str, Any] | None = None
 
 
@@ -204,20 +125,9 @@ class CreateUserIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     is_admin: bool = False
 
 
-class TokenOut(msgspec.Struct, kw_only=True):
-    token_id: str
-    label: str
-    revoked: bool
-    issued_at: float
-    last_used_at: float | None = None  # coarse: v2.auth.token_use_resolution_s
-
-
-class UserOut(msgspec.Struct, kw_only=True):
-    user_id: str
-    display_name: str
-    is_admin: bool
-    disabled: bool
-    created_at: float
+# Users and tokens as the users projection reads them.
+TokenOut = TokenSummary
+UserOut = UserSummary
 
 
 class IssueTokenIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

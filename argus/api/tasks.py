@@ -18,15 +18,16 @@ from litestar.response import ServerSentEventMessage
 from argus.api import jobfiles
 from argus.api.auth import request_id
 from argus.api.schemas import (
-    AttemptOut, DemandOut, ProgressOut, ProgressPoint, SpecOut, SubmitOut, TaskDetail,
-    TaskList, TaskStateOut, TaskSummary, TimelineEntry, ValidateError, ValidateOut,
+    ProgressOut, ProgressPoint, SpecOut, SubmitOut, TaskDetail, TaskList, TaskStateOut,
+    TimelineEntry, ValidateError, ValidateOut,
 )
 from argus.api.streams import EventStream
 from argus.events import TaskSubmitted, task_stream
 from argus.lifecycle import TaskState
 from argus.rayjobs.submission import job_dir
+from argus.scheduler.queue import position_in, read_queue
 from argus.service import CommandError, Principal
-from projections import TaskView
+from projections.tasks_read import summarize, task_page
 
 __all__ = ["TasksController", "read_document"]
 
@@ -65,37 +66,10 @@ async def read_document(request: Request[Any, Any, Any]) -> str | dict[str, Any]
         raise HTTPException(status_code=400, detail="body must be UTF-8 YAML text") from exc
 
 
-def _attempt(a: Any) -> AttemptOut:
-    return AttemptOut(
-        attempt_no=a.attempt_no, submission_id=a.submission_id, ray_status=a.ray_status,
-        failure_kind=a.failure_kind.value if a.failure_kind else None, evidence=a.evidence,
-        exit_code=a.exit_code, decided_at=a.decided_at, submitted_at=a.submitted_at,
-        started_at=a.started_at, ended_at=a.ended_at,
-    )
-
-
 async def _queue_position(state: State, task_id: str) -> int | None:
-    rows = await state.store.query(
-        "SELECT count(*) FROM queue q, queue me WHERE me.task_id = ? AND me.waiting = 1 AND "
-        "q.waiting = 1 AND (q.priority > me.priority OR (q.priority = me.priority AND q.seq <= me.seq))",
-        (task_id,))
-    n = rows[0][0] if rows else 0
-    return int(n) if n else None
-
-
-_decode_view = msgspec.json.Decoder(TaskView).decode
-
-
-def _summary(v: TaskView, step: int | None) -> TaskSummary:
-    latest = v.latest_attempt
-    return TaskSummary(
-        task_id=v.task_id, user=v.user, workload=v.workload, kind=v.kind, state=v.state.value,
-        priority=v.priority, created_at=v.created_at, updated_at=v.updated_at,
-        attempts=len(v.attempts), failure_kind=v.failure_kind.value if v.failure_kind else None,
-        error_summary=v.error_summary or None, wait_reason=v.wait_reason,
-        wait_message=v.wait_message, name=v.name, gpus=v.demand.total_gpus,
-        started_at=latest.started_at if latest else None,
-        ended_at=latest.ended_at if latest else None, step=step, total_steps=v.total_steps)
+    """The task's place in line, in the order the configured policy considers tasks."""
+    policy = state.config.v2.scheduler.policy
+    return position_in(await state.store.read_snapshot(lambda db: read_queue(db, policy)), task_id)
 
 
 class TasksController(Controller):
@@ -132,54 +106,33 @@ class TasksController(Controller):
         offset: Annotated[int, Parameter(ge=0, le=10_000_000)] = 0,
     ) -> TaskList:
         """Tasks newest first: the caller's own (an admin: everyone's, or ``user``'s)."""
-        where, params = [], []  # type: ignore[var-annotated]
         if not who.is_admin:
             if user is not None and user != who.user_id:
                 raise PermissionDeniedException("only an admin can list other users' tasks")
             user = who.user_id
-        if user is not None:
-            where.append("user = ?")
-            params.append(user)
+        states: list[TaskState] = []
         if task_state is not None:
-            states = [s.strip().upper() for s in task_state.split(",") if s.strip()]
-            bad = [s for s in states if s not in TaskState.__members__]
-            if bad or not states:
+            names = [s.strip().upper() for s in task_state.split(",") if s.strip()]
+            bad = [s for s in names if s not in TaskState.__members__]
+            if bad or not names:
                 raise HTTPException(status_code=400, detail=f"unknown state {bad or task_state!r}; "
                                     f"use one of {', '.join(TaskState.__members__)}")
-            where.append(f"state IN ({','.join('?' * len(states))})")
-            params.extend(states)
-        cond = f"WHERE {' AND '.join(where)}" if where else ""
-        total = (await state.store.query(f"SELECT count(*) FROM tasks {cond}", params))[0][0]
-        rows = await state.store.query(
-            f"SELECT view FROM tasks {cond} ORDER BY created_at DESC, task_id DESC "
-            "LIMIT ? OFFSET ?", [*params, limit, offset])
-        views = [_decode_view(r[0]) for r in rows]
+            states = [TaskState[s] for s in names]
+        views, total = await state.store.read_snapshot(
+            lambda db: task_page(db, user=user, states=states, limit=limit, offset=offset))
         # Running tasks only (at most max_running_tasks): a bounded read of each log's end.
         running = {v.task_id: _log_path(state, v, None) for v in views if v.state is TaskState.RUNNING}
         steps = await asyncio.to_thread(
             lambda: {t: jobfiles.last_step(p) if p else None for t, p in running.items()})
-        items = [_summary(v, steps.get(v.task_id)) for v in views]
-        return TaskList(items=items, total=int(total), limit=limit, offset=offset)
+        items = [summarize(v, steps.get(v.task_id)) for v in views]
+        return TaskList(items=items, total=total, limit=limit, offset=offset)
 
     @get("/{task_id:str}")
     async def show(self, state: State, who: Principal, task_id: str) -> TaskDetail:
         """State, attempts, failure reason, queue position and why it waits."""
         v = await state.commands.load_task(who, task_id)
         position = await _queue_position(state, task_id) if v.state.is_waiting() else None
-        d = v.demand
-        return TaskDetail(
-            task_id=v.task_id, user=v.user, workload=v.workload, kind=v.kind, state=v.state.value,
-            priority=v.priority, max_attempts=v.max_attempts,
-            demand=DemandOut(nnodes=d.nnodes, n_gpus_per_node=d.n_gpus_per_node,
-                             cpus_per_node=d.cpus_per_node),
-            created_at=v.created_at, updated_at=v.updated_at,
-            attempts=[_attempt(a) for a in v.attempts],
-            failure_kind=v.failure_kind.value if v.failure_kind else None,
-            error_summary=v.error_summary, queue_position=position, wait_reason=v.wait_reason,
-            wait_message=v.wait_message, next_run_at=v.next_run_at,
-            waiting_since=v.waiting_since, warnings=list(v.warnings), name=v.name,
-            total_steps=v.total_steps,
-        )
+        return TaskDetail(**msgspec.structs.asdict(v), queue_position=position)
 
     @get("/{task_id:str}/spec")
     async def spec(self, state: State, who: Principal, task_id: str) -> SpecOut:

@@ -11,6 +11,7 @@ from litestar.exceptions import NotFoundException
 from argus.api.auth import request_id, require_admin
 from argus.api.schemas import CreateUserIn, IssueTokenIn, TokenIssuedOut, TokenOut, UserOut
 from argus.service import Principal
+from projections.users import list_users, token_summary, user_summary, user_tokens
 
 __all__ = ["UsersController"]
 
@@ -21,19 +22,12 @@ def _self_or_admin(who: Principal, user_id: str) -> None:
         raise NotFoundException(f"user {user_id!r} not found")
 
 
-def _user(r: tuple[Any, ...]) -> UserOut:
-    return UserOut(user_id=r[0], display_name=r[1], is_admin=bool(r[2]), disabled=bool(r[3]),
-                   created_at=r[4])
-
-
 async def _get_user(state: State, who: Principal, user_id: str) -> UserOut:
     _self_or_admin(who, user_id)
-    rows = await state.store.query(
-        "SELECT user_id, display_name, is_admin, disabled, created_at FROM users "
-        "WHERE user_id = ?", (user_id,))
-    if not rows:
+    user = await state.store.read_snapshot(lambda db: user_summary(db, user_id))
+    if user is None:
         raise NotFoundException(f"user {user_id!r} not found")
-    return _user(rows[0])
+    return user
 
 
 async def _set(request: Request[Any, Any, Any], state: State, who: Principal,
@@ -51,9 +45,7 @@ class UsersController(Controller):
     async def list_users(self, state: State, who: Principal) -> list[UserOut]:
         """Every user (admin)."""
         require_admin(who)
-        rows = await state.store.query(
-            "SELECT user_id, display_name, is_admin, disabled, created_at FROM users ORDER BY user_id")
-        return [_user(r) for r in rows]
+        return await state.store.read_snapshot(list_users)
 
     @post("/", status_code=201)
     async def create_user(self, request: Request[Any, Any, Any], state: State, who: Principal,
@@ -85,11 +77,7 @@ class UsersController(Controller):
     async def list_tokens(self, state: State, who: Principal, user_id: str) -> list[TokenOut]:
         """A user's tokens (ids and labels; never the tokens themselves)."""
         await _get_user(state, who, user_id)
-        rows = await state.store.query(
-            "SELECT token_id, label, revoked, issued_at, last_used_at FROM tokens WHERE user_id = ? "
-            "ORDER BY issued_at, token_id", (user_id,))
-        return [TokenOut(token_id=r[0], label=r[1], revoked=bool(r[2]), issued_at=r[3], last_used_at=r[4])
-                for r in rows]
+        return await state.store.read_snapshot(lambda db: user_tokens(db, user_id))
 
     @post("/{user_id:str}/tokens", status_code=201)
     async def issue_token(self, request: Request[Any, Any, Any], state: State, who: Principal,
@@ -106,9 +94,8 @@ class UsersController(Controller):
         """Revoke a token: refused from now on."""
         await _get_user(state, who, user_id)
         await state.commands.revoke_token(who, user_id, token_id, request_id(request))
-        r = (await state.store.query(
-            "SELECT token_id, label, revoked, issued_at, last_used_at FROM tokens WHERE token_id = ?",
-            (token_id,)))[0]
-        return TokenOut(token_id=r[0], label=r[1], revoked=bool(r[2]), issued_at=r[3], last_used_at=r[4])
+        token = await state.store.read_snapshot(lambda db: token_summary(db, user_id, token_id))
+        assert token is not None  # revoke_token raised NotFound otherwise
+        return token
 
 

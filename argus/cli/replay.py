@@ -83,18 +83,35 @@ def verify(ctx: click.Context, as_json: bool, max_diffs: int) -> None:
     sys.exit(0 if report.ok else 1)
 
 
+def _configured_policy() -> str:
+    """The scheduler policy the configuration names (the log does not record it)."""
+    from argus.config import ConfigError, load_config
+
+    try:
+        return load_config().v2.scheduler.policy
+    except ConfigError:
+        return "fifo"
+
+
 @replay.command()
 @click.argument("point", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the world as JSON.")
+@click.option("--policy", default=None,
+              help="Show the queue in this policy's order (default: the configured v2.scheduler.policy).")
 @click.pass_context
-def at(ctx: click.Context, point: str | None, as_json: bool) -> None:
+def at(ctx: click.Context, point: str | None, as_json: bool, policy: str | None) -> None:
     """The world at POINT: a log position, or a time (ISO-8601, or UNIX seconds as @N).
 
-    Default: the head of the log."""
+    Default: the head of the log. The queue is shown in the order the policy considers it."""
     from argus.replay import world_at
     from argus.replay.render import render_world
+    from argus.scheduler import ORDERS
 
-    world = _guard(lambda: world_at(_db(ctx), point))
+    chosen = policy or _configured_policy()
+    if chosen not in ORDERS:
+        raise click.BadParameter(f"unknown policy {chosen!r}; one of {', '.join(sorted(ORDERS))}",
+                                 param_hint="--policy")
+    world = _guard(lambda: world_at(_db(ctx), point, policy=chosen))
     _json(world) if as_json else click.echo(render_world(world))
 
 

@@ -120,8 +120,8 @@ def show(client: Client, task_id: str) -> None:
         if d["attempts"]:
             click.echo("attempts:")
             print_table(["no", "submission", "ray status", "started", "ended", "failure"], [
-                [a["attempt_no"], a["submission_id"], a["ray_status"], fmt_time(a["started_at"]),
-                 fmt_time(a["ended_at"]), a.get("failure_kind") or ""] for a in d["attempts"]])
+                [a["attempt_no"], a["submission_id"], a["ray_status"], fmt_time(a.get("started_at")),
+                 fmt_time(a.get("ended_at")), a.get("failure_kind") or ""] for a in d["attempts"]])
 
     client.out(d, human)
 

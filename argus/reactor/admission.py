@@ -49,14 +49,14 @@ def plan_admissions(
     config: SchedulerConfig,
     driver_cpus: float = 0.0,
 ) -> AdmissionPlan:
-    """Run the configured policy over the waiting tasks (FIFO order) and sort its decisions
+    """Run the configured policy over the waiting tasks (in its ``queue_order``) and sort its decisions
     into admissions and deferrals. ``driver_cpus`` (the job driver's ``entrypoint_num_cpus``)
     is added to every task's per-node CPUs: the driver lands on one of the task's nodes,
     and which one is Ray's choice."""
     by_id = {t.task_id: t for t in waiting}
     snapshot = Capacity(nodes=tuple(capacity)) if capacity is not None else None
     queue = [
-        QueuedTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus),
+        QueuedTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), seq=t.seq,
                    priority=t.priority, user=t.user, next_run_at=t.next_run_at)
         for t in waiting
     ]

@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import sqlite3
 
-import msgspec
 
 from argus.events import CapacityObserved, ClusterUnreachable, NodeCapacity, Recorded
 from argus.lifecycle import TaskState
-from projections import CLUSTER_FOLD, TaskView, evolve_task, projection_checkpoint
+from projections import TaskView, evolve_task, projection_checkpoint
+from projections.cluster import read_cluster
 from projections.tasks import TASK_EVENT_TYPES
+from projections.tasks_read import unfinished_tasks
 
 __all__ = ["ReactorState"]
-
-_decode_view = msgspec.json.Decoder(TaskView).decode
-
 
 class ReactorState:
     """Unfinished tasks by id, plus the last capacity the reactor recorded."""
@@ -37,13 +35,8 @@ class ReactorState:
         db.execute("BEGIN")
         try:
             state.position = projection_checkpoint(db, "tasks")
-            terminal = tuple(s.value for s in TaskState if s.is_terminal())
-            for (view,) in db.execute(
-                f"SELECT view FROM tasks WHERE state NOT IN ({','.join('?' * len(terminal))})", terminal
-            ):
-                task = _decode_view(view)
-                state.tasks[task.task_id] = task
-            cluster = CLUSTER_FOLD.load(db, "cluster")
+            state.tasks = {task.task_id: task for task in unfinished_tasks(db)}
+            cluster = read_cluster(db)
             if cluster is not None:
                 state.cluster_reachable = cluster.reachable
                 state.last_capacity = cluster.nodes

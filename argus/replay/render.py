@@ -47,7 +47,7 @@ def render_world(w: World) -> str:
     out += ["", "Queue (in order):"]
     out.append(table(
         ["#", "TASK", "USER", "PRIO", "STATE", "NEEDS", "WAIT REASON", "MESSAGE", "SINCE"],
-        [(q.rank, q.task_id, q.user, q.priority, q.state, f"{q.nnodes}×{q.n_gpus_per_node} GPU",
+        [(q.position, q.task_id, q.user, q.priority, q.state, f"{q.demand.nnodes}×{q.demand.n_gpus_per_node} GPU",
           q.wait_reason, q.wait_message, ts(q.waiting_since)) for q in w.queue],
         empty="(empty)",
     ))

@@ -15,12 +15,12 @@ import msgspec
 
 from argus.replay.source import head_position, open_log, resolve_point, scratch_db
 from projections import default_projections, rebuild_projections
-from projections.queue import QUEUE_ORDER_SQL
+from argus.scheduler.queue import read_queue
+from projections.queue import QueueEntry
 
 __all__ = [
     "ClusterAt",
     "NodeAt",
-    "QueueItem",
     "RunningAttempt",
     "TaskAt",
     "World",
@@ -41,21 +41,6 @@ class TaskAt(msgspec.Struct, frozen=True, kw_only=True):
     updated_at: float
     wait_reason: str | None = None
     failure_kind: str | None = None
-    next_run_at: float | None = None
-
-
-class QueueItem(msgspec.Struct, frozen=True, kw_only=True):
-    rank: int  # 1 = next to be considered
-    task_id: str
-    user: str
-    priority: int
-    state: str
-    nnodes: int
-    n_gpus_per_node: int
-    cpus_per_node: float
-    wait_reason: str | None = None
-    wait_message: str = ""
-    waiting_since: float | None = None
     next_run_at: float | None = None
 
 
@@ -92,15 +77,15 @@ class World(msgspec.Struct, frozen=True, kw_only=True):
     position: int
     recorded_at: float | None  # when the event at ``position`` was recorded
     tasks: list[TaskAt]
-    queue: list[QueueItem]
+    queue: list[QueueEntry]  # in the policy's order (``argus.scheduler.queue``)
     running: list[RunningAttempt]
     cluster: ClusterAt
 
 
 
-def world_at(db_path: str | Path, point: str | int | float | None = None) -> World:
+def world_at(db_path: str | Path, point: str | int | float | None = None, *, policy: str = "fifo") -> World:
     """The world at ``point``: a position (int), a time (float UNIX seconds, ``@N``, or
-    ISO-8601 text), or None for the head of the log."""
+    ISO-8601 text), or None for the head of the log; its queue in ``policy``'s order."""
     with open_log(db_path) as source:
         conn = source.conn
         conn.execute("BEGIN")
@@ -114,12 +99,13 @@ def world_at(db_path: str | Path, point: str | int | float | None = None) -> Wor
                 if position > 0:
                     rebuild_projections(conn, scratch, default_projections(), until=position)
                 scratch.execute("COMMIT")
-                return read_world(scratch, position, recorded[0] if recorded else None)
+                return read_world(scratch, position, recorded[0] if recorded else None, policy=policy)
         finally:
             conn.execute("COMMIT")
 
 
-def read_world(db: sqlite3.Connection, position: int, recorded_at: float | None = None) -> World:
+def read_world(db: sqlite3.Connection, position: int, recorded_at: float | None = None, *,
+               policy: str = "fifo") -> World:
     """Read the projection tables of ``db`` as a World (any database: scratch or live)."""
     tasks = [
         TaskAt(task_id=r[0], user=r[1], workload=r[2], state=r[3], priority=r[4], attempts=r[5],
@@ -131,12 +117,7 @@ def read_world(db: sqlite3.Connection, position: int, recorded_at: float | None 
             "ORDER BY created_at, task_id"
         )
     ]
-    queue = [
-        QueueItem(rank=i, task_id=r[0], user=r[1], priority=r[2], state=r[3], nnodes=r[4],
-                  n_gpus_per_node=r[5], cpus_per_node=r[6], next_run_at=r[7], wait_reason=r[8],
-                  wait_message=r[9] or "", waiting_since=r[10])
-        for i, r in enumerate(db.execute(QUEUE_ORDER_SQL), start=1)
-    ]
+    queue = read_queue(db, policy)
     # The newest attempt of every task that may hold a Ray job, not yet ended.
     running = [
         RunningAttempt(task_id=r[0], user=r[1], attempt_no=r[2], submission_id=r[3],

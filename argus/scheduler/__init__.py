@@ -1,4 +1,7 @@
-"""Scheduling: the pure admission policy (``policy``) the reactor consults every tick."""
+"""Scheduling: the pure admission policy (``policy``) the reactor consults every turn, and
+the one order in which each policy considers waiting tasks (``order``)."""
+
+from argus.scheduler.order import ORDERS, Waiting, queue_order, register_order
 
 from argus.scheduler.policy import (
     POLICIES,
@@ -19,11 +22,15 @@ __all__ = [
     "Capacity",
     "Decision",
     "Defer",
+    "ORDERS",
     "POLICIES",
     "PolicyConfig",
     "QueuedTask",
     "Reason",
     "RunningTask",
+    "Waiting",
     "decide",
+    "queue_order",
+    "register_order",
     "register_policy",
 ]

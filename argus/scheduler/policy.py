@@ -17,6 +17,8 @@ Rules (DESIGN.md §5):
   tasks are never starved by a stream of small ones. ``backfill=True`` lets smaller tasks
   pass a blocked head (better utilisation, but the head may wait indefinitely).
 - Policy ``priority``: higher ``priority`` first, FIFO within a priority.
+- The order a policy considers tasks in is ``argus.scheduler.order.queue_order``: the
+  same function orders the queue users are shown.
 
 Cost: one pass is O(queue) plus O(nodes) per distinct demand shape per admission; placement
 results are cached by shape and dropped on each admission, and once nothing more can be
@@ -32,6 +34,7 @@ import msgspec
 
 from argus.config import SchedulerConfig
 from argus.events.catalog import Demand, NodeCapacity
+from argus.scheduler.order import ORDERS, queue_order
 
 __all__ = [
     "Admit",
@@ -61,10 +64,12 @@ class Reason:
 
 
 class QueuedTask(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """A waiting task (QUEUED or PENDING_RESOURCES), in submission order in the queue."""
+    """A waiting task (QUEUED or PENDING_RESOURCES). ``seq``: its submission's log
+    position (arrival order; tasks with equal ``seq`` keep the order they are given in)."""
 
     task_id: str
     demand: Demand
+    seq: int = 0
     priority: int = 0
     user: str = ""
     next_run_at: float | None = None
@@ -126,7 +131,12 @@ POLICIES: dict[str, PolicyFn] = {}
 
 
 def register_policy(name: str) -> Callable[[PolicyFn], PolicyFn]:
+    """Register a policy function; it receives the queue already in its order
+    (``argus.scheduler.order.register_order`` must name that order first)."""
+
     def add(fn: PolicyFn) -> PolicyFn:
+        if name not in ORDERS:
+            raise ValueError(f"policy {name!r} has no queue order: register_order({name!r}, key) first")
         POLICIES[name] = fn
         return fn
 
@@ -135,8 +145,10 @@ def register_policy(name: str) -> Callable[[PolicyFn], PolicyFn]:
 
 def decide(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
            now: float, config: PolicyConfig) -> list[Decision]:
-    """Run the policy named in ``config`` (KeyError for an unknown name)."""
-    return POLICIES[config.policy](queue, running, capacity, now, config)
+    """Run the policy named in ``config`` over ``queue`` in that policy's order
+    (``queue_order``); KeyError for an unknown name."""
+    policy = POLICIES[config.policy]
+    return policy(queue_order(config.policy, queue), running, capacity, now, config)
 
 
 # ---------------------------------------------------------------------------------------
@@ -303,13 +315,12 @@ def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: 
 @register_policy("fifo")
 def fifo(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
          now: float, config: PolicyConfig) -> list[Decision]:
-    """Submission order; priorities are ignored."""
+    """Submission order; priorities are ignored (the order is ``queue_order``'s)."""
     return _run(queue, running, capacity, now, config)
 
 
 @register_policy("priority")
 def priority(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
              now: float, config: PolicyConfig) -> list[Decision]:
-    """Higher ``priority`` first; FIFO within a priority (stable sort)."""
-    ordered = sorted(queue, key=lambda t: -t.priority)
-    return _run(ordered, running, capacity, now, config)
+    """Higher ``priority`` first; FIFO within a priority (the order is ``queue_order``'s)."""
+    return _run(queue, running, capacity, now, config)

@@ -4,24 +4,32 @@ it read (it may predate the event: a disabled user or revoked token would then p
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import sqlite3
+from typing import Any, Callable
 
 from argus.service import AuthCache, hash_token
 
 
 class _SlowStore:
-    """Answers the token lookup with the row it holds *when asked*, after a pause."""
+    """Answers the token lookup from a real users table as it is *when asked*, after a pause."""
 
     def __init__(self) -> None:
-        self.row: tuple[Any, ...] = ("alice", 0, 0, "", "tok-1", None)
+        self.db = sqlite3.connect(":memory:")
+        self.db.execute("CREATE TABLE users (user_id, display_name, is_admin, disabled, created_at)")
+        self.db.execute("CREATE TABLE tokens (token_id, user_id, token_hash, label, revoked, issued_at, last_used_at)")
+        self.db.execute("INSERT INTO users VALUES ('alice', '', 0, 0, 0)")
+        self.db.execute("INSERT INTO tokens VALUES ('tok-1', 'alice', ?, '', 0, 0, NULL)", (hash_token("t"),))
         self.queries = 0
         self.gate = asyncio.Event()
 
-    async def query(self, sql: str, params: Any) -> list[tuple[Any, ...]]:
+    def disable(self) -> None:
+        self.db.execute("UPDATE users SET disabled = 1")
+
+    async def read_snapshot(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
         self.queries += 1
-        row = self.row
+        found = fn(self.db)
         await self.gate.wait()
-        return [row]
+        return found
 
 
 async def test_lookup_racing_an_invalidation_is_not_cached() -> None:
@@ -29,7 +37,7 @@ async def test_lookup_racing_an_invalidation_is_not_cached() -> None:
     cache = AuthCache(store)  # type: ignore[arg-type]
     pending = asyncio.create_task(cache.lookup("t"))
     await asyncio.sleep(0)  # the lookup has read the old row and waits
-    store.row = ("alice", 0, 1, "", "tok-1", None)  # alice disabled ...
+    store.disable()  # alice disabled ...
     cache.invalidate()  # ... and the event seen
     store.gate.set()
     assert (await pending).disabled is False  # that request began before the event

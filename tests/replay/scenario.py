@@ -169,7 +169,7 @@ def capture(db: Path) -> Capture:
             "SELECT position, recorded_at FROM events ORDER BY position DESC LIMIT 1").fetchone()
         states = dict(conn.execute("SELECT task_id, state FROM tasks"))
         queue = [tuple(r) for r in conn.execute(
-            "SELECT task_id, wait_reason FROM queue WHERE waiting = 1 ORDER BY priority DESC, seq")]
+            "SELECT task_id, wait_reason FROM queue WHERE waiting = 1 ORDER BY seq")]  # fifo: arrival
         free = dict(conn.execute("SELECT node_id, free_gpus FROM cluster_nodes"))
         return Capture(position, recorded_at, states, queue, free)  # type: ignore[arg-type]
     finally:

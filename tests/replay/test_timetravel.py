@@ -32,10 +32,14 @@ def test_at_every_position_equals_what_the_api_showed(scenario: Scenario) -> Non
 def test_at_a_moment_with_a_retry_a_deferral_and_a_priority(scenario: Scenario) -> None:
     # Right after C (priority 5) was deferred while Ray was unreachable.
     pos = next(c.position for c in scenario.captures if c.states.get(C) == "PENDING_RESOURCES")
-    world = world_at(scenario.db, pos)
-    assert [(q.rank, q.task_id, q.wait_reason) for q in world.queue] == [
+    world = world_at(scenario.db, pos, policy="priority")
+    assert [(q.position, q.task_id, q.wait_reason) for q in world.queue] == [
         (1, C, "capacity_unknown"), (2, B, "retry_backoff"), (3, A, "no_capacity_per_node"),
     ]
+    # fifo (the default) considers arrival only: C's priority does not move it up.
+    fifo = world_at(scenario.db, pos)
+    assert [(q.position, q.task_id) for q in fifo.queue] == [(1, B), (2, A), (3, C)]
+    assert [q.seq for q in fifo.queue] == sorted(q.seq for q in fifo.queue)
     assert world.cluster.reachable is False and "refused" in world.cluster.error
     assert [n.free_gpus for n in world.cluster.nodes] == [4.0, 2.0]  # last known, kept
     assert world.running == []

@@ -1,0 +1,128 @@
+"""Typed reads of the ``tasks`` projection: what the API, the service and the reactor ask.
+
+These Structs are also the API's response shapes for tasks (``argus.api.schemas``
+re-exports them), so a task looks the same in the log's fold, in the API and in replay.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+import msgspec
+
+from argus.lifecycle import TaskState
+from projections.tasks import TaskView, load_task
+
+__all__ = [
+    "TaskCounts", "TaskDetail", "TaskPage", "TaskSummary", "summarize", "task_counts", "task_page",
+    "task_view", "unfinished_tasks",
+]
+
+_decode_view = msgspec.json.Decoder(TaskView).decode
+
+
+class TaskDetail(TaskView, frozen=True, kw_only=True, omit_defaults=False):
+    """One task whole (``GET /tasks/{id}``): its view, and its place in line while it waits."""
+
+    queue_position: int | None = None
+
+
+class TaskSummary(msgspec.Struct, kw_only=True):
+    """One row of a task list."""
+
+    task_id: str
+    user: str
+    workload: str
+    kind: str
+    state: str
+    priority: int
+    created_at: float
+    updated_at: float
+    attempts: int
+    failure_kind: str | None = None
+    error_summary: str | None = None
+    wait_reason: str | None = None
+    wait_message: str = ""
+    name: str = ""
+    gpus: int = 0  # the whole gang: nnodes × n_gpus_per_node
+    started_at: float | None = None  # the latest attempt's
+    ended_at: float | None = None
+    step: int | None = None  # last training step seen in a running task's log
+    total_steps: int | None = None
+
+
+class TaskPage(msgspec.Struct, kw_only=True):
+    """A page of a task list, newest first, and how many tasks the filter matches."""
+
+    items: list[TaskSummary]
+    total: int
+    limit: int
+    offset: int
+
+
+def summarize(v: TaskView, step: int | None = None) -> TaskSummary:
+    latest = v.latest_attempt
+    return TaskSummary(
+        task_id=v.task_id, user=v.user, workload=v.workload, kind=v.kind, state=v.state.value,
+        priority=v.priority, created_at=v.created_at, updated_at=v.updated_at,
+        attempts=len(v.attempts), failure_kind=v.failure_kind.value if v.failure_kind else None,
+        error_summary=v.error_summary or None, wait_reason=v.wait_reason,
+        wait_message=v.wait_message, name=v.name, gpus=v.demand.total_gpus,
+        started_at=latest.started_at if latest else None,
+        ended_at=latest.ended_at if latest else None, step=step, total_steps=v.total_steps)
+
+
+def task_view(db: sqlite3.Connection, task_id: str) -> TaskView | None:
+    """The task as the log says it is now, or None for an unknown id."""
+    return load_task(db, task_id)
+
+
+def task_page(
+    db: sqlite3.Connection,
+    *,
+    user: str | None,
+    states: Sequence[TaskState] = (),
+    limit: int,
+    offset: int,
+) -> tuple[list[TaskView], int]:
+    """Tasks newest first (``user``'s only, unless None; in ``states``, if any), one page
+    of them, and the number the filter matches."""
+    where: list[str] = []
+    params: list[object] = []
+    if user is not None:
+        where.append("user = ?")
+        params.append(user)
+    if states:
+        where.append(f"state IN ({','.join('?' * len(states))})")
+        params.extend(s.value for s in states)
+    cond = f"WHERE {' AND '.join(where)}" if where else ""
+    total = int(db.execute(f"SELECT count(*) FROM tasks {cond}", params).fetchone()[0])
+    rows = db.execute(
+        f"SELECT view FROM tasks {cond} ORDER BY created_at DESC, task_id DESC LIMIT ? OFFSET ?",
+        [*params, limit, offset])
+    return [_decode_view(view) for (view,) in rows], total
+
+
+def unfinished_tasks(db: sqlite3.Connection) -> list[TaskView]:
+    """Every task not yet in a terminal state."""
+    terminal = tuple(s.value for s in TaskState if s.is_terminal())
+    rows = db.execute(f"SELECT view FROM tasks WHERE state NOT IN ({','.join('?' * len(terminal))})", terminal)
+    return [_decode_view(view) for (view,) in rows]
+
+
+class TaskCounts(msgspec.Struct, kw_only=True):
+    """Figures for /metrics: unfinished tasks by state, attempts started, failed tasks by kind."""
+
+    unfinished_by_state: dict[str, int]
+    attempts: int
+    failed_by_kind: dict[str, int]
+
+
+def task_counts(db: sqlite3.Connection) -> TaskCounts:
+    return TaskCounts(
+        unfinished_by_state=dict(db.execute("SELECT state, count(*) FROM queue GROUP BY state").fetchall()),
+        attempts=int(db.execute("SELECT count(*) FROM attempts").fetchone()[0]),
+        failed_by_kind={kind or "UNKNOWN": n for kind, n in db.execute(
+            "SELECT failure_kind, count(*) FROM tasks WHERE state = 'FAILED' GROUP BY failure_kind")},
+    )

@@ -1,0 +1,101 @@
+"""One queue order: what users are shown (``/queue``, ``queue_position``, the WebUI and
+``replay at`` all read ``argus.scheduler.queue.read_queue``) is the order the reactor's
+admission considers tasks in, for every policy, on random queues.
+
+The shown order is read from a real SQLite queue table written by the queue projection;
+the admission order is the reactor's own ``plan_admissions`` over the same tasks, handed
+to it shuffled.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import tempfile
+from pathlib import Path
+
+import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from argus.config import SchedulerConfig
+from argus.events import Demand, NodeCapacity, Recorded
+from argus.events.envelope import EventMeta
+from argus.reactor.admission import plan_admissions
+from argus.scheduler import POLICIES
+from argus.scheduler.queue import position_in, read_queue
+from argus.store import migrate
+from projections import QueueProjection, TaskView, evolve_task
+from tests.events import factories as f
+
+NOW = 1_000.0
+
+
+def _views(items: list[tuple[int, int, int]]) -> list[TaskView]:
+    """Tasks from (priority, GPUs, arrival) triples, folded from real TaskSubmitted events."""
+    views = []
+    for i, (priority, gpus, seq) in enumerate(items):
+        event = msgspec.structs.replace(
+            f.submitted(f"t{i:02d}", user=f"u{i % 3}", priority=priority),
+            demand=Demand(nnodes=1, n_gpus_per_node=gpus, cpus_per_node=1.0))
+        rec = Recorded(position=seq, stream=f"task-t{i:02d}", version=1, type="TaskSubmitted",
+                       event=event, meta=EventMeta(), owner=event.user, recorded_at=NOW)
+        views.append(evolve_task(None, rec))
+    return views
+
+
+def _shown(views: list[TaskView], policy: str) -> list[str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "q.sqlite3"
+        migrate(str(path))
+        db = sqlite3.connect(path)
+        try:
+            QueueProjection().write_all(db, {v.task_id: v for v in views})
+            queue = read_queue(db, policy)
+        finally:
+            db.close()
+    assert [e.position for e in queue] == list(range(1, len(queue) + 1))
+    assert all(position_in(queue, e.task_id) == e.position for e in queue if e.task_id)
+    return [e.task_id for e in queue if e.task_id]
+
+
+def _admitted(views: list[TaskView], policy: str, free_gpus: list[int], seed: int) -> list[str]:
+    shuffled = list(views)
+    random.Random(seed).shuffle(shuffled)
+    nodes = [NodeCapacity(node_id=f"n{i}", ip="10.0.0.1", total_gpus=8, free_gpus=g, total_cpus=64,
+                          free_cpus=64) for i, g in enumerate(free_gpus)]
+    plan = plan_admissions(waiting=shuffled, active=[], capacity=nodes, now=NOW,
+                           config=SchedulerConfig(policy=policy, max_running_tasks=1000))
+    return [v.task_id for v in plan.admitted]
+
+
+tasks = st.lists(st.tuples(st.integers(-2, 2), st.integers(1, 4)), max_size=20).flatmap(
+    lambda items: st.permutations(range(1, len(items) + 1)).map(
+        lambda seqs: [(p, g, s) for (p, g), s in zip(items, seqs)]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(tasks, st.sampled_from(sorted(POLICIES)), st.integers(0, 2**16))
+def test_everyone_admitted_in_the_order_shown(items, policy, seed):
+    """With room for all, the reactor admits every task, in exactly the order shown."""
+    views = _views(items)
+    assert _admitted(views, policy, [8] * 20, seed) == _shown(views, policy)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tasks, st.sampled_from(sorted(POLICIES)), st.lists(st.integers(0, 8), max_size=4), st.integers(0, 2**16))
+def test_admissions_are_the_head_of_the_queue_shown(items, policy, free_gpus, seed):
+    """With little room (strict policies, no backfill): who starts is the head of the
+    queue as shown, never a task shown behind one that waits."""
+    views = _views(items)
+    shown = _shown(views, policy)
+    admitted = _admitted(views, policy, free_gpus, seed)
+    assert admitted == shown[: len(admitted)]
+
+
+def test_priority_shown_first_only_where_the_policy_says_so():
+    """The bug this order fixed: under ``fifo`` a priority-10 task that came last is shown
+    last (it is admitted last), not first."""
+    views = _views([(0, 1, 1), (10, 1, 2)])
+    assert _shown(views, "fifo") == ["t00", "t01"] == _admitted(views, "fifo", [8], 0)
+    assert _shown(views, "priority") == ["t01", "t00"] == _admitted(views, "priority", [8], 0)
