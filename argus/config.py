@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 import msgspec
 import yaml
@@ -72,7 +72,9 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Let tasks behind a head that does not fit start if they fit (better use of GPUs;
     # the head may wait longer). Strict FIFO when false.
     backfill: bool = False
-    policy: str = "fifo"
+    # The admission policy (argus.scheduler.POLICIES; a test keeps the two lists equal):
+    # the order waiting tasks are considered in, and shown in.
+    policy: Literal["fifo", "priority"] = "fifo"
     lease_ttl_s: float = 15.0
     poll_interval_s: float = 1.0
     # The worker nodes a gang is judged against at submit while none has been observed

@@ -20,6 +20,7 @@ import concurrent.futures
 import multiprocessing
 import os
 import sqlite3
+from typing import Any
 
 import msgspec
 
@@ -120,7 +121,8 @@ def _decode(plan: FoldPlan, payload: bytes) -> Rebuild:
     """A helper's entities, per fold."""
     part = Rebuild(plan)
     for fold, encoded in zip(plan.by_fold, msgspec.msgpack.decode(payload, type=list[bytes])):
-        part.entities[fold] = msgspec.msgpack.decode(encoded, type=dict[str, fold.entity])
+        entities_type: Any = dict[str, fold.entity]  # type: ignore[name-defined]  # known at run time only
+        part.entities[fold] = msgspec.msgpack.decode(encoded, type=entities_type)
     return part
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import operator
 import re
 import sqlite3
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import msgspec
 
@@ -237,7 +237,7 @@ def _canceled(view: TaskView, e: TaskCanceled, state: TaskState, rec: Recorded) 
                     wait_message="")
 
 
-_EVOLVE = {
+_EVOLVE: dict[str, Callable[[TaskView, Any, TaskState, Recorded], TaskView]] = {
     "TaskDeferred": _deferred,
     "AttemptStarting": _starting,
     "AttemptSubmitted": _submitted,
@@ -319,8 +319,8 @@ class TaskFold(EntityFold[TaskView]):
 
     # The C attrgetter and the bare fold function, not methods that wrap them: a rebuild
     # calls both once per event.
-    key = staticmethod(operator.attrgetter("event.task_id"))
-    evolve = staticmethod(evolve_task)
+    key = staticmethod(operator.attrgetter("event.task_id"))  # type: ignore[assignment]
+    evolve = staticmethod(evolve_task)  # type: ignore[assignment]
 
     def load(self, db: sqlite3.Connection, key: str) -> TaskView | None:
         return load_task(db, key)

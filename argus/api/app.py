@@ -8,7 +8,7 @@ import gc
 import logging
 import os
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, AsyncIterator, Callable, Coroutine, Sequence
 
 from litestar import Litestar, Request, Response, Router, get
 from litestar.di import Provide
@@ -34,7 +34,7 @@ __all__ = ["API_PREFIX", "STATIC_DIR", "create_app"]
 log = logging.getLogger("argus.api")
 API_PREFIX = "/api/v2"
 STATIC_DIR = Path(__file__).resolve().parent.parent / "ui" / "static"
-Background = Callable[[Any], Awaitable[None]]
+Background = Callable[[Any], Coroutine[Any, Any, None]]
 
 
 def _internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:

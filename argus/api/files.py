@@ -25,7 +25,7 @@ from urllib.parse import quote
 from litestar import Controller, Request, delete, get, put
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException, NotFoundException, PermissionDeniedException
-from litestar.openapi.spec import OpenAPIMediaType, OpenAPIType, Operation, RequestBody, Schema
+from litestar.openapi.spec import OpenAPIFormat, OpenAPIMediaType, OpenAPIType, Operation, RequestBody, Schema
 from litestar.params import Parameter
 from litestar.response import File
 from dataclasses import dataclass
@@ -104,7 +104,7 @@ def resolve(shared: Path, user: str, rest: str) -> tuple[_Area, Path]:
 
 
 def _listing(area: _Area, target: Path, rel: str) -> FileListing:
-    entries = []
+    entries: list[FileEntry] = []
     truncated = False
     with os.scandir(target) as it:
         for e in it:
@@ -156,7 +156,7 @@ class _UploadOperation(Operation):
     def __post_init__(self) -> None:
         self.request_body = RequestBody(required=True, content={
             "application/octet-stream": OpenAPIMediaType(
-                schema=Schema(type=OpenAPIType.STRING, format="binary"))})
+                schema=Schema(type=OpenAPIType.STRING, format=OpenAPIFormat.BINARY))})
 
 
 class FilesController(Controller):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import quote
 
 import click
@@ -174,7 +175,7 @@ def files_get(client: Client, path: str, dest: str | None) -> None:
         if r.headers.get("content-type", "").startswith("application/json"):
             client.fail(f"{path} is a folder: list it with `argus files ls {path}`", EXIT_USAGE)
         if target is None:
-            out = click.get_binary_stream("stdout")
+            out: BinaryIO = sys.stdout.buffer  # click.get_binary_stream is deprecated
             for chunk in r.iter_bytes():
                 out.write(chunk)
             out.flush()

@@ -33,7 +33,7 @@ class ProbeFailed(Exception):
 def _serve(gcs_address: str) -> int:
     """The child: answer ``capacity`` requests until stdin closes."""
     from ray._private.state import GlobalState
-    from ray._raylet import GcsClientOptions
+    from ray._raylet import GcsClientOptions  # type: ignore[attr-defined]  # Ray's Cython module
 
     state = GlobalState()
     state._initialize_global_state(GcsClientOptions.create(

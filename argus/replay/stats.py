@@ -135,12 +135,12 @@ def stats(db_path: str | Path, since: float, until: float) -> Stats:
             if a.ended_at is None:
                 acc(view.user).gpu_seconds += gpu_seconds(view, a, last_time)
     overall = _Acc()
-    for a in accs.values():
-        overall.submitted += a.submitted
-        overall.outcomes.update(a.outcomes)
-        overall.waits.extend(a.waits)
-        overall.gpu_seconds += a.gpu_seconds
-        overall.retries.update(a.retries)
+    for each in accs.values():
+        overall.submitted += each.submitted
+        overall.outcomes.update(each.outcomes)
+        overall.waits.extend(each.waits)
+        overall.gpu_seconds += each.gpu_seconds
+        overall.retries.update(each.retries)
     users = [accs[u].result(u) for u in sorted(accs)]
     users = [u for u in users if u.submitted or u.outcomes or u.waits or u.gpu_hours or u.retries]
     return Stats(since=since, until=until, overall=overall.result("*"), users=users)

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from projections.users import token_holder
+
 if TYPE_CHECKING:
     from argus.store import EventStore
 
@@ -39,12 +41,6 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-_LOOKUP = (
-    "SELECT u.user_id, u.is_admin, u.disabled, u.display_name, t.token_id, t.last_used_at FROM tokens t "
-    "JOIN users u ON u.user_id = t.user_id WHERE t.token_hash = ? AND t.revoked = 0"
-)
-
-
 class AuthCache:
     """token hash → Principal, read through from the projection. Cleared whenever a user
     event is appended here or seen by the event tailer, so a disabled user or a revoked
@@ -65,13 +61,13 @@ class AuthCache:
         if digest in self._cache:
             return self._cache[digest]
         generation = self._generation
-        rows = await self._store.query(_LOOKUP, (digest,))
+        holder = await self._store.read_snapshot(lambda db: token_holder(db, digest))
         principal = None
-        if rows:
-            uid, admin, disabled, name, token_id, last_used = rows[0]
+        if holder is not None:
             principal = Principal(
-                user_id=uid, is_admin=bool(admin), disabled=bool(disabled),
-                display_name=name, token_id=token_id, token_last_used_at=last_used,
+                user_id=holder.user_id, is_admin=holder.is_admin, disabled=holder.disabled,
+                display_name=holder.display_name, token_id=holder.token_id,
+                token_last_used_at=holder.last_used_at,
             )
         if generation != self._generation:
             return principal  # a user event came in meanwhile: the row may predate it

@@ -19,7 +19,6 @@ import msgspec
 from argus.events import (
     Demand,
     EventMeta,
-    NodeCapacity,
     TaskCanceled,
     TaskCancelRequested,
     TaskSubmitted,
@@ -38,6 +37,9 @@ from argus.service.batcher import GroupCommitter
 from argus.service.ids import new_task_id, new_token_id, user_id_problem
 from argus.service.taskdir import make_task_dir
 from argus.store import AppendBatch, ConcurrencyConflict, InvariantViolation, PayloadTooLarge
+from projections.cluster import read_cluster
+from projections.tasks_read import task_view
+from projections.users import token_holder, token_summary, user_summary
 
 if TYPE_CHECKING:
     from argus.config import ArgusConfig
@@ -171,10 +173,8 @@ class Commands:
         configured shape (v2.scheduler.assumed_*), else not at all."""
         from argus.scheduler.shape import assumed_nodes, unfit_reason
 
-        nodes = [NodeCapacity(node_id=r[0], ip=r[1], total_gpus=r[2], free_gpus=r[3], total_cpus=r[4],
-                              free_cpus=r[5])
-                 for r in await self.store.query(
-                     "SELECT node_id, ip, total_gpus, free_gpus, total_cpus, free_cpus FROM cluster_nodes")]
+        seen = await self.store.read_snapshot(read_cluster)
+        nodes = list(seen.nodes) if seen is not None else []
         where = "as last observed"
         if not nodes:
             sched = self.config.v2.scheduler
@@ -237,12 +237,10 @@ class Commands:
 
     async def load_task(self, who: Principal, task_id: str) -> "TaskView":
         """The task if ``who`` may see it; else NotFound (never 403: ids must not leak)."""
-        from projections import TaskView
-
-        rows = await self.store.query("SELECT user, view FROM tasks WHERE task_id = ?", (task_id,))
-        if not rows or (rows[0][0] != who.user_id and not who.is_admin):
+        view = await self.store.read_snapshot(lambda db: task_view(db, task_id))
+        if view is None or (view.user != who.user_id and not who.is_admin):
             raise NotFound("task")  # no echo: another user's id must look like a typo
-        return msgspec.json.decode(rows[0][1], type=TaskView)
+        return view
 
     async def cancel(self, who: Principal, task_id: str, request_id: str = "") -> str:
         """Ask to cancel. A task without a Ray job is canceled at once; otherwise the
@@ -276,8 +274,8 @@ class Commands:
             (home / name).mkdir(parents=True, exist_ok=True)
 
     async def user_exists(self, user_id: str) -> tuple[bool, bool]:
-        rows = await self.store.query("SELECT disabled FROM users WHERE user_id = ?", (user_id,))
-        return (bool(rows), bool(rows[0][0]) if rows else False)
+        user = await self.store.read_snapshot(lambda db: user_summary(db, user_id))
+        return (user is not None, user.disabled if user is not None else False)
 
     async def _user_append(self, user_id: str, events: list[Any], who: str, request_id: str,
                            expected: int | None = None) -> None:
@@ -330,11 +328,10 @@ class Commands:
 
     async def revoke_token(self, who: Principal, user_id: str, token_id: str,
                            request_id: str = "") -> None:
-        rows = await self.store.query(
-            "SELECT revoked FROM tokens WHERE token_id = ? AND user_id = ?", (token_id, user_id))
-        if not rows:
+        token = await self.store.read_snapshot(lambda db: token_summary(db, user_id, token_id))
+        if token is None:
             raise NotFound(f"token {token_id!r}")
-        if rows[0][0]:
+        if token.revoked:
             return
         event = TokenRevoked(user_id=user_id, token_id=token_id, by=who.user_id, at=time.time())
         await self._user_append(user_id, [event], who.actor, request_id)
@@ -345,7 +342,7 @@ class Commands:
         exists, _ = await self.user_exists(admin)
         if not exists:
             await self.create_user("system", admin, "bootstrap admin", True)
-        rows = await self.store.query("SELECT 1 FROM tokens WHERE token_hash = ?", (hash_token(token),))
-        if not rows:
+        digest = hash_token(token)
+        if await self.store.read_snapshot(lambda db: token_holder(db, digest, revoked=True)) is None:
             await self.issue_token("system", admin, "bootstrap", token=token)
         self.ensure_user_dirs(admin)

@@ -58,7 +58,7 @@ class Share(msgspec.Struct, frozen=True):
         """The share's condition on a scan of ``events``, and its parameters. ``+stream``
         keeps SQLite on the scan in log order: with the (stream, version) index it would
         walk the share's streams and then sort a million rows back into order."""
-        sql, params = "", []
+        sql, params = "", list[str]()
         if self.low is not None:
             sql, params = sql + " AND +stream >= ?", [*params, self.low]
         if self.high is not None:

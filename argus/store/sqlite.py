@@ -55,8 +55,6 @@ class EventStore:
         self._appender = Appender(read_models, max_payload_bytes)
         self.max_payload_bytes = max_payload_bytes
         self._appended = asyncio.Event()
-        self.append_seconds_total = 0.0  # for /metrics: time spent in appends
-        self.appends_total = 0
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -136,10 +134,7 @@ class EventStore:
         """Append to several streams in one transaction (all or nothing). ``checkpoint``
         ``(consumer, position)`` is stored with the events, never moving backwards."""
         encoded = self._appender.prepare(batches, meta)
-        started = time.perf_counter()
         positions = await self._writer.transaction(self._appender.write, encoded, checkpoint)
-        self.append_seconds_total += time.perf_counter() - started
-        self.appends_total += 1
         self._notify()
         return positions
 

@@ -91,18 +91,18 @@ def check_command(
             with problems.catch():
                 policy.check_any(arg, f"command[{arg[:60]}]")
             continue
-        _prefix, key, value = override
+        _prefix, key, given = override
         seen.add(key)
-        if value is None:
+        if given is None:
             continue
         field = f"command[{key}]"
         with problems.catch():
-            check_override_paths(key, value, policy, field)
+            check_override_paths(key, given, policy, field)
         with problems.catch():
             if key == "trainer.nnodes" and nnodes is not None:
-                _check_gang(key, value, nnodes, "nnodes")
+                _check_gang(key, given, nnodes, "nnodes")
             elif key == "trainer.n_gpus_per_node" and n_gpus_per_node is not None:
-                _check_gang(key, value, n_gpus_per_node, "n_gpus_per_node")
+                _check_gang(key, given, n_gpus_per_node, "n_gpus_per_node")
     if not problems:
         # The backstop over the whole text; after a word's own problem it would only
         # repeat that problem.
@@ -122,14 +122,14 @@ def check_command(
             "the cluster the job runs on"
         )
     if parsed.module.startswith("verl.trainer."):
-        for key, spec_field, value in (
+        for key, spec_field, reserved in (
             ("trainer.nnodes", "nnodes", nnodes),
             ("trainer.n_gpus_per_node", "n_gpus_per_node", n_gpus_per_node),
         ):
-            if key not in seen and value is not None:
+            if key not in seen and reserved is not None:
                 warnings.append(
                     f"command: no {key}=; verl will use its default while Argus reserves "
-                    f"{spec_field}={value}; add {key}={value}"
+                    f"{spec_field}={reserved}; add {key}={reserved}"
                 )
     is_sft_module = "sft" in parsed.module.rsplit(".", 1)[-1]
     if parsed.module == "verl.trainer.main_ppo" and workload == "sft":

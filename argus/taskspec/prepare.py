@@ -107,8 +107,7 @@ def _checked(document: str | bytes | Mapping[str, Any], config: TaskSpecConfig,
         return check_taskspec(document, config=config)
     spec, warnings = parsed
     values = {name: getattr(spec, name) for name in spec.__struct_fields__}
-    kind = "basic" if isinstance(spec, BasicTaskSpec) else "advanced"
-    return CheckedSpec(kind=kind, spec=spec, values=values, warnings=list(warnings),
+    return CheckedSpec(kind="basic" if isinstance(spec, BasicTaskSpec) else "advanced", spec=spec, values=values, warnings=list(warnings),
                        problems=Problems())
 
 
@@ -157,9 +156,10 @@ def prepare_task(
             _raise(problems, policy)
         command_raw = build_basic_command(checked.spec, user=user, task_id=task_id)
     else:
-        command_raw = values.get("command")
-        if command_raw is None:
+        written = values.get("command")
+        if written is None:
             _raise(problems, policy)
+        command_raw = str(written)
         policy.written.update(_written_forms(command_raw, expand))
     command = expand(command_raw)
     # The generated command goes through the same checks: one policy for every command.

@@ -99,3 +99,14 @@ def test_priority_shown_first_only_where_the_policy_says_so():
     views = _views([(0, 1, 1), (10, 1, 2)])
     assert _shown(views, "fifo") == ["t00", "t01"] == _admitted(views, "fifo", [8], 0)
     assert _shown(views, "priority") == ["t01", "t00"] == _admitted(views, "priority", [8], 0)
+
+
+def test_the_configuration_accepts_exactly_the_registered_policies():
+    """``v2.scheduler.policy`` is checked when the configuration loads (a Literal): it must
+    name exactly the policies the scheduler registers, each with its queue order."""
+    import typing
+
+    from argus.scheduler import ORDERS
+
+    configurable = set(typing.get_args(typing.get_type_hints(SchedulerConfig)["policy"]))
+    assert configurable == set(POLICIES) and set(POLICIES) <= set(ORDERS)
