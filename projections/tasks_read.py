@@ -6,6 +6,8 @@ re-exports them), so a task looks the same in the log's fold, in the API and in 
 
 from __future__ import annotations
 
+import base64
+import heapq
 import sqlite3
 from collections.abc import Sequence
 
@@ -15,7 +17,7 @@ from argus.lifecycle import TaskState
 from projections.tasks import TaskView, load_task
 
 __all__ = [
-    "TaskCounts", "TaskDetail", "TaskPage", "TaskSummary", "summarize", "task_counts", "task_page",
+    "PageCursor", "TaskCounts", "TaskDetail", "TaskPage", "TaskSummary", "summarize", "task_counts", "task_page",
     "task_view", "unfinished_tasks",
 ]
 
@@ -53,12 +55,14 @@ class TaskSummary(msgspec.Struct, kw_only=True):
 
 
 class TaskPage(msgspec.Struct, kw_only=True):
-    """A page of a task list, newest first, and how many tasks the filter matches."""
+    """A page of a task list, newest first; how many tasks the filter matches; and
+    ``next_cursor``, to pass as ``cursor`` for the next page (null on the last)."""
 
     items: list[TaskSummary]
     total: int
     limit: int
-    offset: int
+    offset: int = 0
+    next_cursor: str | None = None
 
 
 def summarize(v: TaskView, step: int | None = None) -> TaskSummary:
@@ -78,30 +82,77 @@ def task_view(db: sqlite3.Connection, task_id: str) -> TaskView | None:
     return load_task(db, task_id)
 
 
+class PageCursor(msgspec.Struct, frozen=True, array_like=True):
+    """Where a page of a task list ended: its last row's place in the list's order (newest
+    first, task id as the tie-break). The next page starts strictly after it, so a page
+    costs one index walk of ``limit`` rows at any depth (keyset pagination)."""
+
+    created_at: float
+    task_id: str
+
+    def encode(self) -> str:
+        """Opaque to clients: URL-safe text."""
+        return base64.urlsafe_b64encode(msgspec.json.encode(self)).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, text: str) -> "PageCursor":
+        """ValueError for text that is not a cursor this code made."""
+        try:
+            return msgspec.json.decode(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)), type=cls)
+        except (ValueError, msgspec.DecodeError) as exc:
+            raise ValueError("not a cursor from a previous page (pass next_cursor back unchanged)") from exc
+
+
+_PAGE_ORDER = "ORDER BY created_at DESC, task_id DESC"
+
+
 def task_page(
     db: sqlite3.Connection,
     *,
     user: str | None,
     states: Sequence[TaskState] = (),
     limit: int,
-    offset: int,
-) -> tuple[list[TaskView], int]:
-    """Tasks newest first (``user``'s only, unless None; in ``states``, if any), one page
-    of them, and the number the filter matches."""
-    where: list[str] = []
+    after: PageCursor | None = None,
+    offset: int = 0,
+) -> tuple[list[TaskView], int, PageCursor | None]:
+    """One page of tasks, newest first (``user``'s only, unless None; in ``states``, if
+    any), starting after ``after`` (or, slower on deep pages, skipping ``offset``); the
+    number the filter matches; and the cursor of the next page (None: this is the last)."""
+    base: list[str] = []
     params: list[object] = []
     if user is not None:
-        where.append("user = ?")
+        base.append("user = ?")
         params.append(user)
-    if states:
-        where.append(f"state IN ({','.join('?' * len(states))})")
-        params.extend(s.value for s in states)
+    total = _count(db, base, params, states)
+    keyset = "" if after is None else " AND (created_at, task_id) < (?, ?)"
+    keys: list[object] = [] if after is None else [after.created_at, after.task_id]
+    # One index walk per state (tasks_state_created), merged: with IN (...) SQLite would
+    # sort every matching row to return the first ``limit``.
+    runs: list[list[tuple[float, str, bytes]]] = []
+    for state in states or [None]:
+        where = [*base, *([] if state is None else ["state = ?"])]
+        cond = " AND ".join(where) if where else "1"
+        rows = db.execute(
+            f"SELECT created_at, task_id, view FROM tasks WHERE {cond}{keyset} {_PAGE_ORDER} LIMIT ?",
+            [*params, *([] if state is None else [state.value]), *keys, offset + limit + 1])
+        runs.append(rows.fetchall())
+    # One more row than the page: whether a next page exists, without counting.
+    merged = list(heapq.merge(*runs, key=lambda r: (-r[0], _desc(r[1]))))[: offset + limit + 1]
+    page = merged[offset:offset + limit]
+    more = len(merged) > offset + limit and bool(page)
+    return [_decode_view(view) for _, _, view in page], total, PageCursor(page[-1][0], page[-1][1]) if more else None
+
+
+def _count(db: sqlite3.Connection, base: list[str], params: list[object], states: Sequence[TaskState]) -> int:
+    where = [*base, *([f"state IN ({','.join('?' * len(states))})"] if states else [])]
     cond = f"WHERE {' AND '.join(where)}" if where else ""
-    total = int(db.execute(f"SELECT count(*) FROM tasks {cond}", params).fetchone()[0])
-    rows = db.execute(
-        f"SELECT view FROM tasks {cond} ORDER BY created_at DESC, task_id DESC LIMIT ? OFFSET ?",
-        [*params, limit, offset])
-    return [_decode_view(view) for (view,) in rows], total
+    return int(db.execute(f"SELECT count(*) FROM tasks {cond}", [*params, *(s.value for s in states)]).fetchone()[0])
+
+
+def _desc(task_id: str) -> tuple[int, ...]:
+    """A sort key that orders task ids descending inside an ascending merge (the closing
+    1 puts a prefix after the longer ids it starts, as descending order wants)."""
+    return (*(-ord(c) for c in task_id), 1)
 
 
 def unfinished_tasks(db: sqlite3.Connection) -> list[TaskView]:

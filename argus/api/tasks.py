@@ -27,7 +27,7 @@ from argus.lifecycle import TaskState
 from argus.rayjobs.submission import job_dir
 from argus.scheduler.queue import position_in, read_queue
 from argus.service import CommandError, Principal
-from projections.tasks_read import summarize, task_page
+from projections.tasks_read import PageCursor, summarize, task_page
 
 __all__ = ["TasksController", "read_document"]
 
@@ -103,9 +103,13 @@ class TasksController(Controller):
         task_state: Annotated[str | None, Parameter(query="state", description="filter by state")] = None,
         user: Annotated[str | None, Parameter(description="admin: one user's tasks")] = None,
         limit: Annotated[int, Parameter(ge=1, le=500)] = 50,
-        offset: Annotated[int, Parameter(ge=0, le=10_000_000)] = 0,
+        cursor: Annotated[str | None, Parameter(
+            max_length=200, description="the previous page's next_cursor: the page after it")] = None,
+        offset: Annotated[int, Parameter(
+            ge=0, le=100_000, description="rows to skip (slow on deep pages: prefer cursor)")] = 0,
     ) -> TaskList:
-        """Tasks newest first: the caller's own (an admin: everyone's, or ``user``'s)."""
+        """Tasks newest first: the caller's own (an admin: everyone's, or ``user``'s). Page
+        with ``cursor`` (each page returns ``next_cursor``; null on the last)."""
         if not who.is_admin:
             if user is not None and user != who.user_id:
                 raise PermissionDeniedException("only an admin can list other users' tasks")
@@ -118,14 +122,19 @@ class TasksController(Controller):
                 raise HTTPException(status_code=400, detail=f"unknown state {bad or task_state!r}; "
                                     f"use one of {', '.join(TaskState.__members__)}")
             states = [TaskState[s] for s in names]
-        views, total = await state.store.read_snapshot(
-            lambda db: task_page(db, user=user, states=states, limit=limit, offset=offset))
+        try:
+            after = PageCursor.decode(cursor) if cursor else None
+        except ValueError as exc:
+            raise HTTPException(status_code=400, detail=f"cursor: {exc}") from exc
+        views, total, next_page = await state.store.read_snapshot(
+            lambda db: task_page(db, user=user, states=states, limit=limit, after=after, offset=offset))
         # Running tasks only (at most max_running_tasks): a bounded read of each log's end.
         running = {v.task_id: _log_path(state, v, None) for v in views if v.state is TaskState.RUNNING}
         steps = await asyncio.to_thread(
             lambda: {t: jobfiles.last_step(p) if p else None for t, p in running.items()})
         items = [summarize(v, steps.get(v.task_id)) for v in views]
-        return TaskList(items=items, total=total, limit=limit, offset=offset)
+        return TaskList(items=items, total=total, limit=limit, offset=offset,
+                        next_cursor=next_page.encode() if next_page else None)
 
     @get("/{task_id:str}")
     async def show(self, state: State, who: Principal, task_id: str) -> TaskDetail:

@@ -45,11 +45,13 @@ def submit(client: Client, file: Any, validate: bool) -> None:
 @click.option("--state", "state", default=None, help="Filter: QUEUED, RUNNING, ... (comma-separated).")
 @click.option("--user", default=None, help="Admin: one user's tasks.")
 @click.option("--limit", default=50, show_default=True)
-@click.option("--offset", default=0)
+@click.option("--cursor", default=None, help="Start after the page that printed this cursor.")
 @client_options
-def tasks(client: Client, state: str | None, user: str | None, limit: int, offset: int) -> None:
+def tasks(client: Client, state: str | None, user: str | None, limit: int, cursor: str | None) -> None:
     """List tasks, newest first (yours; an admin sees everyone's)."""
-    params: dict[str, Any] = {"limit": limit, "offset": offset}
+    params: dict[str, Any] = {"limit": limit}
+    if cursor:
+        params["cursor"] = cursor
     if state:
         params["state"] = state
     if user:
@@ -61,8 +63,8 @@ def tasks(client: Client, state: str | None, user: str | None, limit: int, offse
         print_table(["task", "name", "user", "state", "gpus", "age", "ran", "step", "why"], [
             [t["task_id"], t.get("name") or "", t["user"], t["state"], t.get("gpus", ""),
              fmt_age(now - t["created_at"]), _ran(t, now), _step(t), _why(t)] for t in d["items"]])
-        if d["total"] > len(d["items"]) + offset:
-            click.echo(f"({len(d['items'])} of {d['total']}; use --offset/--limit)")
+        if d.get("next_cursor"):
+            click.echo(f"({len(d['items'])} of {d['total']}; next page: --cursor {d['next_cursor']})")
 
     client.out(data, human)
 

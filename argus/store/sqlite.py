@@ -55,6 +55,7 @@ class EventStore:
         self._appender = Appender(read_models, max_payload_bytes)
         self.max_payload_bytes = max_payload_bytes
         self._appended = asyncio.Event()
+        self.appends_total = 0  # transactions appended by this store (group commit shares one)
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -135,6 +136,7 @@ class EventStore:
         ``(consumer, position)`` is stored with the events, never moving backwards."""
         encoded = self._appender.prepare(batches, meta)
         positions = await self._writer.transaction(self._appender.write, encoded, checkpoint)
+        self.appends_total += 1
         self._notify()
         return positions
 

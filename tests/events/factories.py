@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from argus.rayjobs.submission import submission_id_for
 from argus.events import (
     AttemptEnded,
@@ -29,6 +31,9 @@ from argus.events import (
     UserEnabled,
 )
 from argus.events.catalog import EventBase
+
+if TYPE_CHECKING:
+    from projections import TaskView
 
 T0 = 1_700_000_000.0
 DEMAND = Demand(nnodes=1, n_gpus_per_node=4, cpus_per_node=8.0)
@@ -151,3 +156,19 @@ def capacity(free: dict[str, float], at: float = T0) -> CapacityObserved:
 
 def unreachable(error: str = "connection refused", at: float = T0) -> ClusterUnreachable:
     return ClusterUnreachable(error=error, observed_at=at)
+
+
+def folded_submission(task_id: str, seq: int, *, user: str = "alice", priority: int = 0, gpus: int = 1,
+                      at: float = T0) -> "TaskView":
+    """A task just submitted, as the task fold makes it from a real TaskSubmitted recorded
+    at log position ``seq`` (for tests of the read side that need many tasks fast)."""
+    import msgspec
+
+    from argus.events import EventMeta, Recorded
+    from projections import evolve_task
+
+    event = msgspec.structs.replace(submitted(task_id, user, priority=priority, at=at),
+                                    demand=Demand(nnodes=1, n_gpus_per_node=gpus, cpus_per_node=1.0))
+    rec = Recorded(position=seq, stream=f"task-{task_id}", version=1, type="TaskSubmitted", event=event,
+                   meta=EventMeta(), owner=user, recorded_at=at)
+    return evolve_task(None, rec)

@@ -14,18 +14,16 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from argus.config import SchedulerConfig
-from argus.events import Demand, NodeCapacity, Recorded
-from argus.events.envelope import EventMeta
+from argus.events import NodeCapacity
 from argus.reactor.admission import plan_admissions
 from argus.scheduler import POLICIES
 from argus.scheduler.queue import position_in, read_queue
 from argus.store import migrate
-from projections import QueueProjection, TaskView, evolve_task
+from projections import QueueProjection, TaskView
 from tests.events import factories as f
 
 NOW = 1_000.0
@@ -33,15 +31,8 @@ NOW = 1_000.0
 
 def _views(items: list[tuple[int, int, int]]) -> list[TaskView]:
     """Tasks from (priority, GPUs, arrival) triples, folded from real TaskSubmitted events."""
-    views = []
-    for i, (priority, gpus, seq) in enumerate(items):
-        event = msgspec.structs.replace(
-            f.submitted(f"t{i:02d}", user=f"u{i % 3}", priority=priority),
-            demand=Demand(nnodes=1, n_gpus_per_node=gpus, cpus_per_node=1.0))
-        rec = Recorded(position=seq, stream=f"task-t{i:02d}", version=1, type="TaskSubmitted",
-                       event=event, meta=EventMeta(), owner=event.user, recorded_at=NOW)
-        views.append(evolve_task(None, rec))
-    return views
+    return [f.folded_submission(f"t{i:02d}", seq, user=f"u{i % 3}", priority=priority, gpus=gpus, at=NOW)
+            for i, (priority, gpus, seq) in enumerate(items)]
 
 
 def _shown(views: list[TaskView], policy: str) -> list[str]:

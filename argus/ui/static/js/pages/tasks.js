@@ -16,7 +16,10 @@ export async function render(main, params, ctx) {
   ctx.setTitle("Tasks");
   const q = params.q || {};
   const isAdmin = Boolean(ctx.me && ctx.me.is_admin);
-  const filters = { state: q.state || "", user: isAdmin ? (q.user || "") : "", offset: Number(q.offset || 0) || 0 };
+  // Pages are walked by cursor (keyset): ``cursor`` is where this page starts, ``back``
+  // the cursors of the pages before it ("-" for the first), for "Newer".
+  const back = q.back ? String(q.back).split(",") : [];
+  const filters = { state: q.state || "", user: isAdmin ? (q.user || "") : "", cursor: q.cursor || "" };
 
   const stateSelect = h("select", { id: "filter-state", name: "state" },
     h("option", { value: "" }, "All states"),
@@ -64,7 +67,7 @@ export async function render(main, params, ctx) {
     if (abort) abort.abort();
     abort = new AbortController();
     try {
-      const page = await get(`/tasks${query({ state: filters.state, user: filters.user, limit: PAGE_SIZE, offset: filters.offset })}`, { signal: abort.signal });
+      const page = await get(`/tasks${query({ state: filters.state, user: filters.user, limit: PAGE_SIZE, cursor: filters.cursor })}`, { signal: abort.signal });
       replace(errorBox);
       draw(page);
     } catch (err) {
@@ -83,11 +86,16 @@ export async function render(main, params, ctx) {
         filters.state ? null : h("a", { href: "#/tasks/new" }, "Submit one."))));
     }
     status.textContent = total ? `${total} task${total === 1 ? "" : "s"}` : "";
-    const prev = filters.offset > 0 ? { ...filters, offset: Math.max(0, filters.offset - PAGE_SIZE) } : null;
-    const next = filters.offset + PAGE_SIZE < total ? { ...filters, offset: filters.offset + PAGE_SIZE } : null;
+    const base = { state: filters.state, user: filters.user };
+    const prevCursor = back.length ? back[back.length - 1] : null;
+    const prev = prevCursor !== null
+      ? { ...base, cursor: prevCursor === "-" ? "" : prevCursor, back: back.slice(0, -1).join(",") } : null;
+    const next = page.next_cursor
+      ? { ...base, cursor: page.next_cursor, back: [...back, filters.cursor || "-"].join(",") } : null;
+    const first = back.length * PAGE_SIZE + 1;
     replace(pager,
       prev ? h("a", { href: `#/tasks${query(prev)}` }, "← Newer") : null,
-      (prev || next) ? h("span", { class: "muted" }, `${filters.offset + 1}–${Math.min(total, filters.offset + PAGE_SIZE)} of ${total}`) : null,
+      (prev || next) ? h("span", { class: "muted" }, `${first}–${first + items.length - 1} of ${total}`) : null,
       next ? h("a", { href: `#/tasks${query(next)}` }, "Older →") : null);
   }
 
