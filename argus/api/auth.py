@@ -3,6 +3,12 @@
 ``principal`` is the dependency every protected handler takes. It answers 401 for a
 missing or unknown token, and 403 for a disabled user (checked on every request, so a
 disabled user is refused at once).
+
+Cross-site requests: a browser attaches the session cookie to any request to this host,
+whoever made the page (``SameSite=Strict`` does not cover another port of the same host).
+So a cookie-authenticated request that changes something must come from this origin: its
+``Origin`` (else ``Referer``) must name the host it was sent to; anything else is a 403.
+Bearer tokens are never sent by a browser on its own: they are not checked.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import secrets
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import Cookie, State
@@ -52,6 +59,9 @@ class SessionStore:
         self._sessions.pop(sid, None)
 
 
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
 def _token_of(request: Request[Any, Any, Any], state: State) -> str | None:
     header = request.headers.get("authorization")
     if header:
@@ -61,8 +71,27 @@ def _token_of(request: Request[Any, Any, Any], state: State) -> str | None:
         return value.strip()
     sid = request.cookies.get(SESSION_COOKIE)
     if sid:
+        if request.method not in _SAFE_METHODS:
+            refuse_cross_site(request)
         return state.sessions.token(sid)  # type: ignore[no-any-return]
     return None
+
+
+def _origin_of(url: str) -> str:
+    """``scheme://host[:port]`` of a URL, lower-cased ("" when it has none)."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower() if parts.scheme and parts.netloc else ""
+
+
+def refuse_cross_site(request: Request[Any, Any, Any]) -> None:
+    """403 unless the request's Origin (else Referer) is the host it was sent to."""
+    claimed = request.headers.get("origin") or _origin_of(request.headers.get("referer", ""))
+    host = request.headers.get("x-forwarded-host") or request.headers.get("host", "")
+    if not claimed or claimed == "null" or urlsplit(claimed.lower()).netloc != host.lower():
+        raise PermissionDeniedException(
+            "cross-site request refused: a request made with the session cookie must come from "
+            "this site's own pages (its Origin header must name this host); programs should "
+            "send 'Authorization: Bearer <token>' instead")
 
 
 async def _resolve(state: State, token: str) -> Principal:
@@ -102,6 +131,12 @@ def me_out(state: State, who: Principal) -> MeOut:
                  shared_root=shared, home=str(Path(shared) / "users" / who.user_id))
 
 
+def _over_tls(request: Request[Any, Any, Any]) -> bool:
+    """Served over TLS (directly, or behind a proxy that says so): the cookie is Secure."""
+    forwarded = request.headers.get("x-forwarded-proto", "").split(",")[0].strip().lower()
+    return request.url.scheme == "https" or forwarded == "https"
+
+
 def require_admin(who: Principal) -> None:
     if not who.is_admin:
         raise PermissionDeniedException("this needs an admin")
@@ -112,12 +147,14 @@ class AuthController(Controller):
     tags = ["auth"]
 
     @post("/auth/login", security=[], status_code=200)
-    async def login(self, data: LoginIn, state: State) -> Response[MeOut]:
+    async def login(self, request: Request[Any, Any, Any], data: LoginIn, state: State) -> Response[MeOut]:
         """Exchange a token for an HttpOnly session cookie (for the WebUI)."""
+        if request.headers.get("origin"):  # a browser: only from this site's own login page
+            refuse_cross_site(request)
         who = await _resolve(state, data.token)
         sid = state.sessions.create(data.token)
         cookie = Cookie(key=SESSION_COOKIE, value=sid, httponly=True, samesite="strict",
-                        path="/", max_age=int(state.sessions.ttl_s))
+                        path="/", max_age=int(state.sessions.ttl_s), secure=_over_tls(request))
         return Response(me_out(state, who), cookies=[cookie])
 
     @post("/auth/logout", security=[], status_code=200)
@@ -127,7 +164,7 @@ class AuthController(Controller):
         if sid:
             state.sessions.drop(sid)
         cookie = Cookie(key=SESSION_COOKIE, value="", httponly=True, samesite="strict",
-                        path="/", max_age=0)
+                        path="/", max_age=0, secure=_over_tls(request))
         return Response({"ok": True}, cookies=[cookie])
 
     @get("/me")

@@ -88,15 +88,37 @@ class Broadcaster:
         self._on_event = on_event
         self._task: asyncio.Task[None] | None = None
         self.closing = False
+        # Access taken away since this process started: streams of these end at once.
+        self.revoked_tokens: set[str] = set()
+        self.disabled_users: set[str] = set()
+
+    def cut_off(self, who: Principal) -> bool:
+        """Whether ``who`` lost access (token revoked, user disabled) while connected."""
+        return who.token_id in self.revoked_tokens or who.user_id in self.disabled_users
+
+    def _access_changed(self, rec: Recorded) -> None:
+        """End the open streams of a principal whose token was revoked or whose user was
+        disabled: the browser reconnects and is refused (401/403)."""
+        event: Any = rec.event
+        if rec.type == "TokenRevoked":
+            self.revoked_tokens.add(event.token_id)
+        elif rec.type == "UserDisabled":
+            self.disabled_users.add(event.user_id)
+        elif rec.type == "UserEnabled":
+            self.disabled_users.discard(event.user_id)
+            return
+        else:
+            return
+        for client in list(self.clients):
+            if self.cut_off(client.who):
+                _end(client)
 
     def close_streams(self) -> None:
         """End every open stream now (the server is shutting down): each ends cleanly, so
         the server need not cancel them mid-response. Clients reconnect with Last-Event-ID."""
         self.closing = True
         for client in list(self.clients):
-            client.overflow = True
-            with contextlib.suppress(asyncio.QueueFull):
-                client.queue.put_nowait((-1, None, b""))  # wakes a waiting stream
+            _end(client)
 
     @property
     def running(self) -> bool:
@@ -123,6 +145,8 @@ class Broadcaster:
                     self.ring.append(item)
                     if self._on_event is not None:
                         self._on_event(rec)
+                    if rec.type in _ACCESS_EVENTS:
+                        self._access_changed(rec)
                     for client in list(self.clients):
                         if client.sees(rec.owner) and not client.overflow:
                             try:
@@ -174,6 +198,16 @@ class Broadcaster:
                     last = position
         finally:
             self.clients.discard(client)
+
+
+_ACCESS_EVENTS = frozenset({"TokenRevoked", "UserDisabled", "UserEnabled"})
+
+
+def _end(client: _Client) -> None:
+    """End a client's stream: it stops at its next wake-up, which this causes."""
+    client.overflow = True
+    with contextlib.suppress(asyncio.QueueFull):
+        client.queue.put_nowait((-1, None, b""))
 
 
 def _frame(rec: Recorded) -> bytes:

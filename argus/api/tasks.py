@@ -231,7 +231,9 @@ async def _follow(state: State, who: Principal, task_id: str, path: Path | None,
         for line in text.splitlines():
             yield ServerSentEventMessage(data=line, event="log")
     quiet = 0
-    while not state.broadcaster.closing:  # the server is shutting down: end cleanly
+    # Ends when the server shuts down, or when the caller's token is revoked or their user
+    # disabled meanwhile (the reconnect is then refused).
+    while not state.broadcaster.closing and not state.broadcaster.cut_off(who):
         await asyncio.sleep(0.5)
         view = await state.commands.load_task(who, task_id)
         new_path = _log_path(state, view, attempt)
