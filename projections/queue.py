@@ -17,7 +17,10 @@ from argus.events import Demand
 from projections.base import Change, EntityProjection, insert_sql, upsert_sql
 from projections.tasks import TASK_FOLD, TaskView
 
-__all__ = ["QueueEntry", "QueueProjection", "queue_row", "waiting_tasks"]
+__all__ = [
+    "ORDER_COLUMNS", "QueueEntry", "QueuePage", "QueueProjection", "queue_row", "waiting_ahead",
+    "waiting_count", "waiting_entry", "waiting_page", "waiting_tasks",
+]
 
 
 class QueueEntry(msgspec.Struct, frozen=True, kw_only=True):
@@ -39,19 +42,90 @@ class QueueEntry(msgspec.Struct, frozen=True, kw_only=True):
     waiting_since: float | None = None
 
 
+class QueuePage(msgspec.Struct, kw_only=True):
+    """A page of the queue in a policy's order; ``total`` waiting in all; ``next_cursor``
+    to pass back as ``cursor`` for the next page (null on the last)."""
+
+    items: list[QueueEntry]
+    total: int
+    limit: int
+    next_cursor: str | None = None
+
+
+# An order is a sequence of (field, descending) over these columns (argus.scheduler.order).
+ORDER_COLUMNS = frozenset({"seq", "priority"})
+_ENTRY_COLUMNS = (
+    "task_id, user, priority, state, nnodes, n_gpus_per_node, cpus_per_node, seq, "
+    "next_run_at, wait_reason, wait_message, waiting_since"
+)
+
+
+def _entry(r: Sequence[object]) -> QueueEntry:
+    return QueueEntry(task_id=r[0], user=r[1], priority=r[2], state=r[3],  # type: ignore[arg-type]
+                      demand=Demand(nnodes=r[4], n_gpus_per_node=r[5], cpus_per_node=r[6]),  # type: ignore[arg-type]
+                      seq=r[7], next_run_at=r[8], wait_reason=r[9], wait_message=r[10] or "",  # type: ignore[arg-type]
+                      waiting_since=r[11])  # type: ignore[arg-type]
+
+
+def _order_by(order: Sequence[tuple[str, bool]]) -> str:
+    if not order or any(field not in ORDER_COLUMNS for field, _ in order):
+        raise ValueError(f"order over {sorted(ORDER_COLUMNS)} expected, got {list(order)}")
+    return ", ".join(f"{field} DESC" if desc else field for field, desc in order)
+
+
 def waiting_tasks(db: sqlite3.Connection) -> list[QueueEntry]:
-    """Every waiting task (QUEUED, PENDING_RESOURCES) in arrival order; order them for a
-    policy with ``argus.scheduler.queue_order``."""
-    return [
-        QueueEntry(task_id=r[0], user=r[1], priority=r[2], state=r[3],
-                   demand=Demand(nnodes=r[4], n_gpus_per_node=r[5], cpus_per_node=r[6]),
-                   seq=r[7], next_run_at=r[8], wait_reason=r[9], wait_message=r[10] or "",
-                   waiting_since=r[11])
-        for r in db.execute(
-            "SELECT task_id, user, priority, state, nnodes, n_gpus_per_node, cpus_per_node, seq, "
-            "next_run_at, wait_reason, wait_message, waiting_since FROM queue WHERE waiting = 1 ORDER BY seq"
-        )
-    ]
+    """Every waiting task (QUEUED, PENDING_RESOURCES) in arrival order."""
+    return [_entry(r) for r in db.execute(f"SELECT {_ENTRY_COLUMNS} FROM queue WHERE waiting = 1 ORDER BY seq")]
+
+
+def waiting_page(db: sqlite3.Connection, order: Sequence[tuple[str, bool]], *, limit: int,
+                 after: Sequence[int] | None = None) -> list[QueueEntry]:
+    """Up to ``limit`` waiting tasks in ``order``, strictly after the one whose order
+    values are ``after``. Each part below is one seek into the order's index: for keys
+    (k1, k2) after (v1, v2) that is k1 = v1 AND k2 beyond v2, then k1 beyond v1."""
+    by = _order_by(order)
+    if after is None:
+        return [_entry(r) for r in db.execute(
+            f"SELECT {_ENTRY_COLUMNS} FROM queue WHERE waiting = 1 ORDER BY {by} LIMIT ?", (limit,))]
+    found: list[QueueEntry] = []
+    for depth in range(len(order) - 1, -1, -1):
+        if len(found) >= limit:
+            break
+        cond, params = _beyond(order, after, depth, ahead=False)
+        found += [_entry(r) for r in db.execute(
+            f"SELECT {_ENTRY_COLUMNS} FROM queue WHERE waiting = 1 AND {cond} ORDER BY {by} LIMIT ?",
+            (*params, limit - len(found)))]
+    return found
+
+
+def waiting_ahead(db: sqlite3.Connection, order: Sequence[tuple[str, bool]], values: Sequence[int]) -> int:
+    """How many waiting tasks come before the one whose order values are ``values``."""
+    _order_by(order)
+    total = 0
+    for depth in range(len(order)):
+        cond, params = _beyond(order, values, depth, ahead=True)
+        total += int(db.execute(f"SELECT count(*) FROM queue WHERE waiting = 1 AND {cond}", params).fetchone()[0])
+    return total
+
+
+def waiting_count(db: sqlite3.Connection) -> int:
+    return int(db.execute("SELECT count(*) FROM queue WHERE waiting = 1").fetchone()[0])
+
+
+def waiting_entry(db: sqlite3.Connection, task_id: str) -> QueueEntry | None:
+    """The task's queue entry while it waits, else None."""
+    row = db.execute(f"SELECT {_ENTRY_COLUMNS} FROM queue WHERE waiting = 1 AND task_id = ?", (task_id,)).fetchone()
+    return _entry(row) if row else None
+
+
+def _beyond(order: Sequence[tuple[str, bool]], values: Sequence[int], depth: int,
+            *, ahead: bool) -> tuple[str, list[int]]:
+    """Rows equal to ``values`` on the first ``depth`` keys and strictly past (or, with
+    ``ahead``, strictly before) them on key ``depth``, in the order's direction."""
+    parts = [f"{field} = ?" for field, _ in order[:depth]]
+    field, desc = order[depth]
+    parts.append(f"{field} {'>' if desc == ahead else '<'} ?")
+    return " AND ".join(parts), [*values[:depth], values[depth]]
 
 
 def queue_row(v: TaskView) -> tuple[object, ...] | None:

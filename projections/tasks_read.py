@@ -129,7 +129,8 @@ def task_page(
     # One index walk per state (tasks_state_created), merged: with IN (...) SQLite would
     # sort every matching row to return the first ``limit``.
     runs: list[list[tuple[float, str, bytes]]] = []
-    for state in states or [None]:
+    each: Sequence[TaskState | None] = states or [None]
+    for state in each:
         where = [*base, *([] if state is None else ["state = ?"])]
         cond = " AND ".join(where) if where else "1"
         rows = db.execute(

@@ -86,7 +86,7 @@ def _origin_of(url: str) -> str:
 def refuse_cross_site(request: Request[Any, Any, Any]) -> None:
     """403 unless the request's Origin (else Referer) is the host it was sent to."""
     claimed = request.headers.get("origin") or _origin_of(request.headers.get("referer", ""))
-    host = request.headers.get("x-forwarded-host") or request.headers.get("host", "")
+    host = request.headers.get("x-forwarded-host") or request.headers.get("host") or ""
     if not claimed or claimed == "null" or urlsplit(claimed.lower()).netloc != host.lower():
         raise PermissionDeniedException(
             "cross-site request refused: a request made with the session cookie must come from "

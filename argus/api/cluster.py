@@ -10,8 +10,13 @@ from litestar.datastructures import State
 
 import msgspec
 
-from argus.api.schemas import ClusterOut, QueueEntry
-from argus.scheduler.queue import read_queue
+from typing import Annotated
+
+from litestar.exceptions import HTTPException
+from litestar.params import Parameter
+
+from argus.api.schemas import ClusterOut, QueuePage
+from argus.scheduler.queue import QueueCursor, queue_page
 from argus.service import Principal
 from projections.cluster import read_cluster
 
@@ -19,15 +24,24 @@ __all__ = ["cluster_view", "queue_view"]
 
 
 @get("/queue", tags=["cluster"])
-async def queue_view(state: State, who: Principal) -> list[QueueEntry]:
-    """Waiting tasks in the order the configured policy will consider them; other users'
-    entries are anonymised for users."""
+async def queue_view(
+    state: State, who: Principal,
+    limit: Annotated[int, Parameter(ge=1, le=1000)] = 200,
+    cursor: Annotated[str | None, Parameter(
+        max_length=300, description="the previous page's next_cursor: the page after it")] = None,
+) -> QueuePage:
+    """Waiting tasks in the order the configured policy will consider them, a page at a
+    time; other users' entries are anonymised for users."""
     policy = state.config.v2.scheduler.policy
-    queue = await state.store.read_snapshot(lambda db: read_queue(db, policy))
-    if who.is_admin:
-        return queue
-    return [e if e.user == who.user_id else msgspec.structs.replace(e, task_id=None, user=None)
-            for e in queue]
+    try:
+        after = QueueCursor.decode(cursor) if cursor else None
+    except ValueError as exc:
+        raise HTTPException(status_code=400, detail=f"cursor: {exc}") from exc
+    page = await state.store.read_snapshot(lambda db: queue_page(db, policy, limit=limit, after=after))
+    if not who.is_admin:
+        page.items = [e if e.user == who.user_id else msgspec.structs.replace(e, task_id=None, user=None)
+                      for e in page.items]
+    return page
 
 
 def _head(state: State) -> dict[str, Any] | None:

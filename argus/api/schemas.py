@@ -13,13 +13,13 @@ import msgspec
 
 from argus.events import NodeCapacity
 from argus.service.ids import USER_ID_RULE
-from projections.queue import QueueEntry
+from projections.queue import QueueEntry, QueuePage
 from projections.tasks_read import TaskDetail, TaskPage, TaskSummary
 from projections.users import TokenSummary, UserSummary
 
 __all__ = [
     "ClusterOut", "CreateUserIn", "FileEntry", "FileListing", "IssueTokenIn", "LoginIn",
-    "MeOut", "NodeCapacity", "ProgressOut", "ProgressPoint", "QueueEntry", "SpecOut",
+    "MeOut", "NodeCapacity", "ProgressOut", "ProgressPoint", "QueueEntry", "QueuePage", "SpecOut",
     "SubmitIn", "SubmitOut", "TaskDetail", "TaskList", "TaskStateOut", "TaskSummary",
     "TimelineEntry", "TokenOut", "TokenIssuedOut", "UserOut", "ValidateError", "ValidateOut",
 ]

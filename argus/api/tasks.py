@@ -25,7 +25,7 @@ from argus.api.streams import EventStream
 from argus.events import TaskSubmitted, task_stream
 from argus.lifecycle import TaskState
 from argus.rayjobs.submission import job_dir
-from argus.scheduler.queue import position_in, read_queue
+from argus.scheduler.queue import queue_position
 from argus.service import CommandError, Principal
 from projections.tasks_read import PageCursor, summarize, task_page
 
@@ -69,7 +69,7 @@ async def read_document(request: Request[Any, Any, Any]) -> str | dict[str, Any]
 async def _queue_position(state: State, task_id: str) -> int | None:
     """The task's place in line, in the order the configured policy considers tasks."""
     policy = state.config.v2.scheduler.policy
-    return position_in(await state.store.read_snapshot(lambda db: read_queue(db, policy)), task_id)
+    return await state.store.read_snapshot(lambda db: queue_position(db, policy, task_id))
 
 
 class TasksController(Controller):

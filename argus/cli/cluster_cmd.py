@@ -19,9 +19,10 @@ __all__ = ["cluster", "queue"]
 def queue(client: Client) -> None:
     """Waiting tasks in the order they will be considered, with why each waits (other
     users' tasks appear without their ids)."""
-    entries = client.request("GET", "/queue").json()
+    page = client.request("GET", "/queue", params={"limit": 1000}).json()
 
-    def human(rows: list[dict[str, Any]]) -> None:
+    def human(page: dict[str, Any]) -> None:
+        rows = page["items"]
         if not rows:
             click.echo("the queue is empty")
             return
@@ -32,8 +33,10 @@ def queue(client: Client) -> None:
              fmt_age(now - e["waiting_since"]) if e.get("waiting_since") else "",
              f"{e.get('wait_reason') or 'not yet considered'}: {e.get('wait_message') or ''}"[:90]]
             for e in rows])
+        if page.get("next_cursor"):
+            click.echo(f"({len(rows)} of {page['total']} shown)")
 
-    client.out(entries, human)
+    client.out(page, human)
 
 
 @click.command()

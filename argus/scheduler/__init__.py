@@ -1,7 +1,7 @@
 """Scheduling: the pure admission policy (``policy``) the reactor consults every turn, and
 the one order in which each policy considers waiting tasks (``order``)."""
 
-from argus.scheduler.order import ORDERS, Waiting, queue_order, register_order
+from argus.scheduler.order import ORDERS, SortKey, Waiting, order_key, queue_order, register_order
 
 from argus.scheduler.policy import (
     POLICIES,
@@ -28,8 +28,10 @@ __all__ = [
     "QueuedTask",
     "Reason",
     "RunningTask",
+    "SortKey",
     "Waiting",
     "decide",
+    "order_key",
     "queue_order",
     "register_order",
     "register_policy",

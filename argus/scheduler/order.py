@@ -1,16 +1,19 @@
-"""The order in which a policy considers waiting tasks: one function, used everywhere.
+"""The order in which a policy considers waiting tasks: declared once, used everywhere.
 
-The reactor hands the policy its queue in this order; ``/queue``, a task's
-``queue_position``, the WebUI and ``argus replay at`` show the queue in this order. So
-what a user is told ("3rd in line") is what the scheduler will do, for every policy.
+Each policy declares its order as sort keys over a waiting task's integer fields (``seq``:
+its submission's log position; ``priority``). From that one declaration come the Python
+sort the reactor hands the policy (``queue_order``) and the index walk that ``/queue``,
+a task's ``queue_position``, the WebUI and ``argus replay at`` read the queue with
+(``argus.scheduler.queue``). So what a user is told ("3rd in line") is what the scheduler
+will do, for every policy; a property test checks the two on random queues.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
-__all__ = ["ORDERS", "Waiting", "queue_order", "register_order"]
+__all__ = ["ORDERS", "SortKey", "Waiting", "order_key", "queue_order", "register_order"]
 
 
 class Waiting(Protocol):
@@ -23,24 +26,39 @@ class Waiting(Protocol):
     def priority(self) -> int: ...
 
 
+class SortKey(NamedTuple):
+    """One key of an order: an integer field of a waiting task (also a column of the
+    queue projection), ascending unless ``descending``."""
+
+    field: str
+    descending: bool = False
+
+
 W = TypeVar("W", bound=Waiting)
-OrderKey = Callable[[Waiting], tuple[int, ...]]
+ORDER_FIELDS = frozenset({"seq", "priority"})
 
-# Policy name -> sort key. Keys end with ``seq`` (the log position of the submission), so
-# every order is total and ties fall back to arrival.
-ORDERS: dict[str, OrderKey] = {}
+# Policy name -> its keys. Every order ends with ``seq``, unique per task: a total order,
+# ties broken by arrival.
+ORDERS: dict[str, tuple[SortKey, ...]] = {}
 
 
-def register_order(policy: str, key: OrderKey) -> None:
+def register_order(policy: str, *keys: SortKey) -> None:
     """Declare the order in which ``policy`` considers waiting tasks."""
-    ORDERS[policy] = key
+    if not keys or keys[-1] != SortKey("seq") or any(k.field not in ORDER_FIELDS for k in keys):
+        raise ValueError(f"an order is keys over {sorted(ORDER_FIELDS)} ending with seq ascending")
+    ORDERS[policy] = keys
+
+
+def order_key(policy: str) -> Callable[[Waiting], tuple[int, ...]]:
+    """The sort key of ``policy``'s order (KeyError for an unknown policy)."""
+    keys = ORDERS[policy]
+    return lambda t: tuple(-getattr(t, k.field) if k.descending else getattr(t, k.field) for k in keys)
 
 
 def queue_order(policy: str, waiting: Iterable[W]) -> list[W]:
-    """``waiting`` in the order ``policy`` considers them (KeyError for an unknown
-    policy: every registered policy registers its order)."""
-    return sorted(waiting, key=ORDERS[policy])
+    """``waiting`` in the order ``policy`` considers them."""
+    return sorted(waiting, key=order_key(policy))
 
 
-register_order("fifo", lambda t: (t.seq,))  # arrival only: priorities are ignored
-register_order("priority", lambda t: (-t.priority, t.seq))  # higher first, FIFO within one
+register_order("fifo", SortKey("seq"))  # arrival only: priorities are ignored
+register_order("priority", SortKey("priority", descending=True), SortKey("seq"))  # FIFO within one

@@ -6,7 +6,7 @@ must wait. ``BEGIN IMMEDIATE`` takes SQLite's write lock before the next positio
 so commit order equals position order across threads *and* processes (no gaps, no
 interleaving), and the projections and consumer checkpoint are written in the same
 transaction as the events they reflect (the transaction's body is ``argus.store.append``).
-Reads go through an aiosqlite connection.
+Reads go through a pool of read connections (``readers.ReadPool``): none waits behind another.
 
 Durability is explicit: ``synchronous=FULL`` (default) fsyncs the WAL on every commit, so
 an acknowledged append survives power loss; ``NORMAL`` survives a process crash only.
@@ -20,14 +20,13 @@ import time
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterable, Sequence, TypeVar
 
-import aiosqlite
-
 from argus.events import EventBase, EventMeta, Recorded
 from argus.store.append import AppendBatch, Appender
 from argus.store.migrate import migrate
 from argus.store.hooks import ReadModels
 from argus.store.log import EVENT_COLUMNS, decode_row
-from argus.store.writer import SqliteWriter, configure
+from argus.store.readers import ReadPool
+from argus.store.writer import SqliteWriter
 
 __all__ = ["AppendBatch", "EventStore", "SYNCHRONOUS_MODES"]
 
@@ -44,7 +43,7 @@ class EventStore:
         self,
         path: str,
         writer: SqliteWriter,
-        reader: aiosqlite.Connection,
+        reader: ReadPool,
         read_models: ReadModels,
         max_payload_bytes: int,
     ) -> None:
@@ -75,22 +74,21 @@ class EventStore:
         path = str(path)
         migrate(path)
         writer = SqliteWriter(path, synchronous)
-        reader = await aiosqlite.connect(path, isolation_level=None)
+        reader = ReadPool(path)
         try:
-            await reader._execute(lambda: configure(reader._conn, synchronous))
             store = cls(path, writer, reader, read_models, max_payload_bytes)
             await writer.long_transaction(read_models.catch_up)
         except BaseException:
             # A log that cannot be folded (an undecodable row, say): close what was opened,
             # or the connections' threads would keep the process alive.
             writer.close()
-            await reader.close()
+            reader.close()
             raise
         return store
 
     async def close(self) -> None:
         self._writer.close()
-        await self._reader.close()
+        self._reader.close()
 
     async def __aenter__(self) -> "EventStore":
         return self
@@ -103,8 +101,7 @@ class EventStore:
         return await self._writer.in_thread(fn, *args)
 
     async def _read_run(self, fn: Callable[..., T], *args: Any) -> T:
-        reader = self._reader
-        return await reader._execute(lambda: fn(reader._conn, *args))  # type: ignore[no-any-return]
+        return await self._reader.run(lambda conn: fn(conn, *args))
 
     # ------------------------------------------------------------------ writing
     async def append(
@@ -214,29 +211,29 @@ class EventStore:
             params.append(until)
         sql = f"SELECT {EVENT_COLUMNS} FROM events WHERE {' AND '.join(where)} ORDER BY position LIMIT ?"
         params.append(limit)
-        rows = await self._reader.execute_fetchall(sql, params)
+        rows = await self._reader.fetchall(sql, params)
         return [decode_row(r) for r in rows]
 
     async def read_stream(self, stream: str, after_version: int = 0) -> list[Recorded]:
-        rows = await self._reader.execute_fetchall(
+        rows = await self._reader.fetchall(
             f"SELECT {EVENT_COLUMNS} FROM events WHERE stream = ? AND version > ? ORDER BY version",
             (stream, after_version),
         )
         return [decode_row(r) for r in rows]
 
     async def stream_version(self, stream: str) -> int:
-        rows = await self._reader.execute_fetchall(
+        rows = await self._reader.fetchall(
             "SELECT coalesce(max(version), 0) FROM events WHERE stream = ?", (stream,)
         )
         return int(list(rows)[0][0])
 
     async def head_position(self) -> int:
-        rows = await self._reader.execute_fetchall("SELECT coalesce(max(position), 0) FROM events")
+        rows = await self._reader.fetchall("SELECT coalesce(max(position), 0) FROM events")
         return int(list(rows)[0][0])
 
     async def checkpoint(self, consumer: str) -> int:
         rows = list(
-            await self._reader.execute_fetchall(
+            await self._reader.fetchall(
                 "SELECT position FROM subscriber_checkpoints WHERE name = ?", (consumer,)
             )
         )
@@ -244,7 +241,7 @@ class EventStore:
 
     async def query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         """Read-only SQL against the read models (projection tables)."""
-        return [tuple(r) for r in await self._reader.execute_fetchall(sql, params)]
+        return [tuple(r) for r in await self._reader.fetchall(sql, params)]
 
     async def subscribe(
         self,

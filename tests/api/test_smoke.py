@@ -22,7 +22,7 @@ async def test_submit_show_list_cancel(env: Env) -> None:
     assert "$HOME/datasets" in r.json()["command_raw"]
     assert str(env.shared / "users/alice/datasets") in r.json()["command"]
     r = await c.get("/api/v2/queue", headers=env.h("bob"))
-    assert r.json()[0]["task_id"] is None
+    assert r.json()["items"][0]["task_id"] is None and r.json()["total"] == 1
     r = await c.post(f"/api/v2/tasks/{task_id}/cancel", headers=h)
     assert r.status_code == 200 and r.json()["state"] == "CANCELED", r.text
     r = await c.get(f"/api/v2/tasks/{task_id}/timeline", headers=h)

@@ -1,10 +1,11 @@
-"""One queue order: what users are shown (``/queue``, ``queue_position``, the WebUI and
-``replay at`` all read ``argus.scheduler.queue.read_queue``) is the order the reactor's
+"""One queue order: what users are shown (``/queue`` a page at a time, ``queue_position``,
+the WebUI and ``replay at`` all read ``argus.scheduler.queue``) is the order the reactor's
 admission considers tasks in, for every policy, on random queues.
 
-The shown order is read from a real SQLite queue table written by the queue projection;
-the admission order is the reactor's own ``plan_admissions`` over the same tasks, handed
-to it shuffled.
+The shown order is read page by page (random page sizes, cursors passed back as a client
+would) from a real, migrated SQLite queue table written by the queue projection; the
+admission order is the reactor's own ``plan_admissions`` over the same tasks, handed to
+it shuffled.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from argus.config import SchedulerConfig
 from argus.events import NodeCapacity
 from argus.reactor.admission import plan_admissions
 from argus.scheduler import POLICIES
-from argus.scheduler.queue import position_in, read_queue
+from argus.scheduler.queue import QueueCursor, queue_page, queue_position, read_queue
 from argus.store import migrate
 from projections import QueueProjection, TaskView
 from tests.events import factories as f
@@ -35,18 +36,27 @@ def _views(items: list[tuple[int, int, int]]) -> list[TaskView]:
             for i, (priority, gpus, seq) in enumerate(items)]
 
 
-def _shown(views: list[TaskView], policy: str) -> list[str]:
+def _shown(views: list[TaskView], policy: str, page_size: int = 3) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "q.sqlite3"
         migrate(str(path))
         db = sqlite3.connect(path)
         try:
             QueueProjection().write_all(db, {v.task_id: v for v in views})
-            queue = read_queue(db, policy)
+            queue, cursor = [], None
+            while True:
+                page = queue_page(db, policy, limit=page_size, after=cursor)
+                assert page.total == len(views)
+                queue += page.items
+                if page.next_cursor is None:
+                    break
+                cursor = QueueCursor.decode(page.next_cursor)
+            assert queue == read_queue(db, policy)
+            positions = {e.task_id: queue_position(db, policy, e.task_id or "") for e in queue}
         finally:
             db.close()
     assert [e.position for e in queue] == list(range(1, len(queue) + 1))
-    assert all(position_in(queue, e.task_id) == e.position for e in queue if e.task_id)
+    assert all(positions[e.task_id] == e.position for e in queue)
     return [e.task_id for e in queue if e.task_id]
 
 
@@ -66,11 +76,11 @@ tasks = st.lists(st.tuples(st.integers(-2, 2), st.integers(1, 4)), max_size=20).
 
 
 @settings(max_examples=60, deadline=None)
-@given(tasks, st.sampled_from(sorted(POLICIES)), st.integers(0, 2**16))
-def test_everyone_admitted_in_the_order_shown(items, policy, seed):
+@given(tasks, st.sampled_from(sorted(POLICIES)), st.integers(0, 2**16), st.integers(1, 7))
+def test_everyone_admitted_in_the_order_shown(items, policy, seed, page_size):
     """With room for all, the reactor admits every task, in exactly the order shown."""
     views = _views(items)
-    assert _admitted(views, policy, [8] * 20, seed) == _shown(views, policy)
+    assert _admitted(views, policy, [8] * 20, seed) == _shown(views, policy, page_size)
 
 
 @settings(max_examples=60, deadline=None)
