@@ -6,7 +6,6 @@ re-exports them), so a task looks the same in the log's fold, in the API and in 
 
 from __future__ import annotations
 
-import base64
 import heapq
 import sqlite3
 from collections.abc import Sequence
@@ -14,6 +13,7 @@ from collections.abc import Sequence
 import msgspec
 
 from argus.lifecycle import TaskState
+from projections.cursor import Cursor
 from projections.tasks import TaskView, load_task
 
 __all__ = [
@@ -82,25 +82,13 @@ def task_view(db: sqlite3.Connection, task_id: str) -> TaskView | None:
     return load_task(db, task_id)
 
 
-class PageCursor(msgspec.Struct, frozen=True, array_like=True):
+class PageCursor(Cursor, frozen=True):
     """Where a page of a task list ended: its last row's place in the list's order (newest
     first, task id as the tie-break). The next page starts strictly after it, so a page
     costs one index walk of ``limit`` rows at any depth (keyset pagination)."""
 
     created_at: float
     task_id: str
-
-    def encode(self) -> str:
-        """Opaque to clients: URL-safe text."""
-        return base64.urlsafe_b64encode(msgspec.json.encode(self)).decode().rstrip("=")
-
-    @classmethod
-    def decode(cls, text: str) -> "PageCursor":
-        """ValueError for text that is not a cursor this code made."""
-        try:
-            return msgspec.json.decode(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)), type=cls)
-        except (ValueError, msgspec.DecodeError) as exc:
-            raise ValueError("not a cursor from a previous page (pass next_cursor back unchanged)") from exc
 
 
 _PAGE_ORDER = "ORDER BY created_at DESC, task_id DESC"

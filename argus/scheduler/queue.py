@@ -9,12 +9,12 @@ page is a walk down the order's index from a cursor (keyset), so page 100 of a q
 
 from __future__ import annotations
 
-import base64
 import sqlite3
 
 import msgspec
 
 from argus.scheduler.order import ORDERS
+from projections.cursor import Cursor
 from projections.queue import (
     QueueEntry, QueuePage, waiting_ahead, waiting_count, waiting_entry, waiting_page,
 )
@@ -22,7 +22,7 @@ from projections.queue import (
 __all__ = ["QueueCursor", "queue_page", "queue_position", "read_queue"]
 
 
-class QueueCursor(msgspec.Struct, frozen=True, array_like=True):
+class QueueCursor(Cursor, frozen=True):
     """Where a page of the queue ended: the policy it was ordered by, the last entry's
     order values and its position."""
 
@@ -30,18 +30,12 @@ class QueueCursor(msgspec.Struct, frozen=True, array_like=True):
     values: tuple[int, ...]
     position: int
 
-    def encode(self) -> str:
-        return base64.urlsafe_b64encode(msgspec.json.encode(self)).decode().rstrip("=")
-
     @classmethod
     def decode(cls, text: str) -> "QueueCursor":
-        """ValueError for text that is not a cursor this code made."""
-        try:
-            cursor = msgspec.json.decode(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)), type=cls)
-        except (ValueError, msgspec.DecodeError) as exc:
-            raise ValueError("not a cursor from a previous page (pass next_cursor back unchanged)") from exc
+        """ValueError for text that is not a queue cursor this code made."""
+        cursor = super().decode(text)
         if cursor.policy not in ORDERS or len(cursor.values) != len(ORDERS[cursor.policy]):
-            raise ValueError("not a cursor from a previous page (pass next_cursor back unchanged)")
+            raise cls.refused()
         return cursor
 
 

@@ -40,7 +40,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-ADMIN = "bench-admin-token-0123456789abcdef0123"
+from tests.bench.bench_api import ADMIN, _pct, _port, serve  # noqa: E402  (the same server)
+
 T0 = 1_700_000_000.0
 
 
@@ -82,35 +83,6 @@ def build_log(db: Path, tasks: int) -> None:
             await store.close()
 
     asyncio.run(run())
-
-
-def serve(data_dir: str, port: int) -> None:
-    """The server process, configured as ``argus serve`` runs it (no access log)."""
-    import uvicorn
-
-    from argus.api.app import create_app
-    from argus.config import ArgusConfig
-
-    cfg = ArgusConfig(shared_root=str(Path(data_dir) / "shared"))
-    cfg.v2.sqlite.db_path = str(Path(data_dir) / "argus.sqlite3")
-    cfg.v2.sqlite.synchronous = "FULL"
-    cfg.v2.auth.token_use_resolution_s = 0
-    app = create_app(cfg, admin_token=ADMIN, freeze_gc=True)
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
-                timeout_graceful_shutdown=1)
-
-
-def _port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _pct(xs: list[float], p: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(len(xs) * p))] * 1000
 
 
 def _rss_mib(pid: int) -> float:
@@ -232,7 +204,7 @@ def main() -> None:
         listers(args.listers[0], args.listers[1].split(","))
         return
     if args.serve:
-        serve(args.serve[0], int(args.serve[1]))
+        serve(args.serve[0], int(args.serve[1]), group_commit=True)
         return
     data = Path(tempfile.mkdtemp(prefix="argus-scale-"))
     db = data / "argus.sqlite3"
