@@ -4,22 +4,23 @@
 folder per attempt (``<task_id>--aNN/``: driver.log, metrics, checkpoints, result.json).
 
 Every path is checked twice: textually (no ``..``, no absolute path, no NUL or
-backslash, after URL decoding) and on disk. In the writable and common areas, after
-resolving symlinks (it must stay inside the area's root). In ``jobs/``, which the
-caller's jobs write (symlinks included), each component is opened without following
-symlinks (:func:`argus.api.jobfiles.walk`): a symlink is a 400 that names it. Anything
-else is a 400 (or 404 when it does not exist).
+backslash, after URL decoding; at most ``MAX_DEPTH`` components) and on disk. A user's jobs
+can write anything in that user's home (symlinks included), so no path is ever resolved
+or re-walked by name: each component is opened relative to the folder above it without
+following symlinks (:mod:`argus.api.safefs`), from ``<shared>/users`` (own areas, ``jobs``)
+or ``<shared>`` (``common/*``), and reads, listings, uploads (a temp file then a rename in
+the walked folder) and deletes act on those descriptors. A symlink anywhere is a 400 that
+names it; a file where a folder is needed is a 400; anything missing a 404.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import stat
-import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Sequence
 from urllib.parse import quote
 
 from litestar import Controller, Request, delete, get, put
@@ -27,36 +28,45 @@ from litestar.datastructures import State
 from litestar.exceptions import HTTPException, NotFoundException, PermissionDeniedException
 from litestar.openapi.spec import OpenAPIFormat, OpenAPIMediaType, OpenAPIType, Operation, RequestBody, Schema
 from litestar.params import Parameter
-from litestar.response import File
-from dataclasses import dataclass
 
-from argus.api import jobfiles
+from argus.api import jobfiles, safefs
 from argus.api.schemas import FileEntry, FileListing
 from argus.api.streams import Download
 from argus.service import Principal
 
-__all__ = ["FilesController", "resolve"]
+__all__ = ["FilesController"]
 
 OWN_AREAS = ("datasets", "models", "code")
 COMMON_AREAS = {"common/datasets": "datasets", "common/hf": "hf"}
 JOBS_AREA = "jobs"  # read-only: written by the caller's tasks, never through this API
+MAX_DEPTH = 64  # components below an area; deeper is a 400, never walked
 
 
 class _Area:
-    def __init__(self, name: str, root: Path, writable: bool) -> None:
-        self.name, self.root, self.writable = name, root, writable
+    """An area: the operator's ``base`` folder (followed), the names under it down to the
+    area's root (walked without following links), and how its paths are named."""
+
+    def __init__(self, name: str, base: Path, top: list[str], writable: bool,
+                 label: safefs.Label = safefs.jobs_label) -> None:
+        self.name, self.base, self.top, self.writable, self.label = name, base, top, writable, label
+
+    def names(self, parts: list[str]) -> list[str]:
+        return [*self.top, *parts]
+
+
+def _common_label(names: Sequence[str], i: int) -> str:
+    return "common/" + "/".join(names[:i + 1])
 
 
 def _split(shared: Path, user: str, rest: str) -> tuple[_Area, str]:
     rest = rest.lstrip("/")
     for prefix, folder in COMMON_AREAS.items():
         if rest == prefix or rest.startswith(prefix + "/"):
-            return _Area(prefix, shared / folder, False), rest[len(prefix):].lstrip("/")
+            # Walked from <shared>: a job that swaps <shared>/hf for a link is refused too.
+            return _Area(prefix, shared, [folder], False, _common_label), rest[len(prefix):].lstrip("/")
     head, _, tail = rest.partition("/")
-    if head in OWN_AREAS:
-        return _Area(head, shared / "users" / user / head, True), tail
-    if head == JOBS_AREA:
-        return _Area(head, shared / "users" / user / head, False), tail
+    if head in OWN_AREAS or head == JOBS_AREA:
+        return _Area(head, shared / "users", [user, head], head != JOBS_AREA), tail
     raise NotFoundException(f"unknown area {head!r}; use one of "
                             f"{', '.join([*OWN_AREAS, JOBS_AREA, *COMMON_AREAS])}")
 
@@ -89,38 +99,14 @@ def _parts(sub: str) -> list[str]:
         raise HTTPException(status_code=400, detail="path must not contain '..'")
     if any(len(p) > 255 for p in parts) or len(sub) > 4096:
         raise HTTPException(status_code=400, detail="path or file name too long")
+    if len(parts) > MAX_DEPTH:
+        raise HTTPException(status_code=400, detail=f"path too deep: at most {MAX_DEPTH} "
+                            "folders and a file below an area")
     return parts
 
 
-def resolve(shared: Path, user: str, rest: str) -> tuple[_Area, Path]:
-    """The area and the real path of ``rest``; 400 for any path that could escape it."""
-    area, sub = _split(shared, user, rest)
-    parts = _parts(sub)
-    root = area.root.resolve()
-    target = root.joinpath(*parts).resolve()
-    if target != root and root not in target.parents:
-        raise HTTPException(status_code=400, detail="path leaves the area (through a symlink?)")
-    return area, target
-
-
-def _listing(area: _Area, target: Path, rel: str) -> FileListing:
-    entries: list[FileEntry] = []
-    truncated = False
-    with os.scandir(target) as it:
-        for e in it:
-            if len(entries) >= jobfiles.MAX_LISTING:
-                truncated = True
-                break
-            try:
-                st = e.stat()
-            except OSError:
-                continue
-            is_dir = stat.S_ISDIR(st.st_mode)
-            name = e.name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-            entries.append(FileEntry(name=name, is_dir=is_dir, size=0 if is_dir else st.st_size,
-                                     modified=st.st_mtime, type="dir" if is_dir else "file"))
-    entries.sort(key=lambda e: e.name)
-    return FileListing(area=area.name, path=rel, entries=entries, truncated=truncated)
+def _refused(exc: safefs.Refused) -> HTTPException:
+    return HTTPException(status_code=exc.status, detail=exc.detail)
 
 
 def _disposition(name: str) -> str:
@@ -131,24 +117,38 @@ def _disposition(name: str) -> str:
     return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
 
 
-async def _read_job(shared: Path, user: str, parts: list[str]) -> Any:
-    """A folder of the jobs area (listing) or a file (streamed, up to its size now)."""
+async def _read(area: _Area, parts: list[str]) -> Any:
+    """A folder (listing, links shown as ``link``, never followed) or a regular file
+    (streamed, up to its size when opened), walked from the area's base."""
+    names = area.names(parts)
     try:
-        fd, st = await asyncio.to_thread(jobfiles.walk, shared / "users", [user, JOBS_AREA, *parts])
-    except jobfiles.Refused as exc:
-        if exc.status == 404 and not parts:  # no task has run yet
+        if area.writable and not parts:  # an own area is made on first look (mkdirat)
+            fd = await asyncio.to_thread(safefs.open_dir, area.base, names, area.label)
+            st = os.fstat(fd)
+        else:
+            fd, st = await asyncio.to_thread(safefs.walk, area.base, names, area.label)
+    except safefs.Refused as exc:
+        if exc.status == 404 and not parts and area.name == JOBS_AREA:  # no task has run yet
             return FileListing(area=JOBS_AREA, path="", entries=[])
-        raise HTTPException(status_code=exc.status, detail=exc.detail) from exc
+        raise _refused(exc) from exc
     if stat.S_ISDIR(st.st_mode):
         try:
             entries, truncated = await asyncio.to_thread(jobfiles.list_dir, fd)
         finally:
             os.close(fd)
-        return FileListing(area=JOBS_AREA, path="/".join(parts), entries=entries,
+        return FileListing(area=area.name, path="/".join(parts), entries=entries,
                            truncated=truncated)
     return Download(jobfiles.read_chunks(fd, st.st_size),
-                     headers={"Content-Disposition": _disposition(parts[-1]),
-                              "Content-Length": str(st.st_size)})
+                    headers={"Content-Disposition": _disposition(parts[-1]),
+                             "Content-Length": str(st.st_size)})
+
+
+def _parent(area: _Area, parts: list[str], create: bool) -> int:
+    """The fd of the folder holding ``parts[-1]``: walked without following links, its
+    missing folders made when ``create`` (an own area's root included)."""
+    names = area.names(parts[:-1])
+    return safefs.open_dir(area.base, names, area.label,
+                           create_from=0 if create else len(names))
 
 
 @dataclass
@@ -173,18 +173,8 @@ class FilesController(Controller):
                    rest: str) -> Any:
         """A directory: its listing (JSON, at most 1000 entries). A file: its bytes."""
         check_raw(request)
-        shared = Path(state.config.shared_root)
-        if rest.strip("/") in OWN_AREAS:
-            state.commands.ensure_user_dirs(who.user_id)
-        area, sub = _split(shared, who.user_id, rest)
-        if area.name == JOBS_AREA:
-            return await _read_job(shared, who.user_id, _parts(sub))
-        area, target = resolve(shared, who.user_id, rest)
-        if target.is_dir():
-            return _listing(area, target, str(target.relative_to(area.root.resolve())))
-        if not target.is_file():
-            raise NotFoundException(f"{rest} not found")
-        return File(path=target, filename=target.name, media_type="application/octet-stream")
+        area, sub = _split(Path(state.config.shared_root), who.user_id, rest)
+        return await _read(area, _parts(sub))
 
     @put("/{rest:path}", operation_class=_UploadOperation, status_code=201,
          request_max_body_size=None)
@@ -192,53 +182,53 @@ class FilesController(Controller):
                      rest: str) -> FileEntry:
         """Upload a file (streamed; at most v2.api.max_upload_bytes) into an own area."""
         check_raw(request)
-        shared = Path(state.config.shared_root)
-        if not (area := _split(shared, who.user_id, rest)[0]).writable:  # before any disk access
+        area, sub = _split(Path(state.config.shared_root), who.user_id, rest)
+        if not area.writable:  # before any disk access
             raise _read_only(area)
-        area, target = resolve(shared, who.user_id, rest)
-        if target == area.root.resolve() or target.is_dir():
+        parts = _parts(sub)
+        if not parts:
             raise HTTPException(status_code=400, detail="name a file inside the area, not a folder")
         limit = state.config.v2.api.max_upload_bytes
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > limit:
             raise HTTPException(status_code=413, detail=f"file larger than {limit} bytes")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".upload-")
+        what = area.label(area.names(parts), len(area.top) + len(parts) - 1)
+        try:
+            out = await asyncio.to_thread(
+                lambda: safefs.AtomicWrite(_parent(area, parts, create=True), parts[-1], what))
+        except safefs.Refused as exc:
+            raise _refused(exc) from exc
         size = 0
         try:
-            with os.fdopen(fd, "wb") as out:
-                async for chunk in request.stream():
-                    size += len(chunk)
-                    if size > limit:
-                        raise HTTPException(status_code=413, detail=f"file larger than {limit} bytes")
-                    await asyncio.to_thread(out.write, chunk) if len(chunk) > 1 << 20 else out.write(chunk)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise HTTPException(status_code=413, detail=f"file larger than {limit} bytes")
+                await asyncio.to_thread(out.write, chunk) if len(chunk) > 1 << 20 else out.write(chunk)
+            st = await asyncio.to_thread(out.commit)
+        except BaseException as exc:
+            out.abort()  # the temp file: nothing is left behind
+            if isinstance(exc, safefs.Refused):
+                raise _refused(exc) from exc
             raise
-        st = target.stat()
-        return FileEntry(name=target.name, is_dir=False, size=st.st_size, modified=st.st_mtime)
+        return FileEntry(name=parts[-1], is_dir=False, size=st.st_size, modified=st.st_mtime)
 
     @delete("/{rest:path}", status_code=200)
     async def remove(self, request: Request[Any, Any, Any], state: State, who: Principal, rest: str,
                      recursive: Annotated[bool, Parameter(description="delete a folder")] = False) -> FileEntry:
         """Delete a file (or, with ``recursive``, a folder) in an own area."""
         check_raw(request)
-        shared = Path(state.config.shared_root)
-        if not (area := _split(shared, who.user_id, rest)[0]).writable:
+        area, sub = _split(Path(state.config.shared_root), who.user_id, rest)
+        if not area.writable:
             raise _read_only(area)
-        area, target = resolve(shared, who.user_id, rest)
-        if target == area.root.resolve():
+        parts = _parts(sub)
+        if not parts:
             raise HTTPException(status_code=400, detail="cannot delete an area itself")
-        if not target.exists():
-            raise NotFoundException(f"{rest} not found")
-        is_dir = target.is_dir()
-        entry = FileEntry(name=target.name, is_dir=is_dir, size=0, modified=0.0,
-                          type="dir" if is_dir else "file")
-        if is_dir:
-            if not recursive:
-                raise HTTPException(status_code=400, detail="a folder: add ?recursive=true")
-            await asyncio.to_thread(shutil.rmtree, target)
-        else:
-            target.unlink()
-        return entry
+        what = area.label(area.names(parts), len(area.top) + len(parts) - 1)
+        try:
+            is_dir = await asyncio.to_thread(
+                lambda: safefs.remove(_parent(area, parts, create=False), parts[-1], what, recursive))
+        except safefs.Refused as exc:
+            raise _refused(exc) from exc
+        return FileEntry(name=parts[-1], is_dir=is_dir, size=0, modified=0.0,
+                         type="dir" if is_dir else "file")

@@ -8,23 +8,26 @@ metrics (its file logger: one ``{"step": N, "data": {...}}`` object per line). L
 there is no JSONL file.
 
 A user's jobs write anything under that user's home, symlinks included (``driver.log ->
-/shared/users/bob/jobs/x/driver.log``). So everything here is opened by :func:`walk`: from
-``<shared>/users`` down, each component with ``O_NOFOLLOW``, and a symlink is refused, never
-followed. Every read is bounded (bytes per file, entries per listing, folders per search).
+/shared/users/bob/jobs/x/driver.log``). So everything here is opened by
+:func:`argus.api.safefs.walk`: from ``<shared>/users`` down, each component with
+``O_NOFOLLOW``, and a symlink is refused, never followed. Every read is bounded and
+streamed (:mod:`argus.api.logread`): bytes per file and per request, one line's length,
+metric values kept, entries per listing, folders per search; a tail reads backwards in
+linear time.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import os
 import re
 import stat
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator
 
 import msgspec
 
+from argus.api import logread
+from argus.api.safefs import FILE_FLAGS, Refused, walk
 from argus.api.schemas import FileEntry
 
 __all__ = [
@@ -36,78 +39,21 @@ _STEP_LINE = re.compile(r"(?:^|\s)step:(\d+)\s+-\s+(.*)$")
 _KV = re.compile(r"([A-Za-z0-9_./@\-]+):\s*(-?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))")
 MAX_POINTS = 5000
 MAX_LISTING = 1000  # entries in one folder listing: a checkpoint folder can hold many more
-MAX_PARSE_BYTES = 64 << 20  # read from the end of one metrics file / driver log
 MAX_SEARCH_DIRS = 200  # folders looked into for nested metrics*.jsonl
 MAX_SEARCH_DEPTH = 3
 MAX_METRICS_FILES = 16
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-# O_NONBLOCK: opening a FIFO a job planted must not hang the server (it is refused after).
-_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
-
-class Refused(Exception):
-    """A path in a job folder that is not served: ``status`` (400/403/404) and why."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(detail)
-        self.status, self.detail = status, detail
-
-
-def _label(names: Sequence[str], i: int) -> str:
-    """How a component is named to the user: ``jobs/<sid>/x`` (names[0] is the user)."""
-    return "/".join(names[1:i + 1]) if i else f"the home folder of {names[0]}"
-
-
-def walk(base: Path, names: Sequence[str]) -> tuple[int, os.stat_result]:
-    """Open ``base`` (the operator's ``<shared>/users``: followed), then each of ``names``
-    under it without following symlinks. Returns the last one's fd (a folder or a regular
-    file; the caller closes it) and its stat. Raises :class:`Refused` for a symlink (named),
-    anything missing, or anything that is neither a folder nor a regular file."""
-    try:
-        fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise Refused(404, f"{base.name or base} not found") from exc
-    try:
-        for i, name in enumerate(names):
-            fd = _step(fd, names, i)
-        return fd, os.fstat(fd)
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _step(fd: int, names: Sequence[str], i: int) -> int:
-    """Open ``names[i]`` under ``fd`` (then closed) without following it."""
-    name, last = names[i], i == len(names) - 1
-    try:
-        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-    except (FileNotFoundError, NotADirectoryError) as exc:
-        raise Refused(404, f"{_label(names, i)} not found") from exc
-    except (ValueError, UnicodeError, OSError) as exc:
-        raise Refused(400, f"cannot open {_label(names, i)!r}: {exc}") from exc
-    if stat.S_ISLNK(st.st_mode):
-        raise Refused(400, f"{_label(names, i)} is a symbolic link; Argus does not follow "
-                      "links in job folders")
-    if stat.S_ISDIR(st.st_mode):
-        flags = _DIR
-    elif last and stat.S_ISREG(st.st_mode):
-        flags = _FILE
-    else:
-        raise Refused(404 if not last else 400, f"{_label(names, i)} is not "
-                      f"{'a folder' if not last else 'a regular file or folder'}")
-    try:
-        new = os.open(name, flags, dir_fd=fd)
-    except OSError as exc:  # replaced between the stat and the open: refuse, never follow
-        if exc.errno == errno.ELOOP:
-            raise Refused(400, f"{_label(names, i)} is a symbolic link; Argus does not "
-                          "follow links in job folders") from exc
-        code = 403 if exc.errno == errno.EACCES else 404
-        raise Refused(code, f"cannot open {_label(names, i)}: {exc.strerror}") from exc
-    os.close(fd)
-    if stat.S_IFMT(os.fstat(new).st_mode) != stat.S_IFMT(st.st_mode):
-        os.close(new)
-        raise Refused(409, f"{_label(names, i)} changed while being opened; try again")
-    return new
+# Progress: bytes read from the end of one metrics file / driver log, and in all for one
+# request; a longer line is skipped unread (a verl JSONL line is a few KiB); keys kept per
+# step and metric values in all (what bounds the answer's memory, not only the bytes read).
+MAX_PARSE_BYTES = 16 << 20
+MAX_PROGRESS_BYTES = 32 << 20
+MAX_METRIC_LINE = 256 << 10
+MAX_METRICS_PER_STEP = 256
+MAX_VALUES = 1_000_000
+# Logs: one line's bytes shown (its end), and bytes read from a log's end for one tail.
+MAX_LINE = 64 << 10
+MAX_TAIL_BYTES = 16 << 20
+_FILE = FILE_FLAGS
 
 
 def _job_names(path: Path, depth: int) -> tuple[Path, list[str]]:
@@ -116,15 +62,22 @@ def _job_names(path: Path, depth: int) -> tuple[Path, list[str]]:
     return path.parents[depth - 1], list(path.parts[-depth:])
 
 
-def _open_job_file(path: Path) -> int | None:
-    """An fd for ``<shared>/users/<user>/jobs/<sid>/<file>``; None if missing or refused."""
+def _open_job_file(path: Path, strict: bool = False) -> int | None:
+    """A blocking fd for the regular file ``<shared>/users/<user>/jobs/<sid>/<file>``; None
+    if missing. Anything else refused (a link, a folder, a FIFO) is None too, or, with
+    ``strict``, raised as :class:`Refused` (naming it)."""
     try:
         fd, st = walk(*_job_names(path, 4))
-    except Refused:
+    except Refused as exc:
+        if strict and exc.status != 404:
+            raise
         return None
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
+        if strict:
+            raise Refused(400, f"{'/'.join(path.parts[-3:])} is not a regular file")
         return None
+    os.set_blocking(fd, True)
     return fd
 
 
@@ -169,35 +122,35 @@ def read_chunks(fd: int, size: int, chunk: int = 1 << 18) -> Iterator[bytes]:
         os.close(fd)
 
 
-def tail_lines(path: Path, n: int, chunk: int = 65536) -> tuple[str, int]:
-    """The last ``n`` lines of ``path`` and the file size they end at ("" if missing)."""
-    fd = _open_job_file(path)
+def tail_lines(path: Path, n: int, chunk: int = 1 << 16) -> tuple[str, int]:
+    """The last ``n`` lines of ``path`` and the file size they end at ("" if missing).
+    Linear in what it reads, at most ``MAX_TAIL_BYTES``; a line over ``MAX_LINE`` bytes
+    keeps its end. Raises :class:`Refused` for a link or anything but a regular file."""
+    fd = _open_job_file(path, strict=True)
     if fd is None:
         return "", 0
-    with os.fdopen(fd, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        size = f.tell()
-        pos, data = size, b""
-        while pos > 0 and data.count(b"\n") <= n:
-            step = min(chunk, pos)
-            pos -= step
-            f.seek(pos)
-            data = f.read(step) + data
-    lines = data.splitlines(keepends=True)[-n:] if n > 0 else []
+    try:
+        size = os.fstat(fd).st_size
+        lines = logread.last_lines(fd, size, n, max_line=MAX_LINE, max_bytes=MAX_TAIL_BYTES,
+                                   chunk=chunk)
+    finally:
+        os.close(fd)
     return b"".join(lines).decode("utf-8", "replace"), size
 
 
 def read_new(path: Path, offset: int, limit: int = 1 << 20) -> tuple[bytes, int]:
-    """Bytes appended to ``path`` after ``offset`` (complete lines only)."""
+    """Bytes appended to ``path`` after ``offset``: complete lines, or ``limit`` bytes of a
+    line longer than that (passed on in pieces rather than waited for forever)."""
     fd = _open_job_file(path)
     if fd is None:
         return b"", offset
-    with os.fdopen(fd, "rb") as f:
-        f.seek(offset)
-        data = f.read(limit)
+    try:
+        data = os.pread(fd, limit, offset)
+    finally:
+        os.close(fd)
     cut = data.rfind(b"\n")
     if cut < 0:
-        return b"", offset
+        return (data, offset + len(data)) if len(data) >= limit else (b"", offset)
     return data[: cut + 1], offset + cut + 1
 
 
@@ -206,90 +159,156 @@ def _numbers(d: dict[str, Any]) -> dict[str, float]:
             if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-def _tail_bytes(fd: int, limit: int = MAX_PARSE_BYTES) -> bytes:
+def _tail_bytes(fd: int, limit: int) -> bytes:
     """The last ``limit`` bytes of ``fd``, from the first whole line; closes ``fd``."""
-    with os.fdopen(fd, "rb") as f:
-        size = f.seek(0, os.SEEK_END)
-        f.seek(max(0, size - limit))
-        data = f.read(limit)
+    try:
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, limit, max(0, size - limit))
+    finally:
+        os.close(fd)
     if size > limit:
         data = data[data.find(b"\n") + 1:]
     return data
 
 
-def _jsonl_lines(data: bytes) -> Iterator[tuple[int, dict[str, float]]]:
-    for line in data.splitlines():
-        try:
-            obj = msgspec.json.decode(line)
-        except msgspec.DecodeError:
-            continue
-        if not isinstance(obj, dict) or not isinstance(obj.get("step"), int):
-            continue
-        inner = obj.get("data")
-        metrics = _numbers(inner if isinstance(inner, dict) else obj)
-        metrics.pop("step", None)
-        yield obj["step"], metrics
+class _Points:
+    """Steps with their metrics (later lines win for a repeated step), bounded: the latest
+    ``MAX_POINTS`` steps, ``MAX_METRICS_PER_STEP`` keys each, ``MAX_VALUES`` values in all."""
+
+    def __init__(self) -> None:
+        self.steps: dict[int, dict[str, float]] = {}
+        self.values = 0
+        self._keys: dict[str, str] = {}  # one str per metric name, not one per line
+
+    @property
+    def full(self) -> bool:
+        return self.values >= MAX_VALUES
+
+    def add(self, step: int, metrics: dict[str, float]) -> None:
+        row = self.steps.setdefault(step, {})
+        for key, value in metrics.items():
+            if key not in row:
+                if len(row) >= MAX_METRICS_PER_STEP:
+                    continue
+                self.values += 1
+            row[self._keys.setdefault(key, key)] = value
+        if len(self.steps) > 2 * MAX_POINTS:  # a step dropped here is never among the last
+            self.steps = {s: self.steps[s] for s in sorted(self.steps)[-MAX_POINTS:]}
+            self.values = sum(map(len, self.steps.values()))
+
+    def result(self) -> list[tuple[int, dict[str, float]]]:
+        return [(s, self.steps[s]) for s in sorted(self.steps)[-MAX_POINTS:]]
 
 
-def _metrics_files(top: int) -> Iterator[tuple[str, bytes]]:
-    """(relative path, bytes) of ``*.jsonl`` in the folder ``top`` and ``metrics*.jsonl``
-    below it (bounded walk; symlinks are neither followed nor read)."""
-    scheduled = found = 0
-    for dirpath, dirnames, filenames, dirfd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
-        depth = 0 if dirpath == "." else dirpath.count("/")
-        # Prune before descending: at most MAX_SEARCH_DIRS folders are ever looked into.
-        del dirnames[0 if depth >= MAX_SEARCH_DEPTH else max(0, MAX_SEARCH_DIRS - scheduled):]
-        scheduled += len(dirnames)
-        for name in filenames:
-            if not name.endswith(".jsonl") or (depth and not name.startswith("metrics")):
-                continue
-            if found >= MAX_METRICS_FILES:
-                return
-            try:
-                fd = os.open(name, _FILE, dir_fd=dirfd)
-            except OSError:
-                continue
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                os.close(fd)
-                continue
-            os.set_blocking(fd, True)
-            found += 1
-            yield os.path.normpath(os.path.join(dirpath, name)), _tail_bytes(fd)
+_Point = tuple[int, dict[str, float]]
 
 
-def _log_points(data: bytes) -> Iterator[tuple[int, dict[str, float]]]:
-    for line in data.decode("utf-8", "replace").splitlines():
-        m = _STEP_LINE.search(line)
-        if m:
-            yield int(m.group(1)), {k: float(v) for k, v in _KV.findall(m.group(2))}
+def _jsonl_point(line: bytes) -> _Point | None:
+    try:
+        obj = msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("step"), int):
+        return None
+    inner = obj.get("data")
+    metrics = _numbers(inner if isinstance(inner, dict) else obj)
+    metrics.pop("step", None)
+    return obj["step"], metrics
+
+
+def _log_point(raw: bytes) -> _Point | None:
+    m = _STEP_LINE.search(raw.decode("utf-8", "replace"))
+    return (int(m.group(1)), {k: float(v) for k, v in _KV.findall(m.group(2))}) if m else None
+
+
+def _metrics_files(top: int) -> list[tuple[str, int]]:
+    """(relative path, open fd), by path, of the regular ``*.jsonl`` in the folder ``top``
+    and ``metrics*.jsonl`` below it (bounded walk; links are neither followed nor read)."""
+    found: list[tuple[str, int]] = []
+    scheduled = 0
+    try:
+        for dirpath, dirnames, filenames, dirfd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
+            depth = 0 if dirpath == "." else dirpath.count("/")
+            # Prune before descending: at most MAX_SEARCH_DIRS folders are ever looked into.
+            del dirnames[0 if depth >= MAX_SEARCH_DEPTH else max(0, MAX_SEARCH_DIRS - scheduled):]
+            scheduled += len(dirnames)
+            for name in filenames:
+                if not name.endswith(".jsonl") or (depth and not name.startswith("metrics")):
+                    continue
+                if len(found) >= MAX_METRICS_FILES:
+                    return sorted(found)
+                try:  # O_NOFOLLOW: a *.jsonl linked to /dev/zero is never opened
+                    fd = os.open(name, _FILE, dir_fd=dirfd)
+                except OSError:
+                    continue
+                if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO, a device: not read
+                    os.close(fd)
+                    continue
+                os.set_blocking(fd, True)
+                found.append((os.path.normpath(os.path.join(dirpath, name)), fd))
+    except BaseException:
+        for _, fd in found:
+            os.close(fd)
+        raise
+    return sorted(found)
+
+
+def _read_points(fd: int, budget: int, parse: Callable[[bytes], _Point | None],
+                 points: _Points) -> int:
+    """Add the points of the lines in the last ``budget`` bytes of ``fd`` (closed here);
+    returns the bytes that costs."""
+    try:
+        cost = min(budget, os.fstat(fd).st_size)
+        for line in logread.window_lines(fd, cost, MAX_METRIC_LINE):
+            if points.full:
+                break
+            point = parse(line)
+            if point is not None:
+                points.add(*point)
+        return cost
+    finally:
+        os.close(fd)
 
 
 def parse_progress(directory: Path) -> list[tuple[int, dict[str, float]]]:
     """Steps with their metrics, in step order (later lines win for a repeated step).
-    ``directory`` is an attempt's ``<shared>/users/<user>/jobs/<sid>``."""
-    points: dict[int, dict[str, float]] = {}
+    ``directory`` is an attempt's ``<shared>/users/<user>/jobs/<sid>``; [] when missing.
+    Reads at most ``MAX_PROGRESS_BYTES``, streamed. Raises :class:`Refused` (naming it)
+    when a component of ``directory`` is a link or not a folder."""
+    points = _Points()
     try:
         top, st = walk(*_job_names(directory, 3))
-    except Refused:
-        return []
+    except Refused as exc:
+        if exc.status == 404:
+            return []
+        raise
     try:
-        if stat.S_ISDIR(st.st_mode):
-            for _, data in sorted(_metrics_files(top)):
-                for step, metrics in _jsonl_lines(data):
-                    points.setdefault(step, {}).update(metrics)
-            if not points:  # no usable JSONL: verl's console lines in the driver log
-                with contextlib.suppress(OSError):
-                    log = os.open("driver.log", _FILE, dir_fd=top)
-                    if stat.S_ISREG(os.fstat(log).st_mode):
-                        os.set_blocking(log, True)
-                        for step, metrics in _log_points(_tail_bytes(log)):
-                            points.setdefault(step, {}).update(metrics)
-                    else:
-                        os.close(log)
+        if not stat.S_ISDIR(st.st_mode):
+            raise Refused(400, f"{'/'.join(directory.parts[-2:])} is not a folder")
+        budget = MAX_PROGRESS_BYTES
+        files = _metrics_files(top)
+        try:
+            while files and budget > 0 and not points.full:
+                # An equal share each (what a small file leaves goes to the next): a large
+                # a.jsonl must not use up what metrics.jsonl needs.
+                share = min(MAX_PARSE_BYTES, budget // len(files))
+                budget -= _read_points(files.pop(0)[1], share, _jsonl_point, points)
+        finally:
+            for _, fd in files:  # the rest, unread
+                os.close(fd)
+        if not points.steps and budget > 0:  # no usable JSONL: verl's console lines
+            try:
+                log = os.open("driver.log", _FILE, dir_fd=top)
+            except OSError:
+                log = -1
+            if log >= 0 and not stat.S_ISREG(os.fstat(log).st_mode):
+                os.close(log)
+            elif log >= 0:
+                os.set_blocking(log, True)
+                _read_points(log, min(budget, MAX_PARSE_BYTES), _log_point, points)
     finally:
         os.close(top)
-    steps = sorted(points)[-MAX_POINTS:]
-    return [(s, points[s]) for s in steps]
+    return points.result()
 
 
 _LAST_STEP = re.compile(rb"(?:^|\s)step:(\d+)\s+-")

@@ -175,21 +175,29 @@ class TasksController(Controller):
         attempt: Annotated[int | None, Parameter(ge=1, le=1000)] = None,
         follow: Annotated[bool, Parameter(description="stream as SSE 'log' events")] = False,
     ) -> Any:
-        """The tail of an attempt's driver log (latest attempt by default)."""
+        """The tail of an attempt's driver log (latest attempt by default): read backwards
+        from its end, at most 16 MiB; a line over 64 KiB is shown by its end after a marker.
+        A log (or folder) a job replaced with a symlink is a 400 that names it."""
         v = await state.commands.load_task(who, task_id)
         path = _log_path(state, v, attempt)
+        # Read before answering: a driver.log a job replaced with a link is a 400 naming it.
+        text, offset = await _tail(path, tail)
         if not follow:
-            return (await asyncio.to_thread(jobfiles.tail_lines, path, tail))[0] if path else ""
-        return EventStream(_follow(state, who, task_id, path, tail, attempt))
+            return text
+        return EventStream(_follow(state, who, task_id, path, text, offset, attempt))
 
     @get("/{task_id:str}/progress")
     async def progress(self, state: State, who: Principal, task_id: str,
                        attempt: Annotated[int | None, Parameter(ge=1, le=1000)] = None) -> ProgressOut:
-        """Training steps and metrics parsed from the attempt's metrics / driver log."""
+        """Training steps and metrics parsed from the attempt's metrics / driver log (the
+        last 32 MiB in all; symlinks and non-regular files are skipped, never read)."""
         v = await state.commands.load_task(who, task_id)
         chosen = _chosen_attempt(v, attempt)
         path = _log_path(state, v, attempt)
-        points = await asyncio.to_thread(jobfiles.parse_progress, path.parent) if path else []
+        try:
+            points = await asyncio.to_thread(jobfiles.parse_progress, path.parent) if path else []
+        except jobfiles.Refused as exc:  # the attempt's folder is a link a job planted
+            raise HTTPException(status_code=exc.status, detail=exc.detail) from exc
         total = getattr(await _submitted(state, v), "spec", {}).get("total_training_steps")
         return ProgressOut(
             task_id=task_id, attempt_no=chosen.attempt_no if chosen else None,
@@ -221,15 +229,24 @@ def _log_path(state: State, view: Any, attempt: int | None) -> Path | None:
     return Path(job_dir(state.config.shared_root, view.user, chosen.submission_id)) / "driver.log"
 
 
-async def _follow(state: State, who: Principal, task_id: str, path: Path | None,
-                  tail: int, attempt: int | None) -> AsyncIterator[ServerSentEventMessage]:
-    """Stream the log: its tail, then new lines, until the task ended and the log is quiet.
-    Without ``attempt``, a new attempt's log is followed from its start."""
-    offset = 0
-    if path is not None:
-        text, offset = await asyncio.to_thread(jobfiles.tail_lines, path, tail)
-        for line in text.splitlines():
-            yield ServerSentEventMessage(data=line, event="log")
+async def _tail(path: Path | None, n: int) -> tuple[str, int]:
+    """The last ``n`` lines of a driver log and the offset they end at; a 4xx naming the
+    component when a job replaced it (or a folder above it) with a link."""
+    if path is None:
+        return "", 0
+    try:
+        return await asyncio.to_thread(jobfiles.tail_lines, path, n)
+    except jobfiles.Refused as exc:
+        raise HTTPException(status_code=exc.status, detail=exc.detail) from exc
+
+
+async def _follow(state: State, who: Principal, task_id: str, path: Path | None, text: str,
+                  offset: int, attempt: int | None) -> AsyncIterator[ServerSentEventMessage]:
+    """Stream the log: its tail (``text``, ending at ``offset``), then new lines, until the
+    task ended and the log is quiet. Without ``attempt``, a new attempt's log is followed
+    from its start."""
+    for line in text.splitlines():
+        yield ServerSentEventMessage(data=line, event="log")
     quiet = 0
     # Ends when the server shuts down, or when the caller's token is revoked or their user
     # disabled meanwhile (the reconnect is then refused).

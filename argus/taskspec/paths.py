@@ -1,11 +1,16 @@
 """Path policy: which paths a user's task may name (DESIGN.md §6, seed 000 §2.4, §4).
 
 Every path is checked after ``$HOME`` expansion, with ``//``, ``.`` and ``..`` normalised
-and, under the shared root, symlinks resolved the way ``os.path.realpath`` does. Only the
-shared root is resolved: it is the one filesystem the API server and the workers both
-see; a worker's ``/tmp`` is not the server's.
+and symlinks resolved the way ``os.path.realpath`` does, at submit time on the API
+server (best-effort for paths outside the shared root: a worker's ``/tmp`` may not be the
+server's, but on one machine it is).
 
 Rules:
+- ``/proc``, ``/sys`` and ``/dev`` (but ``/dev/null``) are refused, as written, normalised
+  or reached through a symlink (:mod:`argus.taskspec.kernelpaths`): ``/proc/self/root``
+  and ``/proc/self/cwd`` reach any file, and mean something else on the worker.
+- A ``..`` after a symlink is refused when the kernel would resolve the path elsewhere
+  than its normalised text (``datasets/link/../x`` is ``<link target>/../x``).
 - No path may reach another user's home (``<shared>/users/<other>``), or the ``users``
   directory itself, lexically or through a symlink.
 - ``data.train_files`` / ``data.val_files``: under ``<shared>/users/<me>/datasets/``,
@@ -32,6 +37,7 @@ import stat
 from pathlib import Path
 
 from argus.taskspec.errors import Problem, TaskSpecError
+from argus.taskspec.kernelpaths import LinkHops, refuse_pseudo
 from argus.taskspec.expand import home_dir
 
 __all__ = ["RUNTIME_VARIABLES", "PathPolicy", "substitute_runtime_vars"]
@@ -129,6 +135,7 @@ class PathPolicy:
         # Resolved prefixes, for this policy's (one submission's) checks only: the paths
         # of one TaskSpec share their leading directories, so each is looked at once.
         self._resolved: dict[str, str] = {}
+        self._hops = LinkHops()
         self._users_real = self._realpath(self.users_dir)
         self._home_real = self._realpath(self.home)
         self.data_roots = (
@@ -187,10 +194,8 @@ class PathPolicy:
     # -- helpers ---------------------------------------------------------------------
 
     def _real(self, normalised: str) -> str:
-        """realpath for paths under the shared root; other paths are taken as written."""
-        if _inside(normalised, self.root, strictly=False):
-            return self._realpath(normalised)
-        return normalised
+        """realpath of an absolute path: where the kernel would take it on this machine."""
+        return self._realpath(normalised) if normalised.startswith("/") else normalised
 
     def _basic_checks(self, value: str, field: str) -> str:
         if _CONTROL_RE.search(value):
@@ -247,11 +252,13 @@ class PathPolicy:
 
     def _check_absolute(self, piece: str, field: str) -> str:
         path = _normalise(piece)
+        refuse_pseudo(piece, path, field)
         owner = self._other_home(path, self.users_dir)
         if owner is not None:
             how = "is in " if path == piece.rstrip("/") else f"normalises to {path}, which is in "
             self._reject_other_home(piece, field, owner, how)
         real = self._real(path)
+        self._hops.check(piece, path, real, field)
         if real != path and not _inside(real, self._home_real, strictly=False):
             owner = self._other_home(real, self._users_real)
             if owner is None:

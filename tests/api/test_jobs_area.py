@@ -236,7 +236,9 @@ async def test_task_logs_and_progress_do_not_follow_planted_links(env: Env) -> N
     (job / "metrics.jsonl").symlink_to(bob_job / "metrics.jsonl")
     (job / "sub").symlink_to(bob_job)  # a linked folder is not searched for metrics*.jsonl
     r = await env.client.get(f"/api/v2/tasks/{task_id}/logs", headers=env.h("alice"))
-    assert r.status_code == 200 and SECRET not in r.text
+    # The linked log is refused and named (issue 23); linked metrics files are skipped.
+    assert r.status_code == 400 and SECRET not in r.text
+    assert f"jobs/{job.name}/driver.log is a symbolic link" in r.json()["detail"]
     r = await env.client.get(f"/api/v2/tasks/{task_id}/progress", headers=env.h("alice"))
     assert r.json()["points"] == []
     # The attempt's folder itself replaced by a link to bob's: not followed either.
@@ -244,10 +246,10 @@ async def test_task_logs_and_progress_do_not_follow_planted_links(env: Env) -> N
         p.unlink()
     job.rmdir()
     job.symlink_to(bob_job)
-    r = await env.client.get(f"/api/v2/tasks/{task_id}/logs", headers=env.h("alice"))
-    assert SECRET not in r.text
-    r = await env.client.get(f"/api/v2/tasks/{task_id}/progress", headers=env.h("alice"))
-    assert r.json()["points"] == []
+    for what in ("logs", "progress"):
+        r = await env.client.get(f"/api/v2/tasks/{task_id}/{what}", headers=env.h("alice"))
+        assert r.status_code == 400 and SECRET not in r.text and "loss" not in r.text
+        assert f"jobs/{job.name} is a symbolic link" in r.json()["detail"]
 
 
 def test_progress_reads_nested_metrics_and_falls_back_to_the_log(tmp_path: Path) -> None:
