@@ -1,4 +1,4 @@
-"""Task states and the one table of legal transitions (DESIGN.md §4).
+"""Task states and the one table of legal transitions (DESIGN.md §4); an attempt's statuses.
 
 The projection folds events through ``next_state``; command handlers (API cancel, the
 reactor's decisions) call ``check_transition`` before appending, so an illegal event is
@@ -10,8 +10,10 @@ from __future__ import annotations
 import enum
 
 __all__ = [
+    "AttemptStatus",
     "IllegalTransition",
     "NEXT_STATE",
+    "RAY_JOB_STATUSES",
     "TaskState",
     "TRANSITIONS",
     "check_transition",
@@ -43,6 +45,55 @@ class TaskState(str, enum.Enum):
 
 
 _TERMINAL = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELED})
+
+
+class AttemptStatus(enum.StrEnum):
+    """Where one attempt stands (``AttemptView.ray_status``, ``AttemptEnded.ray_status``).
+
+    Two vocabularies share this one field, so they are named apart here: Ray's own job
+    statuses (``JobStatus``: what ``JobObservation.status`` may hold) and the phases only
+    Argus knows (before Ray answered, or after Ray forgot). A ``StrEnum``: stored and shown
+    as the bare value ("FAILED"), so the events' JSON is the same strings as before.
+    """
+
+    # Ray's job statuses (ray.job_submission.JobStatus)
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    STOPPED = "STOPPED"
+    # Argus's own phases
+    STARTING = "STARTING"  # intent recorded (AttemptStarting), Ray's answer not yet
+    SUBMITTED = "SUBMITTED"  # Ray accepted it; not yet seen RUNNING
+    LOST = "LOST"  # Ray has no record of a job it had accepted (head restarted)
+    NOT_SUBMITTED = "NOT_SUBMITTED"  # never reached Ray (refused, or canceled first)
+
+    def is_terminal(self) -> bool:
+        """The attempt is over: Ray will not change its status again."""
+        return self in _ATTEMPT_TERMINAL
+
+    def is_ray_status(self) -> bool:
+        """One of Ray's own job statuses (not an Argus phase)."""
+        return self in RAY_JOB_STATUSES
+
+    @classmethod
+    def from_ray(cls, value: object) -> "AttemptStatus":
+        """Ray's job status (``JobStatus`` or its string) as an AttemptStatus; ValueError
+        for anything Ray does not report (an Argus phase included)."""
+        status = cls(str(getattr(value, "value", value)))
+        if not status.is_ray_status():
+            raise ValueError(f"{value!r} is not a Ray job status")
+        return status
+
+
+RAY_JOB_STATUSES = frozenset({
+    AttemptStatus.PENDING, AttemptStatus.RUNNING, AttemptStatus.SUCCEEDED,
+    AttemptStatus.FAILED, AttemptStatus.STOPPED,
+})
+_ATTEMPT_TERMINAL = frozenset({
+    AttemptStatus.SUCCEEDED, AttemptStatus.FAILED, AttemptStatus.STOPPED,
+    AttemptStatus.LOST, AttemptStatus.NOT_SUBMITTED,
+})
 
 S = TaskState
 _NON_TERMINAL = [s for s in TaskState if s not in _TERMINAL]

@@ -29,7 +29,7 @@ from argus.events import (
     TaskSubmitted,
     TaskSucceeded,
 )
-from argus.lifecycle import NEXT_STATE, TaskState, next_state
+from argus.lifecycle import NEXT_STATE, AttemptStatus, TaskState, next_state
 from projections.base import Change, EntityFold, EntityProjection, insert_sql, upsert_sql
 
 __all__ = [
@@ -63,7 +63,9 @@ TASK_EVENT_TYPES = frozenset(
 class AttemptView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=True):
     attempt_no: int
     submission_id: str
-    # STARTING (intent recorded) | SUBMITTED | RUNNING | SUCCEEDED | FAILED | STOPPED | ...
+    # An AttemptStatus value: STARTING (intent recorded) | SUBMITTED | RUNNING | SUCCEEDED |
+    # FAILED | STOPPED | LOST | NOT_SUBMITTED. Typed str: a stored view decodes whatever
+    # an AttemptEnded once said, and a StrEnum compares equal to its string.
     ray_status: str
     failure_kind: FailureKind | None = None
     evidence: str = ""
@@ -174,7 +176,7 @@ def _deferred(view: TaskView, e: TaskDeferred, state: TaskState, rec: Recorded) 
 
 def _starting(view: TaskView, e: AttemptStarting, state: TaskState, rec: Recorded) -> TaskView:
     attempt = AttemptView(
-        attempt_no=e.attempt_no, submission_id=e.submission_id, ray_status="STARTING",
+        attempt_no=e.attempt_no, submission_id=e.submission_id, ray_status=AttemptStatus.STARTING,
         decided_at=e.decided_at,
     )
     return _replace(
@@ -185,14 +187,14 @@ def _starting(view: TaskView, e: AttemptStarting, state: TaskState, rec: Recorde
 
 
 def _submitted(view: TaskView, e: AttemptSubmitted, state: TaskState, rec: Recorded) -> TaskView:
-    attempts = _with_attempt(view, e.attempt_no, ray_status="SUBMITTED",
+    attempts = _with_attempt(view, e.attempt_no, ray_status=AttemptStatus.SUBMITTED,
                              submitted_at=e.submitted_at, recovered=e.recovered)
     return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
                     attempts=attempts)
 
 
 def _running(view: TaskView, e: AttemptRunning, state: TaskState, rec: Recorded) -> TaskView:
-    attempts = _with_attempt(view, e.attempt_no, ray_status="RUNNING", started_at=e.started_at)
+    attempts = _with_attempt(view, e.attempt_no, ray_status=AttemptStatus.RUNNING, started_at=e.started_at)
     return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
                     attempts=attempts)
 

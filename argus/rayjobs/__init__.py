@@ -1,5 +1,8 @@
 """The Ray gateway: submit/follow/stop Ray jobs and read cluster capacity (DESIGN.md §1).
 
+``RayPort`` is what the reactor needs; ``AsyncRayGateway`` is the real Ray behind it and
+``argus.rayjobs.fake.FakeRay`` an in-memory one for tests and simulation.
+
 Importing this package does not import Ray; Ray is loaded on first use.
 """
 
@@ -11,6 +14,7 @@ from argus.rayjobs.gateway import (
     RayGateway,
     RayUnavailable,
 )
+from argus.rayjobs.port import RayPort
 from argus.rayjobs.submission import (
     DriverContext,
     build_submission,
@@ -26,6 +30,7 @@ __all__ = [
     "DuplicateSubmission",
     "JobObservation",
     "RayGateway",
+    "RayPort",
     "RayUnavailable",
     "WORKER_RESOURCE",
     "build_submission",

@@ -21,6 +21,7 @@ from typing import Any, Callable, TypeVar
 import msgspec
 
 from argus.events.catalog import NodeCapacity, SubmissionPayload
+from argus.lifecycle import AttemptStatus
 from argus.rayjobs.probe import GcsProbe, ProbeFailed
 
 __all__ = [
@@ -51,9 +52,9 @@ class JobObservation(msgspec.Struct, frozen=True, kw_only=True):
     """What Ray says about one job right now. Times are UNIX seconds (Ray gives ms)."""
 
     submission_id: str
-    status: str  # PENDING | RUNNING | STOPPED | SUCCEEDED | FAILED
+    status: AttemptStatus  # one of Ray's: PENDING | RUNNING | STOPPED | SUCCEEDED | FAILED
     message: str = ""
-    error_type: str | None = None
+    error_type: str | None = None  # Ray's JobErrorType value, when Ray says why it failed
     start_time: float | None = None
     end_time: float | None = None
     driver_exit_code: int | None = None
@@ -61,11 +62,18 @@ class JobObservation(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def is_terminal(self) -> bool:
-        return self.status in ("STOPPED", "SUCCEEDED", "FAILED")
+        return self.status.is_terminal()
 
 
 def _ms(value: int | None) -> float | None:
     return None if not value else value / 1000.0
+
+
+def _error_type(value: object) -> str | None:
+    """JobDetails.error_type as its bare string (Ray may hand the JobErrorType enum)."""
+    if not value:
+        return None
+    return str(getattr(value, "value", value))
 
 
 def is_duplicate_submission(exc: BaseException) -> bool:
@@ -183,9 +191,9 @@ class RayGateway:
                 raise
             return JobObservation(
                 submission_id=submission_id,
-                status=str(getattr(info.status, "value", info.status)),
+                status=AttemptStatus.from_ray(info.status),
                 message=info.message or "",
-                error_type=getattr(info, "error_type", None),
+                error_type=_error_type(getattr(info, "error_type", None)),
                 start_time=_ms(info.start_time),
                 end_time=_ms(info.end_time),
                 driver_exit_code=getattr(info, "driver_exit_code", None),
@@ -252,8 +260,9 @@ class RayGateway:
 
 
 class AsyncRayGateway:
-    """The reactor's view: same calls, awaited in a worker thread. Every failure to reach
-    Ray is ``RayUnavailable``; Ray's answers (None, False, DuplicateSubmission) pass through.
+    """The reactor's view (a ``RayPort``): same calls, awaited in a worker thread. Every
+    failure to reach Ray is ``RayUnavailable``; Ray's answers (None, False,
+    DuplicateSubmission) pass through.
 
     The threads are the gateway's own: a call to a Ray that does not answer holds its
     thread until its timeout, and on the loop's default executor a few of those starved

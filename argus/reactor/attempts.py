@@ -16,7 +16,7 @@ from argus.events import (
     TaskFailed,
     TaskSucceeded,
 )
-from argus.lifecycle import TaskState
+from argus.lifecycle import AttemptStatus, TaskState
 from projections import TaskView
 
 __all__ = ["outcome_events", "retry_delay"]
@@ -54,7 +54,7 @@ def _may_retry(task: TaskView, kind: FailureKind, now: float, config: SchedulerC
 def outcome_events(
     task: TaskView,
     *,
-    ray_status: str,
+    ray_status: AttemptStatus,
     exit_code: int | None,
     kind: FailureKind | None,
     evidence: str,
@@ -69,10 +69,10 @@ def outcome_events(
         ray_status=ray_status, exit_code=exit_code, failure_kind=kind, evidence=evidence,
         ended_at=now,
     )
-    if task.state is TaskState.CANCELING and ray_status != "SUCCEEDED":
+    if task.state is TaskState.CANCELING and ray_status != AttemptStatus.SUCCEEDED:
         return [ended, TaskCanceled(task_id=task.task_id, by=task.cancel_requested_by or "?",
                                     ray_status=ray_status, canceled_at=now)]
-    if ray_status == "SUCCEEDED":
+    if ray_status == AttemptStatus.SUCCEEDED:
         return [ended, TaskSucceeded(task_id=task.task_id, attempt_no=attempt.attempt_no, finished_at=now)]
     kind = kind or FailureKind.UNKNOWN
     if kind.is_retryable() and _may_retry(task, kind, now, config):

@@ -2,12 +2,16 @@
 
 Order matters and is deliberate:
 1. ``STOPPED`` is a cancellation, whatever the log says.
-2. verl's fail-fast GPU check is looked for first among failures: it is the one failure the
+2. Ray's own ``error_type`` (JobErrorType), where it says enough by itself: Ray knows why
+   its job supervisor did not start or died better than any pattern over its message. A
+   driver that ran and exited non-zero (JOB_ENTRYPOINT_COMMAND_ERROR), or an error Ray
+   could not name, says nothing about *why*: the text decides those.
+3. verl's fail-fast GPU check is looked for first among the texts: it is the one failure the
    service retries on purpose (seed 002 §6.3), and it appears inside a RayTaskError whose
    traceback also mentions actors, so cluster patterns must not shadow it.
-3. Cluster loss (supervisor/node/GCS gone) is retryable and not the user's fault.
-4. User errors (bad paths, bad config, bad command) are not retried.
-5. Any other non-zero exit is a runtime error; a failure without evidence is UNKNOWN.
+4. Cluster loss (supervisor/node/GCS gone) is retryable and not the user's fault.
+5. User errors (bad paths, bad config, bad command) are not retried.
+6. Any other non-zero exit is a runtime error; a failure without evidence is UNKNOWN.
 
 Evidence is the matching line (≤ 500 chars) so the log answers "why" without the logs.
 """
@@ -17,11 +21,34 @@ from __future__ import annotations
 import re
 
 from argus.events.catalog import FailureKind
+from argus.lifecycle import AttemptStatus
 from argus.rayjobs.gateway import is_duplicate_submission  # re-exported: classify's callers use it
 
-__all__ = ["EVIDENCE_MAX", "classify_failure", "is_duplicate_submission"]
+__all__ = ["BY_ERROR_TYPE", "EVIDENCE_MAX", "classify_failure", "is_duplicate_submission"]
 
 EVIDENCE_MAX = 500
+
+# Ray's JobErrorType (ray.dashboard.modules.job.common, Ray 2.60) → kind, for the types that decide
+# alone. Kept consistent with the text rules below, which still catch the same failures on
+# a Ray that does not report error_type.
+BY_ERROR_TYPE: dict[str, FailureKind] = {
+    # The supervisor (the driver's actor, pinned by entrypoint_resources to a worker_node
+    # slot) was created but not placed before Ray's timeout: no worker had room for it.
+    "JOB_SUPERVISOR_ACTOR_START_TIMEOUT": FailureKind.INSUFFICIENT_RESOURCES,
+    # Ray gave up placing it (ActorUnschedulableError: the node it was bound to is gone),
+    # it died, or it could not be created: the cluster's failure, not the task's; retried
+    # within max_attempts, as the text rules "could not be scheduled"/"died" already did.
+    "JOB_SUPERVISOR_ACTOR_UNSCHEDULABLE": FailureKind.CLUSTER_LOST,
+    "JOB_SUPERVISOR_ACTOR_DIED": FailureKind.CLUSTER_LOST,
+    "JOB_SUPERVISOR_ACTOR_START_FAILURE": FailureKind.CLUSTER_LOST,
+    # pip/conda/working_dir of the runtime_env: what the task asked for could not be set up.
+    "RUNTIME_ENV_SETUP_FAILURE": FailureKind.USER_ERROR,
+    # The entrypoint process could not even be spawned: Argus's own driver command, so not
+    # the user's error, and not a race worth retrying.
+    "JOB_ENTRYPOINT_COMMAND_START_ERROR": FailureKind.RUNTIME_ERROR,
+    # JOB_ENTRYPOINT_COMMAND_ERROR (exit code ≠ 0) and JOB_SUPERVISOR_ACTOR_UNKNOWN_FAILURE:
+    # left to the text.
+}
 
 # verl ResourcePoolManager._check_resource_available: the total is a sum of floats (8.0) or
 # ints (0) depending on Ray's report; the desired total is an int.
@@ -104,23 +131,28 @@ def _innermost_exception_line(text: str) -> str | None:
 
 
 def classify_failure(
-    ray_status: str | None, message: str, log_tail: str, exit_code: int | None
+    ray_status: str | None, message: str, log_tail: str, exit_code: int | None,
+    error_type: str | None = None,
 ) -> tuple[FailureKind, str]:
     """Classify one ended attempt; returns ``(kind, evidence)``. ``ray_status`` is Ray's job
-    status (FAILED, STOPPED, …) or Argus's LOST/NOT_SUBMITTED; ``message`` is Ray's job
-    message (which itself ends with the log tail on entrypoint failures)."""
+    status (FAILED, STOPPED, …) or Argus's LOST/NOT_SUBMITTED (an ``AttemptStatus`` or its
+    string); ``message`` is Ray's job message (which itself ends with the log tail on
+    entrypoint failures); ``error_type`` is Ray's JobErrorType value, when Ray gave one."""
     status = (ray_status or "").upper()
     message = message or ""
     log_tail = log_tail or ""
-    if status == "STOPPED":
+    if status == AttemptStatus.STOPPED:
         return FailureKind.CANCELED, _trim(message) or "Ray job STOPPED"
+    by_type = BY_ERROR_TYPE.get((error_type or "").upper())
+    if by_type is not None:
+        return by_type, _by_type_evidence(str(error_type), message)
     hit = _search(_INSUFFICIENT, log_tail, message)
     if hit:
         return FailureKind.INSUFFICIENT_RESOURCES, hit
     hit = _search(_CLUSTER_LOST, message, log_tail)
     if hit:
         return FailureKind.CLUSTER_LOST, hit
-    if status == "LOST":
+    if status == AttemptStatus.LOST:
         return FailureKind.CLUSTER_LOST, _trim(message) or "Ray has no record of the job"
     hit = _search(_USER, log_tail, message)
     if hit:
@@ -130,6 +162,13 @@ def classify_failure(
     if exit_code is not None and exit_code != 0:
         return FailureKind.RUNTIME_ERROR, _last_error_line(log_tail) or f"exit code {exit_code}"
     return FailureKind.UNKNOWN, _trim(message) or f"status {status or '?'}, exit code {exit_code}"
+
+
+def _by_type_evidence(error_type: str, message: str) -> str:
+    """Ray's error type and the first line of its message: the type decided, the message
+    says what happened."""
+    first = next((ln.strip() for ln in message.splitlines() if ln.strip()), "")
+    return f"{error_type.upper()}: {first}"[:EVIDENCE_MAX] if first else error_type.upper()[:EVIDENCE_MAX]
 
 
 def _trim(text: str) -> str:

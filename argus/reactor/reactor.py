@@ -41,8 +41,8 @@ from argus.events import (
     task_stream,
     cluster_stream,
 )
-from argus.lifecycle import TaskState
-from argus.rayjobs import AsyncRayGateway, DuplicateSubmission, RayUnavailable, build_submission
+from argus.lifecycle import AttemptStatus, TaskState
+from argus.rayjobs import DuplicateSubmission, RayPort, RayUnavailable, build_submission
 from argus.reactor.admission import plan_admissions
 from argus.reactor.attempts import outcome_events
 from argus.reactor.classify import classify_failure
@@ -61,12 +61,15 @@ CRASH_POINTS = ("before_intent", "after_intent", "after_submit")
 
 
 class Reactor:
-    """Run with ``await Reactor(store, gateway, config).run()``; stop with ``stop()``."""
+    """Run with ``await Reactor(store, gateway, config).run()``; stop with ``stop()``.
+
+    ``gateway``: any ``RayPort`` (the real ``AsyncRayGateway``, or ``FakeRay`` in tests);
+    ``clock``: the time of every decision and of the lease, injectable for tests."""
 
     def __init__(
         self,
         store: EventStore,
-        gateway: AsyncRayGateway,
+        gateway: RayPort,
         config: ArgusConfig,
         *,
         reactor_id: str | None = None,
@@ -111,8 +114,10 @@ class Reactor:
                 lease_until=now + self.sched.lease_ttl_s, elected_at=now,
             )],
         )
+        # The lease runs on the reactor's clock too: with an injected clock, expiry and
+        # renewal stay on one timeline (a wall clock here would mix two).
         return await self.store.claim_lease(
-            LEASE_NAME, self.reactor_id, self.sched.lease_ttl_s, on_new_leader=elected
+            LEASE_NAME, self.reactor_id, self.sched.lease_ttl_s, on_new_leader=elected, now=now
         )
 
     async def _lead(self) -> None:
@@ -264,7 +269,7 @@ class Reactor:
             task = self.state.tasks.get(task_id)
             if task is not None:
                 await self._append(task, outcome_events(
-                    task, ray_status="NOT_SUBMITTED", exit_code=None, kind=FailureKind.RUNTIME_ERROR,
+                    task, ray_status=AttemptStatus.NOT_SUBMITTED, exit_code=None, kind=FailureKind.RUNTIME_ERROR,
                     evidence=f"Ray refused the submission: {exc}"[:500], now=self.clock(), config=self.sched,
                 ))
             return
@@ -280,7 +285,7 @@ class Reactor:
         """Settle every attempt whose intent was recorded without an outcome."""
         for task in list(self.state.tasks.values()):
             attempt = task.latest_attempt
-            if attempt is None or attempt.ray_status != "STARTING":
+            if attempt is None or attempt.ray_status != AttemptStatus.STARTING:
                 continue
             try:
                 observed = await self.gateway.status(attempt.submission_id)
@@ -294,7 +299,7 @@ class Reactor:
                 )])
             elif task.state is TaskState.CANCELING:
                 await self._append(task, outcome_events(
-                    task, ray_status="NOT_SUBMITTED", exit_code=None, kind=FailureKind.CANCELED,
+                    task, ray_status=AttemptStatus.NOT_SUBMITTED, exit_code=None, kind=FailureKind.CANCELED,
                     evidence="canceled before it reached Ray", now=self.clock(), config=self.sched,
                 ))
             else:
@@ -310,7 +315,7 @@ class Reactor:
         """Poll Ray for the attempts believed active (and only those)."""
         for task in self.state.active():
             attempt = task.latest_attempt
-            if attempt is None or attempt.ray_status not in ("SUBMITTED", "RUNNING"):
+            if attempt is None or attempt.ray_status not in (AttemptStatus.SUBMITTED, AttemptStatus.RUNNING):
                 continue
             try:
                 observed = await self.gateway.status(attempt.submission_id)
@@ -323,26 +328,27 @@ class Reactor:
             now = self.clock()
             if observed is None:
                 await self._append(task, outcome_events(
-                    task, ray_status="LOST", exit_code=None, kind=FailureKind.CLUSTER_LOST,
+                    task, ray_status=AttemptStatus.LOST, exit_code=None, kind=FailureKind.CLUSTER_LOST,
                     evidence=f"Ray has no job {attempt.submission_id} (head restarted or job lost)",
                     now=now, config=self.sched,
                 ))
             elif observed.is_terminal:
                 kind: FailureKind | None = None
                 evidence = ""
-                if observed.status != "SUCCEEDED":
+                if observed.status != AttemptStatus.SUCCEEDED:
                     try:
                         tail = await self.gateway.logs_tail(attempt.submission_id)
                     except RayUnavailable:
                         tail = ""
                     kind, evidence = classify_failure(
-                        observed.status, observed.message, tail, observed.driver_exit_code
+                        observed.status, observed.message, tail, observed.driver_exit_code,
+                        error_type=observed.error_type,
                     )
                 await self._append(task, outcome_events(
                     task, ray_status=observed.status, exit_code=observed.driver_exit_code,
                     kind=kind, evidence=evidence, now=now, config=self.sched,
                 ))
-            elif observed.status == "RUNNING" and attempt.ray_status == "SUBMITTED":
+            elif observed.status == AttemptStatus.RUNNING and attempt.ray_status == AttemptStatus.SUBMITTED:
                 await self._append(task, [AttemptRunning(
                     task_id=task.task_id, attempt_no=attempt.attempt_no,
                     submission_id=attempt.submission_id, started_at=observed.start_time or now,

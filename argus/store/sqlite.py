@@ -153,19 +153,22 @@ class EventStore:
         self._appended = asyncio.Event()
 
     async def claim_lease(
-        self, name: str, holder: str, ttl_s: float, *, on_new_leader: AppendBatch | None = None
+        self, name: str, holder: str, ttl_s: float, *, on_new_leader: AppendBatch | None = None,
+        now: float | None = None,
     ) -> bool:
         """Take or renew lease ``name`` for ``holder`` unless someone else holds it unexpired.
-        When the holder changes, ``on_new_leader`` is appended in the same transaction."""
+        When the holder changes, ``on_new_leader`` is appended in the same transaction.
+        ``now``: the claimer's clock (default: the wall clock); every claimer of one lease
+        must use the same one."""
 
         encoded = self._appender.prepare([on_new_leader] if on_new_leader else [], None)
 
         def claim(db: sqlite3.Connection) -> bool:
-            now = time.time()
+            at = time.time() if now is None else now
             row = db.execute("SELECT holder, lease_until FROM leases WHERE name = ?", (name,)).fetchone()
-            if row is not None and row[0] != holder and row[1] > now:
+            if row is not None and row[0] != holder and row[1] > at:
                 return False  # the transaction commits nothing
-            db.execute("INSERT OR REPLACE INTO leases VALUES (?, ?, ?)", (name, holder, now + ttl_s))
+            db.execute("INSERT OR REPLACE INTO leases VALUES (?, ?, ?)", (name, holder, at + ttl_s))
             if encoded and (row is None or row[0] != holder):
                 self._appender.write(db, encoded, None)
             return True

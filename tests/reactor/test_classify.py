@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from argus.events.catalog import FailureKind
-from argus.reactor.classify import EVIDENCE_MAX, classify_failure, is_duplicate_submission
+from argus.reactor.classify import BY_ERROR_TYPE, EVIDENCE_MAX, classify_failure, is_duplicate_submission
 from argus.rayjobs import DuplicateSubmission
 
 VERL_TRACE = """\
@@ -91,3 +91,71 @@ def test_is_duplicate_submission():
     assert is_duplicate_submission(RuntimeError(msg))
     assert is_duplicate_submission(DuplicateSubmission(msg))
     assert not is_duplicate_submission(RuntimeError("Request failed with status code 500"))
+
+
+# ---- Ray's error_type first (JobErrorType), the text second ------------------------------
+# Types that say only "it failed", not why: the message and the log decide.
+LEFT_TO_TEXT = {"JOB_ENTRYPOINT_COMMAND_ERROR", "JOB_SUPERVISOR_ACTOR_UNKNOWN_FAILURE"}
+
+
+def test_every_ray_error_type_is_mapped_or_left_to_the_text_on_purpose():
+    common = pytest.importorskip("ray.dashboard.modules.job.common")
+    assert {t.value for t in common.JobErrorType} == set(BY_ERROR_TYPE) | LEFT_TO_TEXT
+
+
+@pytest.mark.parametrize("error_type,message,kind", [
+    # The driver's actor was not placed in time: no worker had a free worker_node slot.
+    ("JOB_SUPERVISOR_ACTOR_START_TIMEOUT", "Job supervisor actor failed to start within 900.0 seconds.",
+     K.INSUFFICIENT_RESOURCES),
+    ("JOB_SUPERVISOR_ACTOR_UNSCHEDULABLE", "Job supervisor actor could not be scheduled: The actor is not "
+     "schedulable: The node specified via NodeAffinitySchedulingStrategy doesn't exist any more", K.CLUSTER_LOST),
+    ("JOB_SUPERVISOR_ACTOR_DIED", "Job supervisor actor died: The actor died because its node has died.",
+     K.CLUSTER_LOST),
+    ("JOB_SUPERVISOR_ACTOR_START_FAILURE", "Unexpected error occurred: failed to get job supervisor.",
+     K.CLUSTER_LOST),
+    ("RUNTIME_ENV_SETUP_FAILURE", "runtime_env setup failed: Failed to set up runtime environment.\n"
+     "Could not create the actor because its associated runtime env failed to be created.", K.USER_ERROR),
+    ("JOB_ENTRYPOINT_COMMAND_START_ERROR", "Job entrypoint command failed to start: [Errno 12] Cannot "
+     "allocate memory", K.RUNTIME_ERROR),
+])
+def test_error_type_decides(error_type, message, kind):
+    got, why = classify_failure("FAILED", message, "", None, error_type=error_type)
+    assert got is kind
+    assert why.startswith(error_type + ": ") and message.splitlines()[0] in why and len(why) <= EVIDENCE_MAX
+
+
+def test_error_type_comes_before_the_text():
+    # The log mentions a missing module (USER_ERROR by text), but Ray says its supervisor
+    # never got a place: the resources race is the reason, and it is retried.
+    kind, why = classify_failure("FAILED", "Job supervisor actor could not start.",
+                                 "ModuleNotFoundError: No module named 'x'", None,
+                                 error_type="JOB_SUPERVISOR_ACTOR_START_TIMEOUT")
+    assert kind is K.INSUFFICIENT_RESOURCES and "JOB_SUPERVISOR_ACTOR_START_TIMEOUT" in why
+    # ... and a type that is not in Ray's vocabulary is ignored, not trusted.
+    assert classify_failure("FAILED", "", "ModuleNotFoundError: No module named 'x'", 1,
+                            error_type="SOMETHING_NEW")[0] is K.USER_ERROR
+
+
+@pytest.mark.parametrize("error_type", sorted(LEFT_TO_TEXT))
+@pytest.mark.parametrize("message,log_tail,exit_code,kind", [
+    (ENTRYPOINT_FAILED + VERL_TRACE.format(avail="4.0", want=8), "", 1, K.INSUFFICIENT_RESOURCES),
+    ("", "FileNotFoundError: data.train_files: /x.parquet", 1, K.USER_ERROR),
+    ("", "ZeroDivisionError: division by zero", 1, K.RUNTIME_ERROR),
+    ("Unexpected error occurred: The actor died unexpectedly before finishing this task.", "", None,
+     K.CLUSTER_LOST),
+])
+def test_types_that_do_not_say_why_leave_it_to_the_text(error_type, message, log_tail, exit_code, kind):
+    assert classify_failure("FAILED", message, log_tail, exit_code, error_type=error_type)[0] is kind
+
+
+def test_stopped_is_a_cancel_whatever_the_error_type():
+    kind, _ = classify_failure("STOPPED", "Job was intentionally stopped.", "", -15,
+                               error_type="JOB_SUPERVISOR_ACTOR_DIED")
+    assert kind is K.CANCELED
+
+
+def test_attempt_status_members_classify_like_their_strings():
+    from argus.lifecycle import AttemptStatus
+
+    assert classify_failure(AttemptStatus.STOPPED, "", "", None)[0] is K.CANCELED
+    assert classify_failure(AttemptStatus.LOST, "", "", None)[0] is K.CLUSTER_LOST

@@ -1,0 +1,299 @@
+"""An in-memory Ray behind the ``RayPort``: fast reactor tests now, the simulator later.
+
+Passive and deterministic: nothing happens to a job unless a call says so (``start``,
+``succeed``, ``fail``, ``forget``), nothing sleeps, and times come from the injected
+``clock``. What it does on its own is what the real gateway does on its own:
+
+- ``submit`` of a known submission id raises ``DuplicateSubmission`` with Ray's words
+  (``already exists``), whatever state that job is in: Ray keeps ended jobs too;
+- every call raises ``RayUnavailable`` while the fake is made unavailable;
+- ``capacity`` is the configured worker nodes less what RUNNING jobs hold: their gang
+  (read from the payload, see ``demand_from_payload``) and their driver's CPUs.
+
+A job holds nothing while PENDING: in real Ray the gang is placed only after the driver
+has started (verl creates its placement groups then).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Iterable
+
+from argus.events.catalog import Demand, NodeCapacity, SubmissionPayload
+from argus.lifecycle import AttemptStatus
+from argus.rayjobs.gateway import DuplicateSubmission, JobObservation, RayUnavailable
+from argus.rayjobs.port import RayPort
+from argus.rayjobs.submission import decode_context
+from argus.taskspec.builders import demand_for
+
+__all__ = ["DoesNotFit", "FakeJob", "FakeRay", "demand_from_payload", "worker_nodes"]
+
+S = AttemptStatus
+
+# Ray's own messages (ray.dashboard.modules.job), so that classification sees real text.
+_STOPPED_MSG = "Job was intentionally stopped."
+_SUCCEEDED_MSG = "Job finished successfully."
+_ENTRYPOINT_FAILED = ("Job entrypoint command failed with exit code {code}, last available logs "
+                      "(truncated to 20,000 chars):\n{logs}")
+_CONTEXT_RE = re.compile(r"--context\s+(\S+)")
+_TRAINER_RE = {key: re.compile(rf"trainer\.{key}=(\d+)") for key in ("nnodes", "n_gpus_per_node")}
+
+
+class DoesNotFit(ValueError):
+    """``FakeRay.start``: the job's gang and driver do not fit the free nodes now."""
+
+
+def worker_nodes(count: int, gpus: float = 8.0, cpus: float = 64.0, prefix: str = "node") -> list[NodeCapacity]:
+    """``count`` idle worker nodes, ``node-01`` … (ids sort in creation order)."""
+    return [
+        NodeCapacity(node_id=f"{prefix}-{i:02d}", ip=f"10.0.0.{i}", total_gpus=gpus, free_gpus=gpus,
+                     total_cpus=cpus, free_cpus=cpus)
+        for i in range(1, count + 1)
+    ]
+
+
+def demand_from_payload(payload: SubmissionPayload) -> Demand | None:
+    """The gang the job's driver will ask Ray for, read where the driver reads it: the spec
+    inside the entrypoint's ``--context`` (``nnodes``, ``n_gpus_per_node``, ``workload``),
+    else ``trainer.nnodes=`` / ``trainer.n_gpus_per_node=`` on its command. CPUs per node
+    as verl reserves them (``demand_for``). None: no gang (the job holds only its driver)."""
+    found = _CONTEXT_RE.search(payload.entrypoint)
+    if found is None:
+        return None
+    try:
+        ctx = decode_context(found.group(1))
+    except Exception:  # not an Argus entrypoint: nothing to read a gang from
+        return None
+    spec = ctx.spec
+    nnodes, gpus = spec.get("nnodes"), spec.get("n_gpus_per_node")
+    if not (isinstance(nnodes, int) and isinstance(gpus, int)):
+        hits = [_TRAINER_RE[key].search(ctx.command) for key in ("nnodes", "n_gpus_per_node")]
+        if hits[0] is None or hits[1] is None:
+            return None
+        nnodes, gpus = int(hits[0].group(1)), int(hits[1].group(1))
+    workload = spec.get("workload")
+    return demand_for(nnodes, gpus, workload=workload if isinstance(workload, str) else "ppo")
+
+
+@dataclass
+class FakeJob:
+    """One job as the fake Ray keeps it."""
+
+    payload: SubmissionPayload
+    submitted_at: float
+    status: AttemptStatus = S.PENDING
+    message: str = "Job has not started yet."
+    error_type: str | None = None
+    end_time: float | None = None
+    driver_exit_code: int | None = None
+    driver_node_id: str | None = None
+    logs: str = ""
+    demand: Demand | None = None
+    held: dict[str, tuple[float, float]] = field(default_factory=dict)  # node id -> (GPUs, CPUs)
+
+    def observe(self) -> JobObservation:
+        # Ray's start_time is when the job was submitted, not when it began running.
+        return JobObservation(
+            submission_id=self.payload.submission_id, status=self.status, message=self.message,
+            error_type=self.error_type, start_time=self.submitted_at, end_time=self.end_time,
+            driver_exit_code=self.driver_exit_code, driver_node_id=self.driver_node_id,
+        )
+
+
+class FakeRay:
+    """A ``RayPort`` in memory. ``nodes``: the alive worker nodes (their ``free_*`` are the
+    baseline, before what this fake's jobs hold); ``clock``: Ray's clock (pass the
+    reactor's); ``demand_of``: the gang a payload will hold once RUNNING."""
+
+    def __init__(
+        self,
+        nodes: Iterable[NodeCapacity] = (),
+        *,
+        clock: Callable[[], float] = time.time,
+        demand_of: Callable[[SubmissionPayload], Demand | None] = demand_from_payload,
+    ) -> None:
+        self.nodes: list[NodeCapacity] = sorted(nodes, key=lambda n: n.node_id)
+        self.clock = clock
+        self.demand_of = demand_of
+        self.jobs: dict[str, FakeJob] = {}
+        self.calls: list[tuple[str, str]] = []  # (method, submission id) of every port call
+        self.closed = False
+        self._unavailable: str | None = None
+        self._lose_next_reply = False
+        self._refuse_next: str | None = None
+
+    # ------------------------------------------------------------------ the port
+    async def submit(self, payload: SubmissionPayload) -> None:
+        sid = payload.submission_id
+        self._enter("submit", sid)
+        if sid in self.jobs:
+            raise DuplicateSubmission(
+                f"Request failed with status code 400: Job with submission_id {sid} already exists. "
+                "Please use a different submission_id."
+            )
+        if self._refuse_next is not None:
+            why, self._refuse_next = self._refuse_next, None
+            raise RuntimeError(f"Request failed with status code 400: {why}")
+        self.jobs[sid] = FakeJob(payload=payload, submitted_at=self.clock(), demand=self.demand_of(payload))
+        if self._lose_next_reply:
+            # Ray took the job, the caller never heard: the case exactly-once recovery is for.
+            self._lose_next_reply = False
+            raise RayUnavailable(f"job server: read timed out (submit {sid})")
+
+    async def status(self, submission_id: str) -> JobObservation | None:
+        self._enter("status", submission_id)
+        job = self.jobs.get(submission_id)
+        return None if job is None else job.observe()
+
+    async def stop(self, submission_id: str) -> bool:
+        """Stops at once (real Ray takes a moment: the next ``status`` may still say RUNNING)."""
+        self._enter("stop", submission_id)
+        job = self.jobs.get(submission_id)
+        if job is None or job.status.is_terminal():
+            return False
+        self._end(job, S.STOPPED, _STOPPED_MSG)
+        return True
+
+    async def logs_tail(self, submission_id: str, max_bytes: int = 65_536) -> str:
+        self._enter("logs_tail", submission_id)
+        job = self.jobs.get(submission_id)
+        if job is None:
+            return ""
+        return job.logs.encode("utf-8", "replace")[-max_bytes:].decode("utf-8", "ignore")
+
+    async def capacity(self) -> list[NodeCapacity]:
+        self._enter("capacity", "")
+        return self.free_nodes()
+
+    def close(self) -> None:
+        self.closed = True
+
+    # ------------------------------------------------------------------ controls: Ray itself
+    def make_unavailable(self, reason: str = "connection refused") -> None:
+        """Every port call raises RayUnavailable until ``make_available``."""
+        self._unavailable = reason
+
+    def make_available(self) -> None:
+        self._unavailable = None
+
+    def lose_next_submit_reply(self) -> None:
+        """The next new submission reaches Ray, but its caller gets RayUnavailable."""
+        self._lose_next_reply = True
+
+    def refuse_next_submit(self, why: str = "invalid runtime_env") -> None:
+        """The next new submission is refused by Ray (HTTP 400, a RuntimeError)."""
+        self._refuse_next = why
+
+    def set_nodes(self, nodes: Iterable[NodeCapacity]) -> None:
+        """Nodes joined or left. What jobs hold on a node that left is no longer counted."""
+        self.nodes = sorted(nodes, key=lambda n: n.node_id)
+
+    def free_nodes(self) -> list[NodeCapacity]:
+        """The nodes as ``capacity`` reports them: baseline free less what jobs hold."""
+        used: dict[str, tuple[float, float]] = {}
+        for job in self.jobs.values():
+            for node_id, (gpus, cpus) in job.held.items():
+                g, c = used.get(node_id, (0.0, 0.0))
+                used[node_id] = (g + gpus, c + cpus)
+        out = []
+        for node in self.nodes:
+            g, c = used.get(node.node_id, (0.0, 0.0))
+            out.append(NodeCapacity(node_id=node.node_id, ip=node.ip, total_gpus=node.total_gpus,
+                                    free_gpus=node.free_gpus - g, total_cpus=node.total_cpus,
+                                    free_cpus=node.free_cpus - c))
+        return out
+
+    # ------------------------------------------------------------------ controls: one job
+    def job(self, submission_id: str) -> FakeJob:
+        """The job (KeyError: Ray has no such job)."""
+        return self.jobs[submission_id]
+
+    def submit_count(self, submission_id: str) -> int:
+        """How many times ``submit`` was called for this id (accepted or not)."""
+        return self.calls.count(("submit", submission_id))
+
+    def fits(self, submission_id: str) -> bool:
+        return self._placement(self.job(submission_id)) is not None
+
+    def start(self, submission_id: str) -> FakeJob:
+        """PENDING → RUNNING: the driver and the gang take their resources (first fit over
+        nodes in id order, one node per gang member). Raises DoesNotFit when they cannot."""
+        job = self.job(submission_id)
+        if job.status is not S.PENDING:
+            raise ValueError(f"{submission_id} is {job.status.value}, not PENDING")
+        placement = self._placement(job)
+        if placement is None:
+            raise DoesNotFit(f"{submission_id}: {job.demand} does not fit {self.free_nodes()}")
+        job.held = placement
+        job.driver_node_id = next(iter(placement), None)
+        job.status, job.message = S.RUNNING, "Job is currently running."
+        return job
+
+    def succeed(self, submission_id: str, *, logs: str = "") -> FakeJob:
+        job = self.job(submission_id)
+        job.driver_exit_code = 0
+        job.logs += logs
+        return self._end(job, S.SUCCEEDED, _SUCCEEDED_MSG)
+
+    def fail(self, submission_id: str, message: str = "", *, error_type: str | None = None,
+             exit_code: int | None = None, logs: str = "") -> FakeJob:
+        """The job FAILED. With an ``exit_code`` and no message, Ray's own words for a
+        failed entrypoint (which end with the log) and its JOB_ENTRYPOINT_COMMAND_ERROR."""
+        job = self.job(submission_id)
+        job.logs += logs
+        job.driver_exit_code = exit_code
+        if exit_code is not None and not message:
+            message = _ENTRYPOINT_FAILED.format(code=exit_code, logs=job.logs[-20_000:])
+            error_type = error_type or "JOB_ENTRYPOINT_COMMAND_ERROR"
+        job.error_type = error_type
+        return self._end(job, S.FAILED, message)
+
+    def fail_for_resources(self, submission_id: str) -> FakeJob:
+        """The job FAILED the way verl fails fast when the cluster's free GPUs are fewer than
+        its gang (exit code 1, the ValueError inside a RayTaskError in the log)."""
+        job = self.job(submission_id)
+        free = sum(n.free_gpus for n in self.free_nodes()) + sum(g for g, _ in job.held.values())
+        want = job.demand.total_gpus if job.demand is not None else 0
+        log = ("ray.exceptions.RayTaskError(ValueError): ray::TaskRunner.run()\n"
+               f"ValueError: Total available GPUs {free} is less than total desired GPUs {want}\n")
+        return self.fail(submission_id, exit_code=1, logs=log)
+
+    def forget(self, submission_id: str) -> None:
+        """Ray lost the job (a head restarted without its GCS state): ``status`` says None."""
+        del self.jobs[submission_id]
+
+    # ------------------------------------------------------------------ inside
+    def _enter(self, method: str, submission_id: str) -> None:
+        self.calls.append((method, submission_id))
+        if self.closed:
+            raise RuntimeError("FakeRay is closed")
+        if self._unavailable is not None:
+            raise RayUnavailable(self._unavailable)
+
+    def _end(self, job: FakeJob, status: AttemptStatus, message: str) -> FakeJob:
+        if job.status.is_terminal():
+            raise ValueError(f"{job.payload.submission_id} already ended {job.status.value}")
+        job.status, job.message = status, message
+        job.end_time = self.clock()
+        job.held = {}
+        return job
+
+    def _placement(self, job: FakeJob) -> dict[str, tuple[float, float]] | None:
+        """node id -> (GPUs, CPUs) for the gang's nodes, the driver's CPUs on the first."""
+        driver = job.payload.entrypoint_num_cpus
+        demand = job.demand or Demand(nnodes=1, n_gpus_per_node=0, cpus_per_node=0.0)
+        chosen: dict[str, tuple[float, float]] = {}
+        for node in self.free_nodes():
+            cpus = demand.cpus_per_node + (driver if not chosen else 0.0)
+            if node.free_gpus >= demand.n_gpus_per_node and node.free_cpus >= cpus:
+                chosen[node.node_id] = (float(demand.n_gpus_per_node), cpus)
+                if len(chosen) == demand.nnodes:
+                    return chosen
+        return None
+
+
+if TYPE_CHECKING:
+    def _fake_is_a_port(fake: FakeRay) -> RayPort:
+        return fake  # mypy fails here if the fake drifts from the port
