@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Collection, Iterable
 
 from argus.events.catalog import Demand, NodeCapacity, SubmissionPayload
 from argus.lifecycle import AttemptStatus
@@ -146,6 +146,10 @@ class FakeRay:
         self._enter("status", submission_id)
         job = self.jobs.get(submission_id)
         return None if job is None else job.observe()
+
+    async def statuses(self, submission_ids: Collection[str]) -> dict[str, JobObservation | None]:
+        self._enter("statuses", ",".join(sorted(submission_ids)))
+        return {sid: (None if (job := self.jobs.get(sid)) is None else job.observe()) for sid in submission_ids}
 
     async def stop(self, submission_id: str) -> bool:
         """Stops at once (real Ray takes a moment: the next ``status`` may still say RUNNING)."""

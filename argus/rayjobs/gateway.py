@@ -16,6 +16,7 @@ import asyncio
 import concurrent.futures
 import functools
 import threading
+from collections.abc import Collection
 from typing import Any, Callable, TypeVar
 
 import msgspec
@@ -67,6 +68,20 @@ class JobObservation(msgspec.Struct, frozen=True, kw_only=True):
 
 def _ms(value: int | None) -> float | None:
     return None if not value else value / 1000.0
+
+
+def _observation(submission_id: str, info: Any) -> JobObservation:
+    """A JobObservation from Ray's JobDetails/JobInfo."""
+    return JobObservation(
+        submission_id=submission_id,
+        status=AttemptStatus.from_ray(info.status),
+        message=info.message or "",
+        error_type=_error_type(getattr(info, "error_type", None)),
+        start_time=_ms(info.start_time),
+        end_time=_ms(info.end_time),
+        driver_exit_code=getattr(info, "driver_exit_code", None),
+        driver_node_id=getattr(info, "driver_node_id", None),
+    )
 
 
 def _error_type(value: object) -> str | None:
@@ -189,18 +204,22 @@ class RayGateway:
                 if _is_not_found(exc):
                     return None
                 raise
-            return JobObservation(
-                submission_id=submission_id,
-                status=AttemptStatus.from_ray(info.status),
-                message=info.message or "",
-                error_type=_error_type(getattr(info, "error_type", None)),
-                start_time=_ms(info.start_time),
-                end_time=_ms(info.end_time),
-                driver_exit_code=getattr(info, "driver_exit_code", None),
-                driver_node_id=getattr(info, "driver_node_id", None),
-            )
+            return _observation(submission_id, info)
 
         return self._call(go)
+
+    def statuses(self, submission_ids: Collection[str]) -> dict[str, JobObservation | None]:
+        """The state of each of these jobs in one listing of Ray's jobs (None: unknown)."""
+        def go(client: Any) -> dict[str, JobObservation | None]:
+            wanted = set(submission_ids)
+            found: dict[str, JobObservation | None] = dict.fromkeys(wanted)
+            for info in client.list_jobs():
+                sid = getattr(info, "submission_id", None)
+                if sid in wanted:
+                    found[sid] = _observation(sid, info)
+            return found
+
+        return self._call(go) if submission_ids else {}
 
     def stop(self, submission_id: str) -> bool:
         """Ask Ray to stop the job (SIGTERM to the driver, SIGKILL after a grace period).
@@ -297,6 +316,9 @@ class AsyncRayGateway:
 
     async def status(self, submission_id: str) -> JobObservation | None:
         return await self._run(self.sync.status, submission_id)
+
+    async def statuses(self, submission_ids: Collection[str]) -> dict[str, JobObservation | None]:
+        return await self._run(self.sync.statuses, submission_ids)
 
     async def stop(self, submission_id: str) -> bool:
         return await self._run(self.sync.stop, submission_id)

@@ -13,6 +13,7 @@ The contract every implementation keeps (the reactor's exactly-once rule rests o
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from argus.events.catalog import NodeCapacity, SubmissionPayload
@@ -31,6 +32,11 @@ class RayPort(Protocol):
 
     async def status(self, submission_id: str) -> JobObservation | None:
         """The job's state now, or None when Ray has no job with this id."""
+        ...
+
+    async def statuses(self, submission_ids: Collection[str]) -> dict[str, JobObservation | None]:
+        """The state of each of these jobs (None: Ray has no such job), in one call to Ray:
+        a turn that follows 50 running jobs must not pay Ray's latency 50 times."""
         ...
 
     async def stop(self, submission_id: str) -> bool:

@@ -1,0 +1,150 @@
+"""The reactor's turn at scale, against an in-memory Ray with an injected latency. Prints
+numbers; not a timed test.
+
+    python -m tests.bench.bench_turn [--waiting 10000] [--running 50] [--latency-ms 5]
+
+A real SQLite store (synchronous=FULL, as production runs) and the real ``Reactor``,
+driven one ``turn()`` at a time; Ray is ``FakeRay`` (argus.rayjobs.fake) whose every call
+first sleeps ``--latency-ms`` (what a call to a real head costs). The cluster has one
+8-GPU node per running slot, so ``--running`` tasks run and the rest wait.
+
+Measured: the turn after ``--waiting`` + ``--running`` tasks arrive (it admits the ones
+that fit and records why each other one waits), the next turns with nothing new (the
+steady state: following the running attempts), and how many calls each made to Ray.
+Targets (issue 24): the arrival turn < 500 ms; a steady turn < 100 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Collection
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from argus.config import ArgusConfig, SchedulerConfig, ServiceConfig  # noqa: E402
+from argus.rayjobs import submission_id_for  # noqa: E402
+from argus.rayjobs.fake import FakeRay, worker_nodes  # noqa: E402
+from argus.rayjobs.gateway import JobObservation  # noqa: E402
+from argus.reactor import Reactor  # noqa: E402
+from argus.service.auth import AuthCache, Principal  # noqa: E402
+from argus.service.commands import Commands  # noqa: E402
+from argus.store import AppendBatch  # noqa: E402
+from argus.events import task_stream  # noqa: E402
+from projections import open_store  # noqa: E402
+
+
+class SlowRay(FakeRay):
+    """FakeRay whose every call costs ``latency`` seconds, like a call to a real head."""
+
+    def __init__(self, *args: object, latency: float, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.latency = latency
+
+    async def status(self, submission_id: str) -> JobObservation | None:
+        await asyncio.sleep(self.latency)
+        return await super().status(submission_id)
+
+    async def statuses(self, submission_ids: Collection[str]) -> dict[str, JobObservation | None]:
+        await asyncio.sleep(self.latency)
+        return await super().statuses(submission_ids)
+
+    async def capacity(self):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(self.latency)
+        return await super().capacity()
+
+    async def submit(self, payload):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(self.latency)
+        return await super().submit(payload)
+
+
+def _calls(ray: FakeRay, since: int) -> str:
+    kinds: dict[str, int] = {}
+    for method, _ in ray.calls[since:]:
+        kinds[method] = kinds.get(method, 0) + 1
+    return ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) or "none"
+
+
+async def run(waiting: int, running: int, latency: float, steady_turns: int) -> tuple[float, list[float]]:
+    data = Path(tempfile.mkdtemp(prefix="argus-turn-"))
+    (data / "shared").mkdir()
+    clock_now = [time.time()]
+    sched = SchedulerConfig(max_running_tasks=running)
+    config = ArgusConfig(shared_root=str(data / "shared"), entrypoint_num_cpus=1.0,
+                         v2=ServiceConfig(scheduler=sched))
+    store = await open_store(data / "argus.sqlite3", synchronous="FULL")
+    commands = Commands(store, config, AuthCache(store), group_commit=False)
+    ray = SlowRay(worker_nodes(running, gpus=8.0, cpus=64), clock=lambda: clock_now[0], latency=latency)
+    reactor = Reactor(store, ray, config, reactor_id="bench", clock=lambda: clock_now[0])
+    try:
+        # The tasks, as the API records them: one TaskSubmitted each (made by the command
+        # side once, then appended in big transactions: the arrivals are not what is timed).
+        who = Principal(user_id="alice", is_admin=False, disabled=False)
+        spec = ("kind: advanced\nworkload: ppo\nnnodes: 1\nn_gpus_per_node: 8\n"
+                "command: python3 -m argus.examples.toy_trainer trainer.nnodes=1 trainer.n_gpus_per_node=8\n")
+        first = await commands.submit(who, spec)
+        template = (await store.read_stream(task_stream(first.task_id)))[0].event
+        import msgspec
+
+        total = waiting + running
+        batch = []
+        for i in range(total - 1):
+            tid = f"alice-ppo-20260101-000000-{i:06x}"
+            batch.append(AppendBatch(stream=task_stream(tid), expected_version=0, owner="alice",
+                                     events=[msgspec.structs.replace(template, task_id=tid)]))
+            if len(batch) == 1000:
+                await store.append_batches(batch)
+                batch = []
+        if batch:
+            await store.append_batches(batch)
+        print(f"{total} tasks arrived; cluster: {running} nodes x 8 GPUs; Ray latency {latency * 1000:.0f} ms per call")
+        calls = len(ray.calls)
+        started = time.perf_counter()
+        await reactor.turn()
+        arrival = time.perf_counter() - started
+        print(f"arrival turn: {arrival * 1000:.0f} ms (Ray calls: {_calls(ray, calls)})")
+        for task_id in list(reactor.state.tasks):  # the admitted jobs start
+            view = reactor.state.tasks[task_id]
+            if view.latest_attempt is not None:
+                ray.start(submission_id_for(task_id, view.latest_attempt.attempt_no))
+        clock_now[0] += 30  # past the settle time: Ray's counts include the running jobs
+        await reactor.turn()  # records them RUNNING
+        steady = []
+        for _ in range(steady_turns):
+            calls = len(ray.calls)
+            started = time.perf_counter()
+            await reactor.turn()
+            steady.append(time.perf_counter() - started)
+            clock_now[0] += 1
+        print(f"steady turn Ray calls: {_calls(ray, calls)}")
+        return arrival, steady
+    finally:
+        await store.close()
+        import shutil
+
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--waiting", type=int, default=10_000)
+    ap.add_argument("--running", type=int, default=50)
+    ap.add_argument("--latency-ms", type=float, default=5.0)
+    ap.add_argument("--steady-turns", type=int, default=20)
+    args = ap.parse_args()
+    arrival, steady = asyncio.run(run(args.waiting, args.running, args.latency_ms / 1000, args.steady_turns))
+    med, worst = statistics.median(steady) * 1000, max(steady) * 1000
+    print(f"steady turn: median {med:.1f} ms, max {worst:.1f} ms over {len(steady)} turns")
+    print(f"verdict: arrival turn < 500 ms: {'MET' if arrival < 0.5 else 'NOT MET'} ({arrival * 1000:.0f} ms); "
+          f"steady turn < 100 ms: {'MET' if med < 100 else 'NOT MET'} (median {med:.1f} ms)")
+
+
+if __name__ == "__main__":
+    main()
