@@ -153,7 +153,12 @@ class RayCluster:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.head.proc is not None and self.head.proc.poll() is not None:
-                raise RuntimeError(f"ray head exited; see {self.log_dir / 'head.log'}")
+                # The log's end in the message: the temp dir is removed at teardown.
+                try:
+                    tail = (self.log_dir / "head.log").read_text(errors="replace").splitlines()[-25:]
+                except OSError:
+                    tail = []
+                raise HeadExited("ray head exited; its log ends:\n" + "\n".join(tail))
             try:
                 with urllib.request.urlopen(url, timeout=2):
                     return
@@ -183,16 +188,38 @@ class RayCluster:
         raise TimeoutError(f"expected {count} alive worker nodes, saw {last}")
 
 
+class HeadExited(RuntimeError):
+    """The head process ended while starting (its log's end is the message)."""
+
+
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[RayCluster]:
-    """Start the private cluster once per session; kill exactly what it started."""
-    temp_dir = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))
-    shared_root = Path(tempfile.mkdtemp(prefix="argus-shared-"))
-    cluster = RayCluster(temp_dir, shared_root)
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.stop()
-        shutil.rmtree(shared_root, ignore_errors=True)
-        shutil.rmtree(temp_dir, ignore_errors=True)
+    """Start the private cluster once per session; kill exactly what it started. A head
+    that exits while starting is tried once more on fresh ports: the free ports were
+    picked before Ray bound them, and another process on a shared host may take one."""
+    for attempt in (1, 2):
+        temp_dir = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))
+        shared_root = Path(tempfile.mkdtemp(prefix="argus-shared-"))
+        cluster = RayCluster(temp_dir, shared_root)
+        try:
+            cluster.start()
+        except HeadExited as exc:
+            cluster.stop()
+            shutil.rmtree(shared_root, ignore_errors=True)
+            shutil.rmtree(temp_dir, ignore_errors=True)
+            if attempt == 2:
+                raise
+            print(f"ray head exited while starting; trying again on fresh ports ({exc})")
+            continue
+        except BaseException:
+            cluster.stop()
+            shutil.rmtree(shared_root, ignore_errors=True)
+            shutil.rmtree(temp_dir, ignore_errors=True)
+            raise
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
+            shutil.rmtree(shared_root, ignore_errors=True)
+            shutil.rmtree(temp_dir, ignore_errors=True)
+        return
