@@ -26,6 +26,7 @@ from argus.api.files import FilesController
 from argus.api.metrics import ApiMetrics, healthz, metrics, readyz
 from argus.api.tasks import TasksController
 from argus.api.users import UsersController
+from argus.api.vocabulary import vocabulary
 from argus.config import ArgusConfig
 from argus.service import AuthCache, CommandError, Commands
 
@@ -81,7 +82,7 @@ def _document_errors(app: Litestar) -> None:
             if op is None:
                 continue
             op.responses = op.responses or {}
-            public = path in ("/healthz", "/readyz", "/metrics")
+            public = path in ("/healthz", "/readyz", "/metrics", "/api/v2/vocabulary")
             for code, text in _ERRORS.items():
                 if public or code in op.responses:
                     continue
@@ -164,7 +165,7 @@ def create_app(
     api = Router(
         path=API_PREFIX,
         route_handlers=[AuthController, TasksController, UsersController, FilesController,
-                        events_stream, queue_view, cluster_view],
+                        events_stream, queue_view, cluster_view, vocabulary],
         dependencies={"who": Provide(principal)},
     )
     ui_dir = static_dir or STATIC_DIR

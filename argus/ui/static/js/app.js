@@ -4,6 +4,7 @@
 import { get, post, onUnauthorized } from "./api.js";
 import { startEvents, stopEvents, onStatus } from "./events.js";
 import { h, replace } from "./dom.js";
+import { loadVocabulary } from "./vocabulary.js";
 
 const PAGES = {
   login: () => import("./pages/login.js"),
@@ -126,6 +127,7 @@ function liveIndicator() {
 }
 
 async function boot() {
+  await loadVocabulary();  // states and event types, before any page or stream uses them
   liveIndicator();
   document.getElementById("logout").addEventListener("click", logout);
   onUnauthorized(() => {

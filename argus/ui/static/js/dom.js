@@ -93,11 +93,8 @@ export function fmtBytes(n) {
   return i === 0 ? `${v} B` : `${v.toFixed(1)} ${units[i]}`;
 }
 
-export const STATES = [
-  "QUEUED", "PENDING_RESOURCES", "SUBMITTING", "SUBMITTED", "RUNNING",
-  "SUCCEEDED", "FAILED", "CANCELING", "CANCELED",
-];
-export const TERMINAL = new Set(["SUCCEEDED", "FAILED", "CANCELED"]);
+// The server's states, learned at start (vocabulary.js).
+export { STATES, TERMINAL, WAITING } from "./vocabulary.js";
 
 export function stateBadge(state) {
   const s = String(state || "UNKNOWN");

@@ -4,15 +4,11 @@
 // login), we resume with ?after=<last position seen>.
 
 import { API, get } from "./api.js";
+// Every event type the server has (learned at start): the server names each SSE message
+// by its type, and EventSource only delivers named messages to listeners of that name.
+import { EVENT_TYPES } from "./vocabulary.js";
 
-// Every event type of argus/events/catalog.py: the server names each SSE message by its
-// type, and EventSource only delivers named messages to listeners of that name.
-export const EVENT_TYPES = [
-  "TaskSubmitted", "TaskDeferred", "AttemptStarting", "AttemptSubmitted", "AttemptRunning",
-  "AttemptEnded", "RetryScheduled", "TaskSucceeded", "TaskFailed", "TaskCancelRequested",
-  "TaskCanceled", "UserCreated", "UserDisabled", "UserEnabled", "TokenIssued", "TokenRevoked",
-  "TokenUsed", "CapacityObserved", "ClusterUnreachable", "ReactorLeaderElected", "ReactorLeaderReleased",
-];
+export { EVENT_TYPES };
 
 let source = null;
 let lastId = null;

@@ -5,7 +5,7 @@ import { get, post, query, errorText, encodePath } from "../api.js";
 import { API } from "../api.js";
 import { onEvent, taskIdOf } from "../events.js";
 import {
-  h, replace, append, timeEl, stateBadge, fmtDemand, dl, notice, debounce, pretty, TERMINAL,
+  h, replace, append, timeEl, stateBadge, fmtDemand, dl, notice, debounce, pretty, TERMINAL, WAITING,
 } from "../dom.js";
 import { lineChart, mainMetric } from "../chart.js";
 import { renderNotFound } from "./not_found.js";
@@ -98,7 +98,7 @@ export async function render(main, params, ctx) {
       ["Error", t.error_summary ? h("pre", { class: "evidence" }, t.error_summary) : ""],
       ["Warnings", warn],
     ]));
-    const isWaiting = t.state === "QUEUED" || t.state === "PENDING_RESOURCES";
+    const isWaiting = WAITING.has(t.state);
     waiting.hidden = !isWaiting;
     if (isWaiting) {
       replace(waiting, h("div", { class: "notice notice-info" },

@@ -6,11 +6,10 @@
 import { get, query, errorText } from "../api.js";
 import { onEvent, taskIdOf } from "../events.js";
 import {
-  h, replace, stateBadge, STATES, TERMINAL, debounce, notice, fmtAge, fmtTime, nowS, clip, clipped,
+  h, replace, stateBadge, STATES, TERMINAL, WAITING, debounce, notice, fmtAge, fmtTime, nowS, clip, clipped,
 } from "../dom.js";
 
 const PAGE_SIZE = 50;
-const WAITING = new Set(["QUEUED", "PENDING_RESOURCES"]);
 
 export async function render(main, params, ctx) {
   ctx.setTitle("Tasks");
