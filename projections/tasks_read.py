@@ -17,7 +17,7 @@ from projections.cursor import Cursor
 from projections.tasks import TaskView, load_task
 
 __all__ = [
-    "PageCursor", "TaskCounts", "TaskDetail", "TaskPage", "TaskSummary", "summarize", "task_counts", "task_page",
+    "PageCursor", "TaskCounts", "all_tasks", "TaskDetail", "TaskPage", "TaskSummary", "summarize", "task_counts", "task_page",
     "task_view", "unfinished_tasks",
 ]
 
@@ -142,6 +142,11 @@ def _desc(task_id: str) -> tuple[int, ...]:
     """A sort key that orders task ids descending inside an ascending merge (the closing
     1 puts a prefix after the longer ids it starts, as descending order wants)."""
     return (*(-ord(c) for c in task_id), 1)
+
+
+def all_tasks(db: sqlite3.Connection) -> list[TaskView]:
+    """Every task, oldest first (replay's picture of a moment)."""
+    return [_decode_view(view) for (view,) in db.execute("SELECT view FROM tasks ORDER BY created_at, task_id")]
 
 
 def unfinished_tasks(db: sqlite3.Connection) -> list[TaskView]:

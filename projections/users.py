@@ -44,7 +44,7 @@ class UserView(msgspec.Struct, frozen=True, kw_only=True):
     tokens: tuple[TokenView, ...] = ()
 
 
-class UserEventError(InvariantViolation):
+class UserEventError(InvariantViolation, ValueError):
     """A user event that does not fit the user's history (unknown user, duplicate, ...):
     the store refuses the whole append."""
 

@@ -66,42 +66,28 @@ def migrate(db_path: str | None, config_path: str | None, target: int | None) ->
 @_config_option
 def status(db_path: str | None, config_path: str | None) -> None:
     """Schema version, pending migrations, log head and projection checkpoints (read-only)."""
+    from argus.store.dbfile import database_facts, open_read_only
     from argus.store.migrate import available_migrations
 
     path = _db_path(db_path, config_path)
     if not path.exists():
         raise click.ClickException(f"{path} does not exist; run `argus db migrate` to create it")
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        version = (
-            int(conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0])
-            if "schema_migrations" in tables else 0
-        )
-        shipped = available_migrations()
-        pending = [m for m in shipped if m.version > version]
-        click.echo(f"database:       {path}")
-        click.echo(f"schema version: {version} (this code ships {shipped[-1].version if shipped else 0})")
-        if version > (shipped[-1].version if shipped else 0):
-            click.echo("                newer than this code: upgrade Argus before using it")
-        click.echo("pending:        " + (", ".join(f"{m.version:04d}_{m.name}" for m in pending) or "none"))
-        click.echo(f"journal mode:   {conn.execute('PRAGMA journal_mode').fetchone()[0]}")
-        if "events" in tables:
-            count, head = conn.execute("SELECT count(*), coalesce(max(position), 0) FROM events").fetchone()
-            click.echo(f"events:         {count} (head position {head})")
-        if "projection_state" in tables:
-            # ``live`` came with migration 0005; an older database has checkpoints only.
-            columns = {r[1] for r in conn.execute("PRAGMA table_info(projection_state)")}
-            live_sql = "live" if "live" in columns else "0"
-            for name, pversion, checkpoint, live in conn.execute(
-                f"SELECT name, version, checkpoint, {live_sql} FROM projection_state ORDER BY name"
-            ):
-                where = "live, at the head" if live else f"at {checkpoint}"
-                click.echo(f"projection:     {name} v{pversion} {where}")
-        if "subscriber_checkpoints" in tables:
-            for name, position in conn.execute("SELECT name, position FROM subscriber_checkpoints ORDER BY name"):
-                click.echo(f"consumer:       {name} at {position}")
+        with open_read_only(path) as (conn, _):
+            facts = database_facts(conn, counts=True)
     except sqlite3.Error as exc:
         raise click.ClickException(f"cannot read {path}: {exc}") from exc
-    finally:
-        conn.close()
+    pending = [m for m in available_migrations() if m.version > facts.schema_version]
+    click.echo(f"database:       {path}")
+    click.echo(f"schema version: {facts.schema_version} (this code ships {facts.newest_known_version})")
+    if facts.schema_version > facts.newest_known_version:
+        click.echo("                newer than this code: upgrade Argus before using it")
+    click.echo("pending:        " + (", ".join(f"{m.version:04d}_{m.name}" for m in pending) or "none"))
+    click.echo(f"journal mode:   {facts.journal_mode}")
+    if facts.has_event_log:
+        click.echo(f"events:         {facts.events} (head position {facts.head})")
+    for p in facts.projections:
+        where = "live, at the head" if p.live else f"at {p.checkpoint}"
+        click.echo(f"projection:     {p.name} v{p.version} {where}")
+    for name, position in facts.consumers.items():
+        click.echo(f"consumer:       {name} at {position}")

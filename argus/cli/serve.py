@@ -221,14 +221,19 @@ def report_progress(config: Any, stopping: "threading.Event", echo: Callable[[st
         if head.reason == "ok" and head.record is not None:
             say("head", f"Ray head up at {head.record.gcs_address} "
                         f"(dashboard http://{head.record.head_ip}:{head.record.dashboard_port})")
+        from argus.store.dbfile import open_read_only
+        from projections.cluster import read_cluster
+
         try:
-            with contextlib.closing(sqlite3.connect(f"file:{config.v2.sqlite.db_path}?mode=ro",
-                                                    uri=True, timeout=1.0)) as db:
-                nodes = db.execute("SELECT total_gpus, total_cpus FROM cluster_nodes").fetchall()
-        except sqlite3.Error:
+            if not Path(config.v2.sqlite.db_path).is_file():
+                continue
+            with open_read_only(Path(config.v2.sqlite.db_path)) as (db, _):
+                seen = read_cluster(db)
+        except (sqlite3.Error, OSError):
             continue
+        nodes = list(seen.nodes) if seen is not None else []
         if nodes:
-            gpus, cpus = sum(n[0] for n in nodes), sum(n[1] for n in nodes)
+            gpus, cpus = sum(n.total_gpus for n in nodes), sum(n.total_cpus for n in nodes)
             # Say plainly how much can run at once: CPUs, not GPUs, may be the limit.
             at_once = int(min(gpus, cpus // CPUS_PER_LOCAL_GPU))
             say("ready", f"worker joined: {len(nodes)} node(s), {gpus:g} GPUs, {cpus:g} CPUs "

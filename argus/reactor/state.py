@@ -12,6 +12,7 @@ import sqlite3
 
 from argus.events import CapacityObserved, ClusterUnreachable, NodeCapacity, Recorded
 from argus.lifecycle import TaskState
+from argus.store.dbfile import read_transaction
 from projections import TaskView, evolve_task, projection_checkpoint
 from projections.cluster import read_cluster
 from projections.tasks import TASK_EVENT_TYPES
@@ -32,16 +33,13 @@ class ReactorState:
     def load(cls, db: sqlite3.Connection) -> "ReactorState":
         """Snapshot the unfinished tasks and the last cluster observation, consistently."""
         state = cls()
-        db.execute("BEGIN")
-        try:
+        with read_transaction(db):
             state.position = projection_checkpoint(db, "tasks")
             state.tasks = {task.task_id: task for task in unfinished_tasks(db)}
             cluster = read_cluster(db)
             if cluster is not None:
                 state.cluster_reachable = cluster.reachable
                 state.last_capacity = cluster.nodes
-        finally:
-            db.execute("COMMIT")
         return state
 
     def fold(self, rec: Recorded) -> None:

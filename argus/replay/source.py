@@ -1,24 +1,20 @@
-"""Opening a log for inspection (read-only) and the scratch databases replay folds into.
+"""Opening a log for inspection (read-only), and naming a point in it.
 
-Replay never writes to the database it inspects: it is opened with ``mode=ro``. A WAL
-database opened read-only still needs its ``-shm`` file (SQLite creates it next to the
-database when missing); where that is impossible (a read-only directory, a copy without
-its ``-shm``) the database and its ``-wal`` are copied to a temporary directory and read
-there, and ``LogSource.copied`` says so.
+Replay never writes to the database it inspects: ``argus.store.dbfile.open_read_only``
+opens it with ``mode=ro``, or reads a temporary copy where that is impossible
+(``LogSource.copied`` says so). Replay folds into throw-away databases (``scratch_db``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import shutil
 import sqlite3
-import tempfile
 from pathlib import Path
 from typing import Iterator
-from urllib.parse import quote
 
-from argus.store.migrate import available_migrations, migrate
+from argus.store import head_position
+from argus.store.dbfile import database_facts, open_read_only, position_at_time, scratch_database
 
 __all__ = [
     "LogSource",
@@ -49,89 +45,26 @@ class LogSource:
         self.copied = copied  # True: read from a temporary copy (the -shm could not be made)
 
 
-def _connect_ro(path: Path) -> sqlite3.Connection:
-    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-    try:
-        # The first read is what touches the -shm of a WAL database; fail here, not later.
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.Error:
-        conn.close()
-        raise
-    return conn
-
-
 @contextlib.contextmanager
 def open_log(db_path: str | Path) -> Iterator[LogSource]:
-    """Open ``db_path`` read-only; fall back to reading a temporary copy of it."""
+    """Open ``db_path`` read-only (falling back to a temporary copy of it); ReplayError
+    for a file that is not an Argus database or is newer than this code."""
     path = Path(db_path)
     if not path.is_file():
         raise ReplayError(f"no database at {path}")
-    tmp: tempfile.TemporaryDirectory[str] | None = None
-    try:
-        try:
-            conn = _connect_ro(path)
-            copied = False
-        except sqlite3.OperationalError:
-            tmp = tempfile.TemporaryDirectory(prefix="argus-replay-")
-            copy = Path(tmp.name) / path.name
-            shutil.copy2(path, copy)
-            wal = path.with_name(path.name + "-wal")
-            if wal.exists():
-                shutil.copy2(wal, copy.with_name(copy.name + "-wal"))
-            conn = _connect_ro(copy)
-            copied = True
-        try:
-            _check_schema(conn, path)
-            yield LogSource(conn, path, copied)
-        finally:
-            conn.close()
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
-
-
-def _check_schema(conn: sqlite3.Connection, path: Path) -> None:
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if "events" not in tables:
-        raise ReplayError(f"{path} is not an Argus database (it has no events table)")
-    if "schema_migrations" in tables:
-        version = int(conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] or 0)
-        head = available_migrations()[-1].version
-        if version > head:
+    with open_read_only(path) as (conn, copied):
+        facts = database_facts(conn)
+        if not facts.has_event_log:
+            raise ReplayError(f"{path} is not an Argus database (it has no events table)")
+        if facts.schema_version > facts.newest_known_version:
             raise ReplayError(
-                f"{path} is at schema version {version}, newer than this Argus ({head}); "
-                "replay it with the Argus that wrote it"
+                f"{path} is at schema version {facts.schema_version}, newer than this Argus "
+                f"({facts.newest_known_version}); replay it with the Argus that wrote it"
             )
+        yield LogSource(conn, path, copied)
 
 
-@contextlib.contextmanager
-def scratch_db() -> Iterator[sqlite3.Connection]:
-    """A throw-away database with this code's schema, deleted on exit."""
-    with tempfile.TemporaryDirectory(prefix="argus-scratch-") as tmp:
-        path = Path(tmp) / "scratch.sqlite3"
-        migrate(path)
-        conn = sqlite3.connect(path, isolation_level=None)
-        try:
-            # Nothing here needs to survive a crash: skip the journal and the fsyncs.
-            conn.execute("PRAGMA journal_mode=OFF")
-            conn.execute("PRAGMA synchronous=OFF")
-            conn.execute("PRAGMA cache_size=-65536")
-            yield conn
-        finally:
-            conn.close()
-
-
-def head_position(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("SELECT coalesce(max(position), 0) FROM events").fetchone()[0])
-
-
-def position_at_time(conn: sqlite3.Connection, when: float) -> int:
-    """The last position recorded at or before ``when`` (0 if none)."""
-    row = conn.execute(
-        "SELECT coalesce(max(position), 0) FROM events WHERE recorded_at <= ?", (when,)
-    ).fetchone()
-    return int(row[0])
+scratch_db = scratch_database
 
 
 def parse_time(text: str) -> float:

@@ -16,7 +16,7 @@ import msgspec
 from argus.events import Recorded, task_stream
 from argus.replay.source import ReplayError, open_log
 from argus.replay.waits import WaitSegment, event_time, wait_by_reason, wait_segments
-from argus.store import EVENT_COLUMNS, decode_row
+from argus.store import read_stream
 from projections.tasks import AttemptView, TaskView, evolve_task
 
 __all__ = [
@@ -78,13 +78,10 @@ class TaskTimeline(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def load_task_events(conn: sqlite3.Connection, task_id: str) -> list[Recorded]:
-    rows = conn.execute(
-        f"SELECT {EVENT_COLUMNS} FROM events WHERE stream = ? ORDER BY version",
-        (task_stream(task_id),),
-    ).fetchall()
-    if not rows:
+    events = read_stream(conn, task_stream(task_id))
+    if not events:
         raise TaskNotFound(f"no task {task_id!r} in the log")
-    return [decode_row(r) for r in rows]
+    return events
 
 
 def task_timeline(db_path: str | Path, task_id: str) -> TaskTimeline:

@@ -18,8 +18,8 @@ import msgspec
 
 from argus.lifecycle import IllegalTransition
 from argus.replay.source import ReplayError, open_log
-from argus.store.migrate import migrate
-from argus.store import EVENT_COLUMNS, log_rows
+from argus.store import log_rows
+from argus.store.dbfile import LoadedLog, NotEmpty, load_log, read_transaction
 from projections import PROJECTION_TABLES, default_projections, rebuild_projections
 
 __all__ = ["ExportedEvent", "ImportRefused", "ImportReport", "export_jsonl", "import_jsonl"]
@@ -89,14 +89,10 @@ def export_jsonl(db_path: str | Path, out: IO[bytes], *, after: int = 0,
                  until: int | None = None) -> int:
     """Write events (after, until] of ``db_path`` to ``out``; return how many."""
     n = 0
-    with open_log(db_path) as source:
-        source.conn.execute("BEGIN")  # one snapshot however long the export takes
-        try:
-            for line in iter_export(source.conn, after=after, until=until):
-                out.write(line)
-                n += 1
-        finally:
-            source.conn.execute("COMMIT")
+    with open_log(db_path) as source, read_transaction(source.conn):  # one snapshot, however long
+        for line in iter_export(source.conn, after=after, until=until):
+            out.write(line)
+            n += 1
     return n
 
 
@@ -140,33 +136,19 @@ def import_jsonl(lines: Iterable[bytes], db_path: str | Path, *,
     """Load exported lines into the empty database ``db_path`` (created if missing),
     keeping positions, streams, versions and recorded_at; then rebuild its projections.
     All or nothing: one transaction."""
-    migrate(db_path)
-    conn = sqlite3.connect(db_path, isolation_level=None)
+    def rebuild(conn: sqlite3.Connection, loaded: LoadedLog) -> None:
+        if loaded.first_position == 1 or loaded.events == 0:  # a whole log: its projections
+            rebuild_projections(conn, conn, default_projections())
+
     try:
-        conn.execute("PRAGMA busy_timeout=30000")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for table in ("events", *PROJECTION_TABLES):
-                if conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone():
-                    raise ImportRefused(f"{db_path} is not empty ({table} has rows); "
-                                        "import only into an empty database")
-            conn.executemany(
-                f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
-                _rows(lines, allow_partial),
-            )
-            first, last, n = conn.execute(
-                "SELECT coalesce(min(position), 0), coalesce(max(position), 0), count(*) FROM events"
-            ).fetchone()
-            rebuilt = first == 1 or n == 0
-            if rebuilt:
-                rebuild_projections(conn, conn, default_projections())
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        loaded = load_log(db_path, _rows(lines, allow_partial), empty=PROJECTION_TABLES, then=rebuild)
+    except NotEmpty as exc:
+        raise ImportRefused(str(exc)) from exc
+    except ImportRefused:
+        raise
     except (sqlite3.IntegrityError, IllegalTransition, ValueError) as exc:
         # ValueError covers the projections' own refusals (UserEventError, decode errors).
         raise ImportRefused(f"the lines are not a valid log: {exc}") from exc
-    finally:
-        conn.close()
-    return ImportReport(events=n, first_position=first, last_position=last, rebuilt=rebuilt)
+    return ImportReport(events=loaded.events, first_position=loaded.first_position,
+                        last_position=loaded.last_position,
+                        rebuilt=loaded.first_position == 1 or loaded.events == 0)

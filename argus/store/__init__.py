@@ -11,7 +11,7 @@ from argus.store.errors import (
     UnknownEventType,
 )
 from argus.store.hooks import ReadModels
-from argus.store.log import EVENT_COLUMNS, Share, decode_row, head_position, iter_log, log_rows
+from argus.store.log import EVENT_COLUMNS, Share, decode_row, head_position, iter_log, log_rows, read_stream
 from argus.store.migrate import MigrationError, current_version, migrate
 from argus.store.sqlite import SYNCHRONOUS_MODES, AppendBatch, EventStore
 
@@ -36,4 +36,5 @@ __all__ = [
     "iter_log",
     "log_rows",
     "migrate",
+    "read_stream",
 ]

@@ -14,7 +14,10 @@ import msgspec
 from argus.events import EventBase, EventMeta, Recorded, decode_event
 from argus.events.codec import decode_failure, decoder_for
 
-__all__ = ["EVENT_COLUMNS", "Decoders", "EMPTY_META", "Share", "decode_row", "head_position", "iter_log", "log_rows"]
+__all__ = [
+    "EVENT_COLUMNS", "Decoders", "EMPTY_META", "Share", "decode_row", "head_position", "iter_log", "log_rows",
+    "read_stream",
+]
 
 EVENT_COLUMNS = "position, stream, version, type, schema_version, data, meta, owner, recorded_at"
 # The same columns with meta left out (NULL): folds never read who caused an event.
@@ -118,3 +121,9 @@ def head_position(db: sqlite3.Connection, until: int | None = None) -> int:
     sql = "SELECT coalesce(max(position), 0) FROM events"
     row = db.execute(sql + " WHERE position <= ?", (until,)).fetchone() if until is not None else db.execute(sql).fetchone()
     return int(row[0])
+
+
+def read_stream(db: sqlite3.Connection, stream: str) -> list[Recorded]:
+    """Every event of one stream, in order."""
+    rows = db.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE stream = ? ORDER BY version", (stream,))
+    return [decode_row(r) for r in rows]

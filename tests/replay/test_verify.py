@@ -84,7 +84,7 @@ def test_cli_verify_exit_codes(scenario: Scenario, db_copy: Path) -> None:
 
 def test_falls_back_to_a_copy_when_read_only_open_fails(scenario: Scenario, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     # A WAL database in a read-only directory cannot get its -shm; simulate that refusal.
-    import argus.replay.source as source
+    import argus.store.dbfile as source
 
     real, calls = source._connect_ro, []
 
