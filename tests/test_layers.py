@@ -20,7 +20,7 @@ LAYERS: list[set[str]] = [
     {"projections"},
     {"argus.scheduler", "argus.taskspec", "argus.nodepool", "argus.guardian", "argus.examples"},
     {"argus.rayjobs"},
-    {"argus.reactor", "argus.service", "argus.replay"},
+    {"argus.reactor", "argus.service", "argus.replay", "argus.sim"},
     {"argus.api", "argus.driver"},
     {"argus.cli"},
     {"argus.__main__", "argus"},

@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "reactor": "argus.cli.reactor:reactor",
     "node": "argus.cli.node:node",
     "replay": "argus.cli.replay:replay",
+    "sim": "argus.cli.sim_cmd:sim",
 }
 
 

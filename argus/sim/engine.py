@@ -1,0 +1,99 @@
+"""The simulation: a virtual clock, a simulated cluster, and the scheduler's own policy.
+
+Events are task arrivals and task ends. After every instant at which something happened,
+the waiting tasks go to ``argus.scheduler.decide`` exactly as the reactor hands them over
+(``QueuedTask`` with its arrival as ``seq``; the policy orders them itself by its
+``queue_order``), with the running tasks and the free capacity per node; every ``Admit``
+starts its task on the nodes the policy chose, and the task ends ``runtime`` later. Ray's
+own delays (job start, placement groups) are not modelled: the simulator judges the policy.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import msgspec
+
+from argus.events import NodeCapacity
+from argus.scheduler import Admit, Capacity, PolicyConfig, QueuedTask, RunningTask, decide
+from argus.sim.trace import SimTask, Trace
+
+__all__ = ["SimResult", "TaskOutcome", "simulate"]
+
+_END, _ARRIVAL = 0, 1  # at one instant, ends free resources before arrivals are decided
+
+
+class TaskOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    task_id: str
+    user: str
+    nnodes: int
+    gpus: int  # the whole gang
+    arrival: float
+    runtime: float
+    start: float | None = None  # None: never admitted
+    end: float | None = None
+
+
+class SimResult(msgspec.Struct, frozen=True, kw_only=True):
+    policy: str
+    outcomes: list[TaskOutcome]
+    capacity_gpus: float
+    decisions: int  # calls of the policy
+
+
+def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, backfill: bool = False,
+             max_running_per_user: int = 0) -> SimResult:
+    """Run ``trace`` through ``policy`` on the trace's nodes; every task's start and end."""
+    config = PolicyConfig(policy=policy, max_running_tasks=max_running_tasks, backfill=backfill,
+                          max_running_per_user=max_running_per_user)
+    free = {n.node_id: [n.gpus, n.cpus] for n in trace.nodes}
+    totals = {n.node_id: (n.gpus, n.cpus) for n in trace.nodes}
+    tasks = {t.task_id: t for t in trace.tasks}
+    events: list[tuple[float, int, int, str]] = []
+    for seq, task in enumerate(trace.tasks, start=1):
+        heapq.heappush(events, (task.arrival, _ARRIVAL, seq, task.task_id))
+    waiting: dict[str, QueuedTask] = {}
+    running: dict[str, tuple[RunningTask, tuple[str, ...]]] = {}
+    started: dict[str, float] = {}
+    ended: dict[str, float] = {}
+    decisions = 0
+    while events:
+        now = events[0][0]
+        while events and events[0][0] == now:  # everything that happens at this instant
+            _, kind, seq, task_id = heapq.heappop(events)
+            task = tasks[task_id]
+            if kind == _ARRIVAL:
+                waiting[task_id] = QueuedTask(task_id=task_id, demand=task.demand, seq=seq,
+                                              priority=task.priority, user=task.user)
+            else:
+                _, nodes = running.pop(task_id)
+                _give(free, nodes, task, +1)
+                ended[task_id] = now
+        if not waiting:
+            continue
+        capacity = Capacity(nodes=tuple(
+            NodeCapacity(node_id=nid, ip="", total_gpus=totals[nid][0], free_gpus=g, total_cpus=totals[nid][1],
+                         free_cpus=c) for nid, (g, c) in free.items()))
+        decisions += 1
+        for decision in decide(list(waiting.values()), [r for r, _ in running.values()], capacity, now, config):
+            if not isinstance(decision, Admit):
+                continue
+            task = tasks[decision.task_id]
+            del waiting[task.task_id]
+            running[task.task_id] = (RunningTask(task_id=task.task_id, demand=task.demand, user=task.user,
+                                                 node_ids=decision.node_ids), decision.node_ids)
+            _give(free, decision.node_ids, task, -1)
+            started[task.task_id] = now
+            heapq.heappush(events, (now + task.runtime, _END, 0, task.task_id))
+    outcomes = [TaskOutcome(task_id=t.task_id, user=t.user, nnodes=t.demand.nnodes, gpus=t.demand.total_gpus,
+                            arrival=t.arrival, runtime=t.runtime, start=started.get(t.task_id),
+                            end=ended.get(t.task_id)) for t in trace.tasks]
+    return SimResult(policy=policy, outcomes=outcomes, capacity_gpus=sum(n.gpus for n in trace.nodes),
+                     decisions=decisions)
+
+
+def _give(free: dict[str, list[float]], nodes: tuple[str, ...], task: SimTask, sign: int) -> None:
+    """Return (+1) or take (-1) a gang member's GPUs and CPUs on each of its nodes."""
+    for nid in nodes:
+        free[nid][0] += sign * task.demand.n_gpus_per_node
+        free[nid][1] += sign * task.demand.cpus_per_node

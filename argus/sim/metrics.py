@@ -1,0 +1,65 @@
+"""What a policy did to a workload, in the numbers the scheduling literature uses."""
+
+from __future__ import annotations
+
+import math
+
+import msgspec
+
+from argus.sim.engine import SimResult
+
+__all__ = ["PolicyMetrics", "measure"]
+
+# Bounded slowdown's floor on run time (seconds): a 1-second task that waited a minute is not
+# a 60x slowdown worth averaging (Feitelson's bounded slowdown, tau = 10 s).
+SLOWDOWN_FLOOR_S = 10.0
+
+
+class PolicyMetrics(msgspec.Struct, frozen=True, kw_only=True):
+    policy: str
+    tasks: int
+    never_admitted: int
+    gpu_utilization: float  # GPU-seconds used / (GPUs x busy period)
+    makespan_s: float  # first arrival to last end
+    wait_p50_s: float
+    wait_p90_s: float
+    wait_p99_s: float
+    wait_max_s: float
+    big_gang_wait_p99_s: float  # the largest 10% of tasks by GPUs
+    big_gang_wait_max_s: float
+    bounded_slowdown_avg: float
+    jain_fairness_gpu_hours: float  # over users' GPU-hours: 1 = equal shares
+    decisions: int
+
+
+def _pct(values: list[float], p: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(p * len(ordered)) - 1))]
+
+
+def measure(result: SimResult) -> PolicyMetrics:
+    done = [(o, o.start) for o in result.outcomes if o.start is not None]  # admitted, with start
+    waits = [start - o.arrival for o, start in done]
+    first = min((o.arrival for o in result.outcomes), default=0.0)
+    last = max((o.end or o.start or o.arrival for o in result.outcomes), default=0.0)
+    busy = max(last - first, 1e-9)
+    used = sum(o.gpus * ((o.end if o.end is not None else last) - start) for o, start in done)
+    cut = _pct([float(o.gpus) for o in result.outcomes], 0.9)
+    big = [start - o.arrival for o, start in done if o.gpus >= cut]
+    slowdowns = [max(1.0, (start - o.arrival + o.runtime) / max(o.runtime, SLOWDOWN_FLOOR_S)) for o, start in done]
+    hours: dict[str, float] = {}
+    for o, _ in done:
+        hours[o.user] = hours.get(o.user, 0.0) + o.gpus * o.runtime / 3600
+    shares = list(hours.values())
+    jain = (sum(shares) ** 2 / (len(shares) * sum(x * x for x in shares))) if shares and any(shares) else 1.0
+    return PolicyMetrics(
+        policy=result.policy, tasks=len(result.outcomes), never_admitted=len(result.outcomes) - len(done),
+        gpu_utilization=used / (result.capacity_gpus * busy) if result.capacity_gpus else 0.0,
+        makespan_s=last - first, wait_p50_s=_pct(waits, 0.5), wait_p90_s=_pct(waits, 0.9),
+        wait_p99_s=_pct(waits, 0.99), wait_max_s=max(waits, default=0.0),
+        big_gang_wait_p99_s=_pct(big, 0.99), big_gang_wait_max_s=max(big, default=0.0),
+        bounded_slowdown_avg=sum(slowdowns) / len(slowdowns) if slowdowns else 0.0,
+        jain_fairness_gpu_hours=jain, decisions=result.decisions,
+    )

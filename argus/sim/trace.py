@@ -1,0 +1,156 @@
+"""Reading a cluster trace as gang demand (openb: ``../shared/traces/openb/README.md``).
+
+A pod becomes a task: arrival = ``creation_time``; run time = ``deletion_time -
+scheduled_time``; ``num_gpu`` whole GPUs (a shared GPU, ``gpu_milli`` < 1000, counts as
+one) and ``cpu_milli / 1000`` CPUs on one node. Rows without a GPU or without a run time
+are skipped and counted. The trace has no user column: a task's user is
+``user-NN``, NN = the first 8 hex digits of SHA-256 of the pod name modulo ``users``
+(deterministic, about uniform). Every transformation below is deterministic for a seed.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+from pathlib import Path
+
+import msgspec
+
+from argus.events import Demand
+
+__all__ = ["GangMix", "SimNode", "SimTask", "Trace", "load_openb"]
+
+
+class SimTask(msgspec.Struct, frozen=True, kw_only=True):
+    task_id: str
+    user: str
+    arrival: float
+    runtime: float
+    demand: Demand
+    priority: int = 0
+
+
+class SimNode(msgspec.Struct, frozen=True, kw_only=True):
+    node_id: str
+    gpus: float
+    cpus: float
+
+
+class Trace(msgspec.Struct, frozen=True, kw_only=True):
+    tasks: list[SimTask]
+    nodes: list[SimNode]
+    skipped_no_gpu: int = 0
+    skipped_no_runtime: int = 0
+    skipped_too_big: int = 0  # a gang no nodes of the (subset) cluster could ever hold
+
+
+class GangMix(msgspec.Struct, frozen=True):
+    """Turn a deterministic fraction of tasks into multi-node gangs (the trace has only
+    single-node tasks; verl runs span nodes). ``0.1:2x8,0.05:4x8``: 10% become 2 nodes x 8
+    GPUs, another 5% 4 x 8; CPUs per node and run time are kept."""
+
+    parts: tuple[tuple[float, int, int], ...]
+
+    @classmethod
+    def parse(cls, text: str) -> "GangMix":
+        parts = []
+        for item in filter(None, (p.strip() for p in text.split(","))):
+            try:
+                share, shape = item.split(":")
+                nnodes, gpus = shape.lower().split("x")
+                parts.append((float(share), int(nnodes), int(gpus)))
+            except ValueError as exc:
+                raise ValueError(f"gang mix {item!r}: write SHARE:NODESxGPUS, e.g. 0.1:2x8") from exc
+        if sum(p[0] for p in parts) > 1:
+            raise ValueError("gang mix: the shares add up to more than 1")
+        return cls(tuple(parts))
+
+
+def _unit(text: str, seed: int) -> float:
+    """A deterministic number in [0, 1) for ``text``."""
+    return int(hashlib.sha256(f"{seed}:{text}".encode()).hexdigest()[:12], 16) / 16**12
+
+
+def _user(name: str, users: int) -> str:
+    return f"user-{int(hashlib.sha256(name.encode()).hexdigest()[:8], 16) % users:02d}"
+
+
+def load_openb(
+    pods: Path,
+    nodes: Path,
+    *,
+    nodes_subset: int | None = None,
+    load: float | None = None,
+    gang_mix: GangMix | None = None,
+    seed: int = 0,
+    users: int = 16,
+    limit: int | None = None,
+) -> Trace:
+    """The trace as tasks and nodes. ``nodes_subset``: that many nodes, chosen by a
+    seeded hash of their names; ``load``: arrivals compressed (or stretched) so that the
+    tasks offer that fraction of the (subset) cluster's GPU capacity over the arrival span;
+    ``limit``: the first N usable tasks by arrival."""
+    node_list = []
+    with open(nodes, newline="") as f:
+        for row in csv.DictReader(f):
+            node_list.append(SimNode(node_id=row["sn"], gpus=float(row["gpu"]), cpus=int(row["cpu_milli"]) / 1000))
+    if nodes_subset is not None:
+        node_list = sorted(node_list, key=lambda n: _unit(n.node_id, seed))[:nodes_subset]
+        node_list.sort(key=lambda n: n.node_id)
+    tasks, no_gpu, no_runtime = [], 0, 0
+    with open(pods, newline="") as f:
+        for row in csv.DictReader(f):
+            gpus = int(row["num_gpu"] or 0)
+            if gpus <= 0:
+                no_gpu += 1
+                continue
+            if not row["deletion_time"] or not row["scheduled_time"]:
+                no_runtime += 1
+                continue
+            runtime = float(row["deletion_time"]) - float(row["scheduled_time"])
+            if runtime <= 0:
+                no_runtime += 1
+                continue
+            demand = Demand(nnodes=1, n_gpus_per_node=gpus, cpus_per_node=int(row["cpu_milli"]) / 1000)
+            tasks.append(SimTask(task_id=row["name"], user=_user(row["name"], users),
+                                 arrival=float(row["creation_time"]), runtime=runtime, demand=demand))
+    tasks.sort(key=lambda t: (t.arrival, t.task_id))
+    if gang_mix is not None:
+        tasks = [_as_gang(t, gang_mix, seed) for t in tasks]
+    # A gang no set of nodes of this cluster could ever hold is refused at submit in Argus
+    # (the first-contact rule): skipped here, and counted.
+    fits = [t for t in tasks if _can_ever_fit(t, node_list)]
+    too_big = len(tasks) - len(fits)
+    if limit is not None:
+        fits = fits[:limit]
+    if load is not None and fits:
+        fits = _at_load(fits, node_list, load)
+    return Trace(tasks=fits, nodes=node_list, skipped_no_gpu=no_gpu, skipped_no_runtime=no_runtime,
+                 skipped_too_big=too_big)
+
+
+def _can_ever_fit(task: SimTask, nodes: list[SimNode]) -> bool:
+    d = task.demand
+    return sum(1 for n in nodes if n.gpus >= d.n_gpus_per_node and n.cpus >= d.cpus_per_node) >= d.nnodes
+
+
+def _as_gang(task: SimTask, mix: GangMix, seed: int) -> SimTask:
+    u = _unit("gang:" + task.task_id, seed)
+    for share, nnodes, gpus in mix.parts:
+        if u < share:
+            return msgspec.structs.replace(task, demand=Demand(
+                nnodes=nnodes, n_gpus_per_node=gpus, cpus_per_node=task.demand.cpus_per_node))
+        u -= share
+    return task
+
+
+def _at_load(tasks: list[SimTask], nodes: list[SimNode], load: float) -> list[SimTask]:
+    """Scale arrival times so that GPU-seconds asked / (GPUs x arrival span) = ``load``."""
+    capacity = sum(n.gpus for n in nodes)
+    asked = sum(t.runtime * t.demand.total_gpus for t in tasks)
+    start = tasks[0].arrival
+    span = tasks[-1].arrival - start
+    if span <= 0 or capacity <= 0:
+        return tasks
+    factor = (asked / (capacity * load)) / span
+    return [msgspec.structs.replace(t, arrival=start + (t.arrival - start) * factor) for t in tasks]

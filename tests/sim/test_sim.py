@@ -1,0 +1,105 @@
+"""The simulator: reading a trace as demand, the virtual clock driving the real policy,
+and the metrics — on small made-up traces whose outcome is known, and on the real openb
+trace (a subset) through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+from click.testing import CliRunner
+
+from argus.cli import main
+from argus.events import Demand
+from argus.sim import GangMix, load_openb, measure, simulate
+
+OPENB = Path(__file__).resolve().parents[3] / "shared" / "traces" / "openb"
+NODES = "sn,cpu_milli,memory_mib,gpu,model\nn0,32000,1,4,A\nn1,32000,1,4,A\n"
+HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+
+
+def _trace(tmp_path: Path, pods: list[tuple[str, int, int, float, float]], nodes: str = NODES) -> tuple[Path, Path]:
+    """pods: (name, num_gpu, cpu_milli, arrival, runtime)."""
+    p, n = tmp_path / "pods.csv", tmp_path / "nodes.csv"
+    p.write_text(HEADER + "".join(f"{name},{cpu},1,{gpus},1000,,LS,Running,{a},{a + r},{a}\n"
+                                  for name, gpus, cpu, a, r in pods))
+    n.write_text(nodes)
+    return p, n
+
+
+def test_a_trace_reads_as_demand_with_skips_counted(tmp_path: Path) -> None:
+    pods, nodes = _trace(tmp_path, [("a", 2, 4000, 0, 10), ("cpu-only", 0, 1000, 1, 5), ("huge", 8, 1000, 2, 5)])
+    with pods.open("a") as f:
+        f.write("no-end,1,1,1,1000,,LS,Running,3,,\n")
+    trace = load_openb(pods, nodes)
+    assert [(t.task_id, t.demand.n_gpus_per_node, t.demand.cpus_per_node, t.runtime) for t in trace.tasks] == [
+        ("a", 2, 4.0, 10.0)]
+    assert (trace.skipped_no_gpu, trace.skipped_no_runtime, trace.skipped_too_big) == (1, 1, 1)
+    assert trace.tasks[0].user == load_openb(pods, nodes).tasks[0].user  # deterministic
+
+
+def test_strict_fifo_holds_the_line_and_backfill_lets_small_tasks_pass(tmp_path: Path) -> None:
+    # a runs on n0 for 100 s; the gang g (2 nodes x 4) must wait for it; s (1 GPU) came after g.
+    pods, nodes = _trace(tmp_path, [("a", 4, 1000, 0, 100), ("g", 4, 1000, 1, 50), ("s", 1, 1000, 2, 10)])
+    trace = load_openb(pods, nodes)
+    trace = msgspec.structs.replace(trace, tasks=[
+        msgspec.structs.replace(t, demand=Demand(nnodes=2, n_gpus_per_node=4, cpus_per_node=1.0))
+        if t.task_id == "g" else t for t in trace.tasks])
+    starts = {o.task_id: o.start for o in simulate(trace, "fifo").outcomes}
+    assert starts == {"a": 0.0, "g": 100.0, "s": 150.0}  # s waits behind the gang
+    starts = {o.task_id: o.start for o in simulate(trace, "fifo", backfill=True).outcomes}
+    assert starts == {"a": 0.0, "g": 100.0, "s": 2.0}  # s passes (and ends before a does)
+
+
+def test_no_node_is_ever_overcommitted_on_the_real_trace() -> None:
+    if not OPENB.is_dir():
+        pytest.skip("the openb trace is not next to this checkout")
+    trace = load_openb(OPENB / "openb_pod_list_default.csv", OPENB / "openb_node_list_gpu_node.csv",
+                       nodes_subset=20, load=1.2, limit=600, gang_mix=GangMix.parse("0.1:2x2"))
+    result = simulate(trace, "fifo", backfill=True)
+    events = sorted([(o.start, o.gpus) for o in result.outcomes if o.start is not None]
+                    + [(o.end, -o.gpus) for o in result.outcomes if o.end is not None], key=lambda e: (e[0], e[1]))
+    in_use = 0
+    for _, delta in events:
+        in_use += delta
+        assert in_use <= result.capacity_gpus
+    m = measure(result)
+    assert m.never_admitted == 0 and 0 < m.gpu_utilization <= 1 and 0 < m.jain_fairness_gpu_hours <= 1
+    assert m.wait_p50_s <= m.wait_p90_s <= m.wait_p99_s <= m.wait_max_s
+
+
+def test_load_compresses_arrivals_to_the_offered_load(tmp_path: Path) -> None:
+    pods, nodes = _trace(tmp_path, [(f"t{i}", 1, 1000, i * 100, 50) for i in range(11)])
+    trace = load_openb(pods, nodes, load=0.5)
+    span = trace.tasks[-1].arrival - trace.tasks[0].arrival
+    offered = sum(t.runtime * t.demand.total_gpus for t in trace.tasks) / (8 * span)
+    assert offered == pytest.approx(0.5)
+
+
+def test_the_cli_compares_every_policy_on_the_real_trace() -> None:
+    if not OPENB.is_dir():
+        pytest.skip("the openb trace is not next to this checkout")
+    args = ["sim", "--trace-pods", str(OPENB / "openb_pod_list_default.csv"),
+            "--trace-nodes", str(OPENB / "openb_node_list_gpu_node.csv"), "--nodes-subset", "20",
+            "--load", "1.0", "--limit", "400", "--gang-mix", "0.05:2x4", "--policy", "all"]
+    human = CliRunner().invoke(main, args)
+    assert human.exit_code == 0, human.output
+    assert "wait p50" in human.output and "fifo" in human.output and "priority" in human.output
+    out = CliRunner().invoke(main, [*args, "--json"])
+    doc = json.loads(out.output)
+    assert doc["tasks"] == 400 and {p["policy"] for p in doc["policies"]} == {"fifo", "priority"}
+    refused = CliRunner().invoke(main, [*args[:-2], "--policy", "nonsense"])
+    assert refused.exit_code == 2 and "unknown policy" in refused.output
+
+
+def test_a_gang_mix_turns_a_deterministic_share_into_gangs(tmp_path: Path) -> None:
+    pods, nodes = _trace(tmp_path, [(f"t{i}", 1, 1000, i, 5) for i in range(200)])
+    mixed = load_openb(pods, nodes, gang_mix=GangMix.parse("0.25:2x4"), seed=3)
+    gangs = [t.task_id for t in mixed.tasks if t.demand.nnodes == 2]
+    assert 30 < len(gangs) < 70 and all(t.demand.n_gpus_per_node == 4 for t in mixed.tasks if t.demand.nnodes == 2)
+    assert gangs == [t.task_id for t in load_openb(pods, nodes, gang_mix=GangMix.parse("0.25:2x4"), seed=3).tasks
+                     if t.demand.nnodes == 2]
+    with pytest.raises(ValueError, match="SHARE:NODESxGPUS"):
+        GangMix.parse("0.1:two")
