@@ -11,10 +11,12 @@ __all__ = ["sim"]
 
 
 @click.command()
-@click.option("--trace-pods", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+@click.option("--trace-pods", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="openb pod list (CSV: name, cpu_milli, num_gpu, creation/deletion/scheduled time ...).")
-@click.option("--trace-nodes", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+@click.option("--trace-nodes", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="openb node list (CSV: sn, cpu_milli, gpu ...).")
+@click.option("--from-db", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="An Argus database (read-only): our own tasks and run times, on the nodes last seen.")
 @click.option("--policy", "policies", multiple=True, default=("all",), show_default=True,
               help="A registered policy; repeat for several side by side; 'all' for every one.")
 @click.option("--backfill", is_flag=True, help="Let tasks pass a head that does not fit (the policies' backfill).")
@@ -26,7 +28,7 @@ __all__ = ["sim"]
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N tasks by arrival.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def sim(trace_pods: Path, trace_nodes: Path, policies: tuple[str, ...], backfill: bool, nodes_subset: int | None,
+def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None, policies: tuple[str, ...], backfill: bool, nodes_subset: int | None,
         load: float | None, gang_mix: str | None, limit: int | None, seed: int, as_json: bool) -> None:
     """Run a trace through the scheduler's own policies on a virtual clock and compare
     waits, utilisation and fairness (docs/scheduling.md)."""
@@ -42,8 +44,19 @@ def sim(trace_pods: Path, trace_nodes: Path, policies: tuple[str, ...], backfill
         mix = GangMix.parse(gang_mix) if gang_mix else None
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--gang-mix") from exc
-    trace = load_openb(trace_pods, trace_nodes, nodes_subset=nodes_subset, load=load, gang_mix=mix,
-                       seed=seed, limit=limit)
+    if from_db is not None:
+        if trace_pods or trace_nodes:
+            raise click.UsageError("give either --from-db or --trace-pods/--trace-nodes, not both")
+        from argus.sim.history import load_history
+
+        trace = load_history(from_db)
+        if not trace.nodes:
+            raise click.UsageError(f"{from_db} has never observed a worker node: nothing to simulate on")
+    elif trace_pods is None or trace_nodes is None:
+        raise click.UsageError("give --trace-pods and --trace-nodes (an openb trace), or --from-db")
+    else:
+        trace = load_openb(trace_pods, trace_nodes, nodes_subset=nodes_subset, load=load, gang_mix=mix,
+                           seed=seed, limit=limit)
     results = [measure(simulate(trace, p, backfill=backfill)) for p in chosen]
     skipped = {"no_gpu": trace.skipped_no_gpu, "no_runtime": trace.skipped_no_runtime,
                "never_fits_the_cluster": trace.skipped_too_big}

@@ -103,3 +103,44 @@ def test_a_gang_mix_turns_a_deterministic_share_into_gangs(tmp_path: Path) -> No
                      if t.demand.nnodes == 2]
     with pytest.raises(ValueError, match="SHARE:NODESxGPUS"):
         GangMix.parse("0.1:two")
+
+
+def test_what_if_on_our_own_history(tmp_path: Path) -> None:
+    """--from-db: the tasks, shapes and actual run times of a real Argus log (written
+    through the store with its projections), on the nodes it last saw."""
+    import asyncio
+
+    from argus.events import cluster_stream, task_stream
+    from argus.sim.history import load_history
+    from argus.store import AppendBatch
+    from projections import open_store
+    from tests.events import factories as f
+
+    db = tmp_path / "argus.sqlite3"
+
+    async def write() -> None:
+        store = await open_store(db, synchronous="OFF")
+        try:
+            batches = [AppendBatch(stream=cluster_stream, expected_version=None,
+                                   events=[f.capacity({"n0": 8.0, "n1": 8.0})])]
+            for i in range(6):  # 4 GPUs each, 100 s each
+                tid, at = f"t{i}", f.T0 + i
+                batches.append(AppendBatch(stream=task_stream(tid), expected_version=0, owner=f"u{i % 2}", events=[
+                    f.submitted(tid, f"u{i % 2}", at=at), f.starting(tid, at=at), f.attempt_submitted(tid, at=at),
+                    f.running(tid, at=at + 1), f.ended(tid, at=at + 101), f.succeeded(tid, at=at + 101)]))
+            batches.append(AppendBatch(stream=task_stream("never"), expected_version=0, owner="u0",
+                                       events=[f.submitted("never", "u0", at=f.T0 + 9)]))
+            await store.append_batches(batches)
+        finally:
+            await store.close()
+
+    asyncio.run(write())
+    trace = load_history(db)
+    assert [t.task_id for t in trace.tasks] == [f"t{i}" for i in range(6)]
+    assert all(t.runtime == 100.0 and t.demand.total_gpus == 4 for t in trace.tasks)
+    assert trace.skipped_no_runtime == 1 and [n.gpus for n in trace.nodes] == [8.0, 8.0]
+    waits = sorted(o.start - o.arrival for o in simulate(trace, "fifo").outcomes)  # type: ignore[operator]
+    assert waits == [0, 0, 0, 0, 96, 96]  # four fit at once; the fifth and sixth wait for the first two
+    out = CliRunner().invoke(main, ["sim", "--from-db", str(db), "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["tasks"] == 6
