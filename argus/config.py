@@ -74,7 +74,7 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     backfill: bool = False
     # The admission policy (argus.scheduler.POLICIES; a test keeps the two lists equal):
     # the order waiting tasks are considered in, and shown in.
-    policy: Literal["fifo", "priority"] = "fifo"
+    policy: Literal["fifo", "fifo-backfill", "priority"] = "fifo"
     lease_ttl_s: float = 15.0
     poll_interval_s: float = 1.0
     # The worker nodes a gang is judged against at submit while none has been observed

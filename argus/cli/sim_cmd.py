@@ -72,7 +72,7 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
     for m in results:
         rows.append((m.policy, f"{m.gpu_utilization:.3f}", _dur(m.wait_p50_s), _dur(m.wait_p90_s),
                      _dur(m.wait_p99_s), _dur(m.wait_max_s), _dur(m.big_gang_wait_p99_s),
-                     f"{m.bounded_slowdown_avg:.1f}", f"{m.jain_fairness_gpu_hours:.3f}", str(m.never_admitted)))
+                     f"{m.bounded_slowdown_avg:.1f}", f"{m.jain_fairness:.3f}", str(m.never_admitted)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths)))

@@ -61,4 +61,5 @@ def queue_order(policy: str, waiting: Iterable[W]) -> list[W]:
 
 
 register_order("fifo", SortKey("seq"))  # arrival only: priorities are ignored
+register_order("fifo-backfill", SortKey("seq"))  # arrival; a head that does not fit is passed
 register_order("priority", SortKey("priority", descending=True), SortKey("seq"))  # FIFO within one

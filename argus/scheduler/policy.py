@@ -319,6 +319,14 @@ def fifo(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: 
     return _run(queue, running, capacity, now, config)
 
 
+@register_policy("fifo-backfill")
+def fifo_backfill(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
+                  now: float, config: PolicyConfig) -> list[Decision]:
+    """Submission order, and any task that fits may pass a head that does not (better use
+    of GPUs; the head may wait for ever: see docs/scheduling.md)."""
+    return _run(queue, running, capacity, now, msgspec.structs.replace(config, backfill=True))
+
+
 @register_policy("priority")
 def priority(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
              now: float, config: PolicyConfig) -> list[Decision]:

@@ -28,7 +28,7 @@ class PolicyMetrics(msgspec.Struct, frozen=True, kw_only=True):
     big_gang_wait_p99_s: float  # the largest 10% of tasks by GPUs
     big_gang_wait_max_s: float
     bounded_slowdown_avg: float
-    jain_fairness_gpu_hours: float  # over users' GPU-hours: 1 = equal shares
+    jain_fairness: float  # over users' GPU-hours: 1 = equal shares
     decisions: int
 
 
@@ -61,5 +61,5 @@ def measure(result: SimResult) -> PolicyMetrics:
         wait_p99_s=_pct(waits, 0.99), wait_max_s=max(waits, default=0.0),
         big_gang_wait_p99_s=_pct(big, 0.99), big_gang_wait_max_s=max(big, default=0.0),
         bounded_slowdown_avg=sum(slowdowns) / len(slowdowns) if slowdowns else 0.0,
-        jain_fairness_gpu_hours=jain, decisions=result.decisions,
+        jain_fairness=jain, decisions=result.decisions,
     )
