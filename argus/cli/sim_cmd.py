@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import msgspec
+
+if TYPE_CHECKING:
+    from argus.sim.trace import Trace
 
 __all__ = ["sim"]
 
@@ -27,9 +31,11 @@ __all__ = ["sim"]
 @click.option("--gang-mix", default=None, help="Turn a fraction of tasks into gangs, e.g. 0.1:2x8,0.05:4x8.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N tasks by arrival.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--fgd", is_flag=True,
+              help="Placement quality the FGD way: arrivals only up to 1.3x capacity; random, bestfit, argus.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None, policies: tuple[str, ...], backfill: bool, nodes_subset: int | None,
-        load: float | None, gang_mix: str | None, limit: int | None, seed: int, as_json: bool) -> None:
+        load: float | None, gang_mix: str | None, limit: int | None, seed: int, fgd: bool, as_json: bool) -> None:
     """Run a trace through the scheduler's own policies on a virtual clock and compare
     waits, utilisation and fairness (docs/scheduling.md)."""
     from argus.scheduler import POLICIES
@@ -57,6 +63,9 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
     else:
         trace = load_openb(trace_pods, trace_nodes, nodes_subset=nodes_subset, load=load, gang_mix=mix,
                            seed=seed, limit=limit)
+    if fgd:
+        _fgd(trace, seed, as_json)
+        return
     results = [measure(simulate(trace, p, backfill=backfill)) for p in chosen]
     skipped = {"no_gpu": trace.skipped_no_gpu, "no_runtime": trace.skipped_no_runtime,
                "never_fits_the_cluster": trace.skipped_too_big}
@@ -84,3 +93,17 @@ def _dur(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f}m"
     return f"{seconds / 3600:.1f}h"
+
+
+def _fgd(trace: "Trace", seed: int, as_json: bool) -> None:
+    from argus.sim.fgd import fgd
+
+    results = fgd(trace, seed=seed)
+    if as_json:
+        click.echo(msgspec.json.encode({"nodes": len(trace.nodes), "gpus": sum(n.gpus for n in trace.nodes),
+                                        "placements": results}))
+        return
+    click.echo(f"FGD procedure on {len(trace.nodes)} nodes ({sum(n.gpus for n in trace.nodes):g} GPUs), seed {seed}: "
+               "GPUs allocated when arrived requests reach 100 % and 130 % of capacity")
+    for r in results:
+        click.echo(f"  {r.placement:8} {r.allocated_at_100:6.1%} {r.allocated_at_130:6.1%}  ({r.failed} tasks not placed)")
