@@ -15,6 +15,9 @@ process measures, over keep-alive HTTP/1.1 connections:
   pages, back to back);
 - the server's resident memory at the end.
 
+Then the reactor's turn with 10,000 waiting and 50 running, Ray answering in 5 ms
+(``tests/bench/bench_turn.py``).
+
 Targets (issue 24): every list p99 < 50 ms at 100k tasks, deep pages included;
 ``GET /tasks/{id}`` p99 < 10 ms while 8 clients list. The verdict line says MET or NOT MET
 per target; the exit status is non-zero when a request failed.
@@ -197,6 +200,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", type=int, default=100_000)
     ap.add_argument("--requests", type=int, default=300, help="timed requests per case")
+    ap.add_argument("--no-reactor", action="store_true", help="skip the reactor-turn part (bench_turn)")
     ap.add_argument("--serve", nargs=2, metavar=("DIR", "PORT"), help=argparse.SUPPRESS)
     ap.add_argument("--listers", nargs=2, metavar=("URL", "CURSORS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -244,6 +248,12 @@ def main() -> None:
     contended = results["GET /tasks/{id} with 8 listers"][1]
     print(f"verdict: every list p99 < 50 ms: {'MET' if max(lists) < 50 else 'NOT MET'} (worst {max(lists):.1f} ms); "
           f"GET /tasks/{{id}} p99 < 10 ms with 8 listers: {'MET' if contended < 10 else 'NOT MET'} ({contended:.1f} ms)")
+    if not args.no_reactor:  # the reactor's turn at the same scale (tests/bench/bench_turn.py)
+        from tests.bench import bench_turn
+
+        print("\nreactor:")
+        sys.argv = [sys.argv[0], "--waiting", "10000", "--running", "50", "--latency-ms", "5"]
+        bench_turn.main()
 
 
 if __name__ == "__main__":
