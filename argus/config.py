@@ -21,6 +21,7 @@ __all__ = [
     "ArgusConfig",
     "AuthConfig",
     "ConfigError",
+    "SandboxConfig",
     "SchedulerConfig",
     "ServiceConfig",
     "SqliteConfig",
@@ -96,6 +97,25 @@ class TaskSpecConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     python: str = "python3"
 
 
+class SandboxConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Opt-in confinement of each job's command on the workers (docs/security.md).
+
+    ``bwrap``: the driver runs the command under bubblewrap: the machine read-only, a
+    private ``/tmp``, of the shared root only the user's home (writable) and the shared
+    ``datasets``, ``hf`` and ``common`` folders (read-only). It confines the command and
+    what it starts itself, not the Ray workers a job asks Ray for (they are the raylet's
+    children): it is no boundary against a job that uses Ray."""
+
+    mode: Literal["none", "bwrap"] = "none"
+    # The bubblewrap binary on the workers (Debian: apt-get install bubblewrap).
+    bwrap: str = "bwrap"
+    # More paths the command sees, read-only / writable, where the layout above hides
+    # them (what is under /tmp or the shared root). /tmp/ray: Ray's session directory,
+    # whose sockets a driver's ray.init() connects to.
+    read_only: list[str] = msgspec.field(default_factory=list)
+    writable: list[str] = msgspec.field(default_factory=lambda: ["/tmp/ray"])
+
+
 class ServiceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The ``v2:`` section: settings of the Argus service itself."""
 
@@ -104,6 +124,7 @@ class ServiceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     sqlite: SqliteConfig = msgspec.field(default_factory=SqliteConfig)
     scheduler: SchedulerConfig = msgspec.field(default_factory=SchedulerConfig)
     taskspec: TaskSpecConfig = msgspec.field(default_factory=TaskSpecConfig)
+    sandbox: SandboxConfig = msgspec.field(default_factory=SandboxConfig)
 
 
 class ArgusConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

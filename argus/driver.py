@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,6 +32,7 @@ import msgspec
 
 from argus.nodepool.process import die_with_parent
 from argus.procs import signal_group
+from argus.rayjobs.sandbox import bwrap_argv
 from argus.rayjobs.submission import DriverContext, decode_context, job_dir
 
 __all__ = ["DriverResult", "main", "prepare_job_dir", "run_command"]
@@ -85,6 +87,16 @@ def prepare_job_dir(ctx: DriverContext) -> Path:
     return path
 
 
+def _sandbox_prefix(ctx: DriverContext, path: Path, env: dict[str, str]) -> list[str]:
+    """``bwrap … --`` when the context asks for a sandbox (else nothing): the command sees
+    the user's home, the shared read-only folders, and this interpreter and PYTHONPATH."""
+    if ctx.sandbox is None:
+        return []
+    needed = [sys.prefix, sys.base_prefix, *env.get("PYTHONPATH", "").split(":")]
+    return bwrap_argv(ctx.sandbox, shared_root=ctx.shared_root, user=ctx.user,
+                      workdir=str(path), needed=needed)
+
+
 def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult:
     """Run the command in ``path``, tee its output, and return how it ended."""
     out = out if out is not None else sys.stdout.buffer
@@ -96,13 +108,26 @@ def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult
         env.pop(name, None)
     started = time.time()
     forwarded: list[int] = []
+    argv = [*_sandbox_prefix(ctx, path, env), "bash", "-c", ctx.command]
     with open(path / "driver.log", "ab", buffering=0) as log:
-        header = f"[argus.driver] {ctx.submission_id} on {socket.gethostname()}: bash -c {ctx.command!r}\n"
+        boxed = " (in a bwrap sandbox)" if ctx.sandbox is not None else ""
+        header = (f"[argus.driver] {ctx.submission_id} on {socket.gethostname()}{boxed}: "
+                  f"bash -c {ctx.command!r}\n")
         log.write(header.encode())
         out.write(header.encode())
+        if ctx.sandbox is not None and shutil.which(argv[0]) is None:  # fail closed, saying why
+            why = (f"[argus.driver] the sandbox needs bubblewrap, and {argv[0]!r} is not on this "
+                   "worker: install it (Debian: apt-get install bubblewrap), or set "
+                   "v2.sandbox.mode: none\n")
+            log.write(why.encode())
+            out.write(why.encode())
+            return DriverResult(
+                submission_id=ctx.submission_id, exit_code=127, signal=None,
+                forwarded_signal=None, started_at=started, ended_at=time.time(),
+                hostname=socket.gethostname(), ray_node_id=_ray_node_id())
         driver_pid = os.getpid()  # read here: the preexec function runs in the child
         child = subprocess.Popen(
-            ["bash", "-c", ctx.command], cwd=path, env=env, stdin=subprocess.DEVNULL,
+            argv, cwd=path, env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             # Die with the driver even if it is SIGKILLed.
             start_new_session=True, preexec_fn=lambda: die_with_parent(driver_pid),

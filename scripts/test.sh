@@ -24,10 +24,12 @@ $PY -m pip install -q -e '.[test]'
 # are not needed to compose configs, so install it without them.
 $PY -m pip install -q --no-deps 'verl>=0.5,<1'
 
-# Debian's chromium for the browser tests; shellcheck for the image scripts.
+# Debian's chromium for the browser tests; shellcheck for the image scripts; bubblewrap
+# for the opt-in job sandbox's test (tests/test_sandbox.py).
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${need[@]}" >/dev/null

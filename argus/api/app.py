@@ -15,7 +15,7 @@ from litestar.di import Provide
 from litestar.exceptions import HTTPException
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import (
-    Components, OpenAPIMediaType, OpenAPIType, Schema, SecurityScheme,
+    Components, SecurityScheme,
 )
 from litestar.static_files import create_static_files_router
 
@@ -24,6 +24,7 @@ from argus.api.cluster import cluster_view, queue_view
 from argus.api.events_sse import Broadcaster, events_stream
 from argus.api.files import FilesController
 from argus.api.metrics import ApiMetrics, healthz, metrics, readyz
+from argus.api.openapi import document_api, fix_options_allow, strict_body
 from argus.api.tasks import TasksController
 from argus.api.users import UsersController
 from argus.api.vocabulary import vocabulary
@@ -56,42 +57,6 @@ def _command_error(request: Request[Any, Any, Any], exc: CommandError) -> Respon
     so it gets the same body as any other error (``extra`` only when there is some)."""
     return _http_error(request, HTTPException(status_code=exc.status, detail=exc.detail,
                                               extra=exc.extra or None))
-
-
-_ERRORS = {
-    "400": "Bad input: the detail says what to change", "401": "No valid token or session",
-    "403": "Disabled user, read-only area, or admin only", "404": "Not found (or not yours)",
-    "409": "Conflicts with the current state", "413": "Body too large",
-}
-
-
-def _document_errors(app: Litestar) -> None:
-    """Declare the error responses every operation may give (one shared schema)."""
-    from litestar.openapi.spec import OpenAPIResponse, Reference
-
-    schema = app.openapi_schema
-    if schema.components.schemas is None:
-        schema.components.schemas = {}
-    schema.components.schemas["Error"] = Schema(
-        type=OpenAPIType.OBJECT, required=["status_code", "detail"],
-        properties={"status_code": Schema(type=OpenAPIType.INTEGER),
-                    "detail": Schema(type=OpenAPIType.STRING), "extra": Schema()})
-    for path, item in (schema.paths or {}).items():
-        for method in ("get", "put", "post", "delete"):
-            op = getattr(item, method, None)
-            if op is None:
-                continue
-            op.responses = op.responses or {}
-            public = path in ("/healthz", "/readyz", "/metrics", "/api/v2/vocabulary")
-            for code, text in _ERRORS.items():
-                if public or code in op.responses:
-                    continue
-                op.responses[code] = OpenAPIResponse(description=text, content={
-                    "application/json": OpenAPIMediaType(schema=Reference(ref="#/components/schemas/Error"))})
-            if public:
-                op.security = []
-            if path == "/readyz":
-                op.responses["503"] = OpenAPIResponse(description="Not ready")
 
 
 def _freeze_heap(app: Litestar) -> None:
@@ -167,6 +132,7 @@ def create_app(
         route_handlers=[AuthController, TasksController, UsersController, FilesController,
                         events_stream, queue_view, cluster_view, vocabulary],
         dependencies={"who": Provide(principal)},
+        guards=[strict_body],
     )
     ui_dir = static_dir or STATIC_DIR
     ui: list[Any] = (
@@ -186,8 +152,8 @@ def create_app(
         security=[{"bearer": []}, {"session": []}],
         path="/schema",
     )
-    return Litestar(
-        on_startup=[_document_errors, *([_freeze_heap] if freeze_gc else [])],
+    app = Litestar(
+        on_startup=[document_api, *([_freeze_heap] if freeze_gc else [])],
         route_handlers=[api, healthz, readyz, metrics, *ui],
         lifespan=[lifespan],
         openapi_config=openapi,
@@ -196,3 +162,5 @@ def create_app(
         request_max_body_size=config.v2.api.max_body_bytes,
         debug=False,
     )
+    fix_options_allow(app)
+    return app

@@ -23,6 +23,7 @@ from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import Cookie, State
 from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
 
+from argus.api.openapi import errors
 from argus.api.schemas import LoginIn, MeOut
 from argus.service import Principal
 
@@ -146,7 +147,7 @@ class AuthController(Controller):
     path = "/"
     tags = ["auth"]
 
-    @post("/auth/login", security=[], status_code=200)
+    @post("/auth/login", security=[], status_code=200, responses=errors(401, 403))
     async def login(self, request: Request[Any, Any, Any], data: LoginIn, state: State) -> Response[MeOut]:
         """Exchange a token for an HttpOnly session cookie (for the WebUI)."""
         if request.headers.get("origin"):  # a browser: only from this site's own login page

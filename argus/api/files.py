@@ -30,6 +30,7 @@ from litestar.openapi.spec import OpenAPIFormat, OpenAPIMediaType, OpenAPIType, 
 from litestar.params import Parameter
 
 from argus.api import jobfiles, safefs
+from argus.api.openapi import also_returns, errors
 from argus.api.schemas import FileEntry, FileListing
 from argus.api.streams import Download
 from argus.service import Principal
@@ -168,7 +169,8 @@ class FilesController(Controller):
         """The areas: own (writable), jobs and common (read-only)."""
         return [*OWN_AREAS, JOBS_AREA, *COMMON_AREAS]
 
-    @get("/{rest:path}")
+    @get("/{rest:path}", responses=errors(400, 403, 404, 409),
+         opt=also_returns("application/octet-stream"))
     async def read(self, request: Request[Any, Any, Any], state: State, who: Principal,
                    rest: str) -> Any:
         """A directory: its listing (JSON, at most 1000 entries). A file: its bytes."""
@@ -177,7 +179,7 @@ class FilesController(Controller):
         return await _read(area, _parts(sub))
 
     @put("/{rest:path}", operation_class=_UploadOperation, status_code=201,
-         request_max_body_size=None)
+         request_max_body_size=None, responses=errors(403, 404, 409))
     async def upload(self, request: Request[Any, Any, Any], state: State, who: Principal,
                      rest: str) -> FileEntry:
         """Upload a file (streamed; at most v2.api.max_upload_bytes) into an own area."""
@@ -213,7 +215,7 @@ class FilesController(Controller):
             raise
         return FileEntry(name=parts[-1], is_dir=False, size=st.st_size, modified=st.st_mtime)
 
-    @delete("/{rest:path}", status_code=200)
+    @delete("/{rest:path}", status_code=200, responses=errors(400, 403, 404, 409))
     async def remove(self, request: Request[Any, Any, Any], state: State, who: Principal, rest: str,
                      recursive: Annotated[bool, Parameter(description="delete a folder")] = False) -> FileEntry:
         """Delete a file (or, with ``recursive``, a folder) in an own area."""

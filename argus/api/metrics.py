@@ -10,6 +10,7 @@ from typing import Any
 
 from litestar import Response, get
 from litestar.datastructures import State
+from litestar.openapi.datastructures import ResponseSpec
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, CounterMetricFamily
 
@@ -86,7 +87,8 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@get("/readyz", tags=["ops"])
+@get("/readyz", tags=["ops"], responses={503: ResponseSpec(
+    data_container=dict[str, Any], generate_examples=False, description="Not ready: the problems")})
 async def readyz(state: State) -> Response[dict[str, Any]]:
     """Ready to serve: the log answers and the event tailer runs."""
     problems = []

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import msgspec
 
 from argus.events import NodeCapacity
-from argus.service.ids import USER_ID_RULE
+from argus.service.ids import USER_ID_RE, USER_ID_RULE
 from projections.queue import QueueEntry, QueuePage
 from projections.tasks_read import TaskDetail, TaskPage, TaskSummary
 from projections.users import TokenSummary, UserSummary
@@ -24,9 +24,11 @@ __all__ = [
     "TimelineEntry", "TokenOut", "TokenIssuedOut", "UserOut", "ValidateError", "ValidateOut",
 ]
 
-# No `pattern` here: msgspec would refuse a bad id with Litestar's generic "Validation
-# failed" and a regex; the command handler refuses it with the rule in words instead.
-UserId = Annotated[str, msgspec.Meta(extra_json_schema={"description": f"User id: {USER_ID_RULE}."})]
+# No msgspec `pattern` here: msgspec would refuse a bad id with Litestar's generic
+# "Validation failed" and a regex; the command handler refuses it with the rule in words
+# instead. The OpenAPI still declares the pattern (Litestar reads "extra" as schema fields).
+UserId = Annotated[str, msgspec.Meta(extra_json_schema={
+    "description": f"User id: {USER_ID_RULE}.", "extra": {"pattern": USER_ID_RE.pattern}})]
 Label = Annotated[str, msgspec.Meta(max_length=200)]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, AsyncIterator
@@ -17,6 +18,7 @@ from litestar.response import ServerSentEventMessage
 
 from argus.api import jobfiles
 from argus.api.auth import request_id
+from argus.api.openapi import also_returns, errors
 from argus.api.schemas import (
     ProgressOut, ProgressPoint, SpecOut, SubmitOut, TaskDetail, TaskList, TaskStateOut,
     TimelineEntry, ValidateError, ValidateOut,
@@ -32,38 +34,72 @@ from projections.tasks_read import PageCursor, summarize, task_page
 __all__ = ["TasksController", "read_document"]
 
 
+# What a submission's body may be, by Content-Type (parameters such as charset aside):
+# the TaskSpec as YAML text, or as JSON (the spec object, or {"spec": <YAML text or object>}).
+# A body without a Content-Type is read as YAML; any other type is a 415.
+YAML_TYPES = ("text/plain", "application/yaml")
+JSON_TYPE = "application/json"
+
+
 @dataclass
 class _SubmitOperation(Operation):
     """Declares the submission body: YAML text or JSON."""
 
     def __post_init__(self) -> None:
+        # text/plain: the YAML text, whatever it holds (the spec checker says what is wrong
+        # with it). application/yaml: a YAML document, and that document is a mapping.
         self.request_body = RequestBody(required=True, content={
-            "text/plain": OpenAPIMediaType(schema=Schema(type=OpenAPIType.STRING)),
-            "application/json": OpenAPIMediaType(schema=Schema(type=OpenAPIType.OBJECT)),
+            "text/plain": OpenAPIMediaType(schema=Schema(
+                type=OpenAPIType.STRING, min_length=1, pattern=r"\S",
+                description="the TaskSpec as YAML text (not blank)")),
+            "application/yaml": OpenAPIMediaType(schema=Schema(
+                type=OpenAPIType.OBJECT, description="the TaskSpec: a YAML mapping")),
+            JSON_TYPE: OpenAPIMediaType(schema=Schema(
+                type=OpenAPIType.OBJECT,
+                description='the TaskSpec as an object, or {"spec": <its YAML text or object>}')),
         })
 
 
+def _media_type(request: Request[Any, Any, Any]) -> str:
+    return request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+
 async def read_document(request: Request[Any, Any, Any]) -> str | dict[str, Any]:
-    """The TaskSpec from the body: JSON ``{"spec": ...}`` or a spec object, else YAML text."""
+    """The TaskSpec from the body: JSON ``{"spec": ...}`` or a spec object, else YAML text
+    (``text/plain``, ``application/yaml`` or no Content-Type). 415 for another type."""
+    media = _media_type(request)
+    if media and media != JSON_TYPE and media not in YAML_TYPES:
+        raise HTTPException(status_code=415, detail=f"Content-Type {media!r} is not accepted: "
+                            f"send the TaskSpec as YAML ({', '.join(YAML_TYPES)}) or {JSON_TYPE}")
     body = await request.body()
     if not body.strip():
         raise HTTPException(status_code=400, detail="empty body: send the TaskSpec as YAML "
                             "(Content-Type: application/yaml) or JSON {\"spec\": ...}")
-    if "json" in request.headers.get("content-type", ""):
+    if media == JSON_TYPE:
         try:
             doc = msgspec.json.decode(body)
         except msgspec.DecodeError as exc:
             raise HTTPException(status_code=400, detail=f"body is not valid JSON: {exc}") from exc
-        if isinstance(doc, dict) and set(doc) == {"spec"} and isinstance(doc["spec"], (str, dict)):
-            doc = doc["spec"]
-        if not isinstance(doc, (str, dict)):
+        if not isinstance(doc, dict):
             raise HTTPException(status_code=400, detail="JSON body must be an object: the spec, "
                                 "or {\"spec\": \"<yaml text>\"}")
+        if set(doc) == {"spec"} and isinstance(doc["spec"], (str, dict)):
+            doc = doc["spec"]
         return doc
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise HTTPException(status_code=400, detail="body must be UTF-8 YAML text") from exc
+
+
+def _any_case(word: str) -> str:
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in word)
+
+
+# What ``GET /tasks?state=`` accepts, exactly: state names in any case, comma-separated.
+_STATE = "(?:" + "|".join(_any_case(s) for s in TaskState.__members__) + ")"
+STATES_PATTERN = rf"^\s*{_STATE}\s*(?:,\s*{_STATE}\s*)*$"
+_STATES = re.compile(STATES_PATTERN)
 
 
 async def _queue_position(state: State, task_id: str) -> int | None:
@@ -76,14 +112,14 @@ class TasksController(Controller):
     path = "/tasks"
     tags = ["tasks"]
 
-    @post("/", operation_class=_SubmitOperation, status_code=201)
+    @post("/", operation_class=_SubmitOperation, status_code=201, responses=errors(409, 415))
     async def submit(self, request: Request[Any, Any, Any], state: State, who: Principal) -> SubmitOut:
         """Submit a TaskSpec (YAML text or JSON). Returns the new task's id and warnings."""
         document = await read_document(request)
         result = await state.commands.submit(who, document, request_id(request))
         return SubmitOut(task_id=result.task_id, state=result.state, warnings=result.warnings)
 
-    @post("/validate", operation_class=_SubmitOperation, status_code=200)
+    @post("/validate", operation_class=_SubmitOperation, status_code=200, responses=errors(415))
     async def validate(self, request: Request[Any, Any, Any], state: State, who: Principal) -> ValidateOut:
         """Check a TaskSpec without submitting it (nothing is written)."""
         document = await read_document(request)
@@ -94,13 +130,20 @@ class TasksController(Controller):
                 document, who.user_id, task_id=f"{who.user_id}-validate")
         except CommandError as exc:
             errors = exc.extra.get("errors") or [{"field": "", "message": exc.detail}]
+            # A YAML body that is no YAML mapping is not what the operation declares: a 400,
+            # as for JSON that is no object. (YAML text sent as text/plain is the checker's.)
+            if _media_type(request) == "application/yaml" and any(
+                    e.get("field") == "document" for e in errors):
+                raise
             return ValidateOut(ok=False, warnings=[], errors=[ValidateError(**e) for e in errors])
         return ValidateOut(ok=True, warnings=list(prepared.warnings), errors=[])
 
     @get("/")
     async def list_tasks(
         self, state: State, who: Principal,
-        task_state: Annotated[str | None, Parameter(query="state", description="filter by state")] = None,
+        task_state: Annotated[str | None, Parameter(
+            query="state", description="filter: task states, comma-separated, in any case "
+            "(e.g. RUNNING,queued)", schema_extra={"pattern": STATES_PATTERN})] = None,
         user: Annotated[str | None, Parameter(description="admin: one user's tasks")] = None,
         limit: Annotated[int, Parameter(ge=1, le=500)] = 50,
         cursor: Annotated[str | None, Parameter(
@@ -116,9 +159,9 @@ class TasksController(Controller):
             user = who.user_id
         states: list[TaskState] = []
         if task_state is not None:
-            names = [s.strip().upper() for s in task_state.split(",") if s.strip()]
+            names = [s.strip().upper() for s in task_state.split(",")]
             bad = [s for s in names if s not in TaskState.__members__]
-            if bad or not names:
+            if bad or not _STATES.match(task_state):  # the pattern the schema declares
                 raise HTTPException(status_code=400, detail=f"unknown state {bad or task_state!r}; "
                                     f"use one of {', '.join(TaskState.__members__)}")
             states = [TaskState[s] for s in names]
@@ -136,14 +179,14 @@ class TasksController(Controller):
         return TaskList(items=items, total=total, limit=limit, offset=offset,
                         next_cursor=next_page.encode() if next_page else None)
 
-    @get("/{task_id:str}")
+    @get("/{task_id:str}", responses=errors(404))
     async def show(self, state: State, who: Principal, task_id: str) -> TaskDetail:
         """State, attempts, failure reason, queue position and why it waits."""
         v = await state.commands.load_task(who, task_id)
         position = await _queue_position(state, task_id) if v.state.is_waiting() else None
         return TaskDetail(**msgspec.structs.asdict(v), queue_position=position)
 
-    @get("/{task_id:str}/spec")
+    @get("/{task_id:str}/spec", responses=errors(404))
     async def spec(self, state: State, who: Principal, task_id: str) -> SpecOut:
         """The spec as sent (raw) and as run (expanded command)."""
         first = await _submitted(state, await state.commands.load_task(who, task_id))
@@ -152,14 +195,14 @@ class TasksController(Controller):
                        spec_raw=first.spec_raw, spec=first.spec, command_raw=first.command_raw,
                        command=first.command, warnings=list(first.warnings))
 
-    @post("/{task_id:str}/cancel", status_code=200)
+    @post("/{task_id:str}/cancel", status_code=200, responses=errors(404, 409))
     async def cancel(self, request: Request[Any, Any, Any], state: State, who: Principal,
                      task_id: str) -> TaskStateOut:
         """Cancel: at once while queued; a running task is stopped by the reactor."""
         new_state = await state.commands.cancel(who, task_id, request_id(request))
         return TaskStateOut(task_id=task_id, state=new_state)
 
-    @get("/{task_id:str}/timeline")
+    @get("/{task_id:str}/timeline", responses=errors(404))
     async def timeline(self, state: State, who: Principal, task_id: str) -> list[TimelineEntry]:
         """Every event of the task, in order."""
         await state.commands.load_task(who, task_id)  # 404 unless the caller may see it
@@ -168,7 +211,8 @@ class TasksController(Controller):
                               data=msgspec.to_builtins(r.event))
                 for r in await state.store.read_stream(task_stream(task_id))]
 
-    @get("/{task_id:str}/logs", media_type=MediaType.TEXT)
+    @get("/{task_id:str}/logs", media_type=MediaType.TEXT, responses=errors(400, 403, 404, 409),
+         opt=also_returns("text/event-stream"))
     async def logs(
         self, state: State, who: Principal, task_id: str,
         tail: Annotated[int, Parameter(ge=0, le=100_000)] = 200,
@@ -186,7 +230,7 @@ class TasksController(Controller):
             return text
         return EventStream(_follow(state, who, task_id, path, text, offset, attempt))
 
-    @get("/{task_id:str}/progress")
+    @get("/{task_id:str}/progress", responses=errors(400, 403, 404, 409))
     async def progress(self, state: State, who: Principal, task_id: str,
                        attempt: Annotated[int | None, Parameter(ge=1, le=1000)] = None) -> ProgressOut:
         """Training steps and metrics parsed from the attempt's metrics / driver log (the

@@ -9,6 +9,7 @@ from litestar.datastructures import State
 from litestar.exceptions import NotFoundException
 
 from argus.api.auth import request_id, require_admin
+from argus.api.openapi import errors
 from argus.api.schemas import CreateUserIn, IssueTokenIn, TokenIssuedOut, TokenOut, UserOut
 from argus.service import Principal
 from projections.users import list_users, token_summary, user_summary, user_tokens
@@ -47,7 +48,7 @@ class UsersController(Controller):
         require_admin(who)
         return await state.store.read_snapshot(list_users)
 
-    @post("/", status_code=201)
+    @post("/", status_code=201, responses=errors(409))
     async def create_user(self, request: Request[Any, Any, Any], state: State, who: Principal,
                           data: CreateUserIn) -> UserOut:
         """Create a user (admin). Then issue them a token."""
@@ -56,30 +57,30 @@ class UsersController(Controller):
                                          data.is_admin, request_id(request))
         return await _get_user(state, who, data.user_id)
 
-    @get("/{user_id:str}")
+    @get("/{user_id:str}", responses=errors(404))
     async def get_user(self, state: State, who: Principal, user_id: str) -> UserOut:
         """One user (admin, or the user themselves)."""
         return await _get_user(state, who, user_id)
 
-    @post("/{user_id:str}/disable", status_code=200)
+    @post("/{user_id:str}/disable", status_code=200, responses=errors(404, 409))
     async def disable(self, request: Request[Any, Any, Any], state: State, who: Principal,
                       user_id: str) -> UserOut:
         """Disable a user (admin): their tokens are refused from now on."""
         return await _set(request, state, who, user_id, True)
 
-    @post("/{user_id:str}/enable", status_code=200)
+    @post("/{user_id:str}/enable", status_code=200, responses=errors(404, 409))
     async def enable(self, request: Request[Any, Any, Any], state: State, who: Principal,
                      user_id: str) -> UserOut:
         """Enable a disabled user again (admin)."""
         return await _set(request, state, who, user_id, False)
 
-    @get("/{user_id:str}/tokens")
+    @get("/{user_id:str}/tokens", responses=errors(404))
     async def list_tokens(self, state: State, who: Principal, user_id: str) -> list[TokenOut]:
         """A user's tokens (ids and labels; never the tokens themselves)."""
         await _get_user(state, who, user_id)
         return await state.store.read_snapshot(lambda db: user_tokens(db, user_id))
 
-    @post("/{user_id:str}/tokens", status_code=201)
+    @post("/{user_id:str}/tokens", status_code=201, responses=errors(404, 409))
     async def issue_token(self, request: Request[Any, Any, Any], state: State, who: Principal,
                           user_id: str, data: IssueTokenIn) -> TokenIssuedOut:
         """Issue a token; it is in this response only (stored as a hash)."""
@@ -88,7 +89,7 @@ class UsersController(Controller):
                                                            request_id=request_id(request))
         return TokenIssuedOut(user_id=user_id, token_id=token_id, token=token)
 
-    @delete("/{user_id:str}/tokens/{token_id:str}", status_code=200)
+    @delete("/{user_id:str}/tokens/{token_id:str}", status_code=200, responses=errors(404, 409))
     async def revoke_token(self, request: Request[Any, Any, Any], state: State, who: Principal,
                            user_id: str, token_id: str) -> TokenOut:
         """Revoke a token: refused from now on."""

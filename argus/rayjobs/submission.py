@@ -21,6 +21,7 @@ import msgspec
 
 from argus.config import ArgusConfig
 from argus.events.catalog import SubmissionPayload
+from argus.rayjobs.sandbox import Sandbox
 
 __all__ = [
     "DriverContext",
@@ -48,6 +49,8 @@ class DriverContext(msgspec.Struct, frozen=True, kw_only=True):
     command_raw: str = ""
     spec_raw: str = ""
     spec: dict[str, Any] = {}
+    # v2.sandbox.mode bwrap: the command runs confined (argus.rayjobs.sandbox); None: not.
+    sandbox: Sandbox | None = None
 
 
 def submission_id_for(task_id: str, attempt_no: int) -> str:
@@ -67,6 +70,13 @@ def encode_context(ctx: DriverContext) -> str:
 
 def decode_context(text: str) -> DriverContext:
     return msgspec.json.decode(zlib.decompress(base64.urlsafe_b64decode(text)), type=DriverContext)
+
+
+def _sandbox(config: ArgusConfig) -> Sandbox | None:
+    box = config.v2.sandbox
+    if box.mode != "bwrap":
+        return None
+    return Sandbox(bwrap=box.bwrap, read_only=list(box.read_only), writable=list(box.writable))
 
 
 def build_submission(
@@ -90,7 +100,7 @@ def build_submission(
     ctx = DriverContext(
         task_id=task_id, user=user, submission_id=sid, attempt_no=attempt_no,
         shared_root=config.shared_root, command=command, command_raw=command_raw or command,
-        spec_raw=spec_raw, spec=dict(spec or {}),
+        spec_raw=spec_raw, spec=dict(spec or {}), sandbox=_sandbox(config),
     )
     blob = encode_context(ctx)
     if len(blob) > MAX_CONTEXT_CHARS:

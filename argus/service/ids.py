@@ -35,7 +35,7 @@ def new_task_id(user: str, workload: str, now: float | None = None) -> str:
 def user_id_problem(user_id: str) -> str | None:
     """None for a valid user id; else what is wrong, the rule in words and, where one
     can be made, a valid id to use instead."""
-    if USER_ID_RE.match(user_id):
+    if USER_ID_RE.fullmatch(user_id):  # not .match: '$' would let a trailing newline in
         return None
     message = f"user id {user_id[:64]!r} is not allowed: {USER_ID_RULE}"
     fixed = re.sub(r"[^a-z0-9_-]", "_", user_id.lower()).lstrip("0123456789_-")[:32]

@@ -85,6 +85,10 @@ def test_invalid_spec_shows_the_servers_message_inline(pages: Pages, stack: Stac
     errors = page.inner_text("#spec-errors")
     assert "nnodes" in errors and "1 to" in errors, errors
 
+    # Not YAML at all (a 400 from /tasks/validate): shown inline the same way.
+    page.fill("#spec-editor", "kind: [advanced\n")
+    page.wait_for_selector("#spec-errors li:has-text('not valid YAML')")
+
     page.fill("#spec-editor", BAD_PATH_SPEC)
     page.wait_for_selector("#spec-errors li:has-text('bob')")
     page.click("#submit-task")

@@ -59,9 +59,9 @@ export async function render(main, params, ctx) {
       return answer;
     } catch (err) {
       if (mine !== seq) return null;
-      // A 400/422 may carry the same {ok, errors, warnings} shape.
-      if (err instanceof ApiError && err.body && Array.isArray(err.body.errors)) {
-        showCheck({ ok: false, errors: err.body.errors, warnings: err.body.warnings || [] });
+      // A 400 may carry the problems too (a YAML body that is no mapping): shown the same way.
+      if (err instanceof ApiError && err.fieldErrors.length) {
+        showCheck({ ok: false, errors: err.fieldErrors, warnings: err.warnings });
       } else {
         replace(result, notice("error", errorText(err)));
       }
