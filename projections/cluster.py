@@ -10,7 +10,10 @@ import msgspec
 from argus.events import CapacityObserved, ClusterUnreachable, NodeCapacity, Recorded
 from projections.base import Change, EntityFold, EntityProjection
 
-__all__ = ["CLUSTER_FOLD", "ClusterFold", "ClusterView", "ClusterProjection", "evolve_cluster", "read_cluster"]
+__all__ = [
+    "CLUSTER_FOLD", "ClusterAt", "ClusterFold", "ClusterView", "ClusterProjection", "NodeAt", "cluster_at",
+    "evolve_cluster", "read_cluster",
+]
 
 
 class ClusterView(msgspec.Struct, frozen=True, kw_only=True):
@@ -93,3 +96,41 @@ class ClusterProjection(EntityProjection[ClusterView]):
                     for n in view.nodes
                 ),
             )
+
+
+class NodeAt(msgspec.Struct, frozen=True, kw_only=True):
+    """One row of ``cluster_nodes``: a node's capacity and when it was observed."""
+
+    node_id: str
+    ip: str
+    total_gpus: float
+    free_gpus: float
+    total_cpus: float
+    free_cpus: float
+    observed_at: float
+
+
+class ClusterAt(msgspec.Struct, frozen=True, kw_only=True):
+    """The cluster as replay's ``at`` shows it (``reachable`` None: nothing observed yet)."""
+
+    reachable: bool | None
+    error: str = ""
+    observed_at: float | None = None
+    nodes: list[NodeAt] = []
+
+
+def cluster_at(db: sqlite3.Connection) -> ClusterAt:
+    """The last observation and every node in it (by node id), from the cluster tables."""
+    status = db.execute("SELECT reachable, error, observed_at FROM cluster_status").fetchone()
+    nodes = [
+        NodeAt(node_id=node_id, ip=ip, total_gpus=total_gpus, free_gpus=free_gpus, total_cpus=total_cpus,
+               free_cpus=free_cpus, observed_at=observed_at)
+        for node_id, ip, total_gpus, free_gpus, total_cpus, free_cpus, observed_at in db.execute(
+            "SELECT node_id, ip, total_gpus, free_gpus, total_cpus, free_cpus, observed_at "
+            "FROM cluster_nodes ORDER BY node_id"
+        )
+    ]
+    if status is None:
+        return ClusterAt(reachable=None, nodes=nodes)
+    reachable, error, observed_at = status
+    return ClusterAt(reachable=bool(reachable), error=error or "", observed_at=observed_at, nodes=nodes)

@@ -81,10 +81,10 @@ def compare_tables(
     *,
     tables: tuple[str, ...] = PROJECTION_TABLES,
     max_diffs: int = 100,
-    attached_as: str | None = None,
+    attached: str | None = None,
 ) -> tuple[dict[str, int], list[RowDiff], bool]:
     """Merge-walk each table of both databases in primary-key order (memory stays flat).
-    With ``attached_as`` (the name under which ``rebuilt`` is attached to ``live``), tables
+    With ``attached`` (the name under which ``rebuilt`` is attached to ``live``), tables
     found equal by SQLite itself are not walked. Returns (rows per table on the live side,
     differences, whether some were dropped)."""
     counts: dict[str, int] = {}
@@ -105,8 +105,8 @@ def compare_tables(
             add(RowDiff(table=table, key=["<columns>"], live={"columns": live_columns},
                         rebuilt={"columns": columns}))
             continue
-        if attached_as is not None:
-            equal_rows = _equal_in_sqlite(live, attached_as, table, columns, pk)
+        if attached is not None:
+            equal_rows = _equal_in_sqlite(live, attached, table, columns, pk)
             if equal_rows is not None:
                 counts[table] = equal_rows
                 continue

@@ -9,11 +9,16 @@ from __future__ import annotations
 import sqlite3
 from typing import Sequence
 
+import msgspec
+
 from argus.store.log import head_position
 from projections.base import EntityProjection, FoldPlan
 from projections.fold import fold_log
 
-__all__ = ["projection_checkpoint", "rebuild_projections", "write_projection_state"]
+__all__ = [
+    "ProjectionState", "projection_checkpoint", "projection_states", "rebuild_projections",
+    "write_projection_state",
+]
 
 
 def rebuild_projections(
@@ -69,3 +74,24 @@ def projection_checkpoint(db: sqlite3.Connection, name: str) -> int:
         (name,),
     ).fetchone()
     return int(row[0]) if row else 0
+
+
+class ProjectionState(msgspec.Struct, frozen=True, kw_only=True):
+    """One row of ``projection_state``: the code version a projection's tables were built
+    with, the position they reflect, and whether every append keeps them (``live``)."""
+
+    name: str
+    version: int
+    checkpoint: int
+    live: bool
+
+
+def projection_states(db: sqlite3.Connection) -> list[ProjectionState]:
+    """Every projection's state, by name ([]: no ``projection_state`` table). Reads
+    databases from before migration 0005 too (no ``live`` column: not live)."""
+    columns = {name for _, name, *_ in db.execute("PRAGMA table_info(projection_state)")}
+    if not columns:
+        return []
+    live = "live" if "live" in columns else "0"
+    rows = db.execute(f"SELECT name, version, checkpoint, {live} FROM projection_state ORDER BY name")
+    return [ProjectionState(name=n, version=v, checkpoint=c, live=bool(lv)) for n, v, c, lv in rows]

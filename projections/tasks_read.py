@@ -17,8 +17,8 @@ from projections.cursor import Cursor
 from projections.tasks import TaskView, load_task
 
 __all__ = [
-    "PageCursor", "TaskCounts", "all_tasks", "TaskDetail", "TaskPage", "TaskSummary", "summarize", "task_counts", "task_page",
-    "task_view", "unfinished_tasks",
+    "PageCursor", "RunningAttempt", "TaskAt", "TaskCounts", "all_tasks", "TaskDetail", "TaskPage", "TaskSummary",
+    "running_attempts", "summarize", "task_counts", "task_page", "task_view", "tasks_at", "unfinished_tasks",
 ]
 
 _decode_view = msgspec.json.Decoder(TaskView).decode
@@ -171,3 +171,68 @@ def task_counts(db: sqlite3.Connection) -> TaskCounts:
         failed_by_kind={kind or "UNKNOWN": n for kind, n in db.execute(
             "SELECT failure_kind, count(*) FROM tasks WHERE state = 'FAILED' GROUP BY failure_kind")},
     )
+
+
+class TaskAt(msgspec.Struct, frozen=True, kw_only=True):
+    """A task as replay's ``at`` shows it (``attempts``: the latest attempt's number)."""
+
+    task_id: str
+    user: str
+    workload: str
+    state: str
+    priority: int
+    attempts: int
+    created_at: float
+    updated_at: float
+    wait_reason: str | None = None
+    failure_kind: str | None = None
+    next_run_at: float | None = None
+
+
+def tasks_at(db: sqlite3.Connection) -> list[TaskAt]:
+    """Every task, oldest first, from the ``tasks`` table's columns."""
+    return [
+        TaskAt(task_id=task_id, user=user, workload=workload, state=state, priority=priority, attempts=attempts,
+               created_at=created_at, updated_at=updated_at, wait_reason=wait_reason, failure_kind=failure_kind,
+               next_run_at=next_run_at)
+        for task_id, user, workload, state, priority, attempts, created_at, updated_at, wait_reason, failure_kind,
+        next_run_at in db.execute(
+            "SELECT task_id, user, workload, state, priority, latest_attempt_no, created_at, "
+            "updated_at, wait_reason, failure_kind, next_run_at FROM tasks "
+            "ORDER BY created_at, task_id"
+        )
+    ]
+
+
+class RunningAttempt(msgspec.Struct, frozen=True, kw_only=True):
+    """The newest attempt of a task that may hold a Ray job, not yet ended."""
+
+    task_id: str
+    user: str
+    attempt_no: int
+    submission_id: str
+    task_state: str
+    ray_status: str
+    nnodes: int
+    n_gpus_per_node: int
+    started_at: float | None = None
+
+
+def running_attempts(db: sqlite3.Connection) -> list[RunningAttempt]:
+    """The newest attempt of every task that may hold a Ray job (SUBMITTING, SUBMITTED,
+    RUNNING, CANCELING) and has not ended, in arrival order."""
+    return [
+        RunningAttempt(task_id=task_id, user=user, attempt_no=attempt_no, submission_id=submission_id,
+                       task_state=task_state, ray_status=ray_status, nnodes=nnodes,
+                       n_gpus_per_node=n_gpus_per_node, started_at=started_at)
+        for task_id, user, attempt_no, submission_id, task_state, ray_status, nnodes, n_gpus_per_node, started_at
+        in db.execute(
+            "SELECT a.task_id, t.user, a.attempt_no, a.submission_id, t.state, a.ray_status, "
+            "q.nnodes, q.n_gpus_per_node, a.started_at "
+            "FROM tasks t JOIN attempts a ON a.task_id = t.task_id "
+            "AND a.attempt_no = t.latest_attempt_no "
+            "JOIN queue q ON q.task_id = t.task_id "
+            "WHERE t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING', 'CANCELING') "
+            "AND a.ended_at IS NULL ORDER BY q.seq"
+        )
+    ]

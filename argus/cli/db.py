@@ -66,8 +66,8 @@ def migrate(db_path: str | None, config_path: str | None, target: int | None) ->
 @_config_option
 def status(db_path: str | None, config_path: str | None) -> None:
     """Schema version, pending migrations, log head and projection checkpoints (read-only)."""
-    from argus.store.dbfile import database_facts, open_read_only
-    from argus.store.migrate import available_migrations
+    from argus.store import available_migrations, database_facts, open_read_only
+    from projections.rebuild import projection_states
 
     path = _db_path(db_path, config_path)
     if not path.exists():
@@ -75,6 +75,7 @@ def status(db_path: str | None, config_path: str | None) -> None:
     try:
         with open_read_only(path) as (conn, _):
             facts = database_facts(conn, counts=True)
+            states = projection_states(conn) if facts.has_event_log else []
     except sqlite3.Error as exc:
         raise click.ClickException(f"cannot read {path}: {exc}") from exc
     pending = [m for m in available_migrations() if m.version > facts.schema_version]
@@ -86,7 +87,7 @@ def status(db_path: str | None, config_path: str | None) -> None:
     click.echo(f"journal mode:   {facts.journal_mode}")
     if facts.has_event_log:
         click.echo(f"events:         {facts.events} (head position {facts.head})")
-    for p in facts.projections:
+    for p in states:
         where = "live, at the head" if p.live else f"at {p.checkpoint}"
         click.echo(f"projection:     {p.name} v{p.version} {where}")
     for name, position in facts.consumers.items():

@@ -221,13 +221,14 @@ def report_progress(config: Any, stopping: "threading.Event", echo: Callable[[st
         if head.reason == "ok" and head.record is not None:
             say("head", f"Ray head up at {head.record.gcs_address} "
                         f"(dashboard http://{head.record.head_ip}:{head.record.dashboard_port})")
-        from argus.store.dbfile import open_read_only
+        from argus.store import open_read_only
         from projections.cluster import read_cluster
 
         try:
             if not Path(config.v2.sqlite.db_path).is_file():
                 continue
-            with open_read_only(Path(config.v2.sqlite.db_path)) as (db, _):
+            # Polled each second while the server writes it: no copy, a short lock wait.
+            with open_read_only(Path(config.v2.sqlite.db_path), copy_fallback=False, timeout=1.0) as (db, _):
                 seen = read_cluster(db)
         except (sqlite3.Error, OSError):
             continue

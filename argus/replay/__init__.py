@@ -11,18 +11,22 @@ from argus.replay.explain import Explanation, explain
 from argus.replay.source import ReplayError, open_log, parse_time, resolve_point
 from argus.replay.stats import Stats, UserStats, stats
 from argus.replay.timeline import TaskNotFound, TaskTimeline, TimelineEntry, task_timeline
-from argus.replay.timetravel import World, read_world, world_at
+from argus.replay.timetravel import ClusterAt, NodeAt, RunningAttempt, TaskAt, World, read_world, world_at
 from argus.replay.transfer import ImportRefused, ImportReport, export_jsonl, import_jsonl
 from argus.replay.verify import RowDiff, VerifyReport, verify
 from argus.replay.waits import WaitSegment, wait_segments
 
 __all__ = [
+    "ClusterAt",
     "Explanation",
     "ImportRefused",
     "ImportReport",
+    "NodeAt",
     "ReplayError",
     "RowDiff",
+    "RunningAttempt",
     "Stats",
+    "TaskAt",
     "TaskNotFound",
     "TaskTimeline",
     "TimelineEntry",

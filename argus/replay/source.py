@@ -1,6 +1,6 @@
 """Opening a log for inspection (read-only), and naming a point in it.
 
-Replay never writes to the database it inspects: ``argus.store.dbfile.open_read_only``
+Replay never writes to the database it inspects: ``argus.store.open_read_only``
 opens it with ``mode=ro``, or reads a temporary copy where that is impossible
 (``LogSource.copied`` says so). Replay folds into throw-away databases (``scratch_db``).
 """
@@ -13,8 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Iterator
 
-from argus.store import head_position
-from argus.store.dbfile import database_facts, open_read_only, position_at_time, scratch_database
+from argus.store import database_facts, head_position, open_read_only, position_at_time, scratch_database
 
 __all__ = [
     "LogSource",

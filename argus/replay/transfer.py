@@ -18,8 +18,7 @@ import msgspec
 
 from argus.lifecycle import IllegalTransition
 from argus.replay.source import ReplayError, open_log
-from argus.store import log_rows
-from argus.store.dbfile import LoadedLog, NotEmpty, load_log, read_transaction
+from argus.store import LoadedLog, NotEmpty, load_log, log_rows, read_transaction
 from projections import PROJECTION_TABLES, default_projections, rebuild_projections
 
 __all__ = ["ExportedEvent", "ImportRefused", "ImportReport", "export_jsonl", "import_jsonl"]

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from argus.replay.source import head_position, open_log, scratch_db
-from argus.store.dbfile import read_transaction
+from argus.store import read_transaction
 from projections import default_projections, rebuild_projections
 from projections.compare import RowDiff, attached, compare_tables
 
@@ -57,7 +57,7 @@ def verify(db_path: str | Path, *, max_diffs: int = 100) -> VerifyReport:
             head = head_position(live)  # one snapshot for the events and the live tables
             with read_transaction(scratch):
                 rebuild_projections(live, scratch, default_projections(), until=head)
-            counts, diffs, truncated = compare_tables(live, scratch, max_diffs=max_diffs, attached_as="rebuilt")
+            counts, diffs, truncated = compare_tables(live, scratch, max_diffs=max_diffs, attached="rebuilt")
         seconds = time.perf_counter() - started
         return VerifyReport(
             ok=not diffs, position=head, rows_compared=counts, diffs=diffs,

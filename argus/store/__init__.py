@@ -10,31 +10,54 @@ from argus.store.errors import (
     StoreError,
     UnknownEventType,
 )
+from argus.store.dbfile import (
+    DatabaseFacts,
+    LoadedLog,
+    NotEmpty,
+    database_facts,
+    event_recorded_at,
+    load_log,
+    open_read_only,
+    position_at_time,
+    read_transaction,
+    scratch_database,
+)
 from argus.store.hooks import ReadModels
 from argus.store.log import EVENT_COLUMNS, Share, decode_row, head_position, iter_log, log_rows, read_stream
-from argus.store.migrate import MigrationError, current_version, migrate
+from argus.store.migrate import MigrationError, available_migrations, current_version, migrate
 from argus.store.sqlite import SYNCHRONOUS_MODES, AppendBatch, EventStore
 
 __all__ = [
     "AppendBatch",
     "ConcurrencyConflict",
+    "DatabaseFacts",
     "EVENT_COLUMNS",
     "EventDecodeError",
     "EventStore",
     "InvalidEvent",
     "InvariantViolation",
+    "LoadedLog",
     "MigrationError",
+    "NotEmpty",
     "PayloadTooLarge",
     "ReadModels",
     "SYNCHRONOUS_MODES",
     "Share",
     "StoreError",
     "UnknownEventType",
+    "available_migrations",
     "current_version",
+    "database_facts",
     "decode_row",
+    "event_recorded_at",
     "head_position",
     "iter_log",
+    "load_log",
     "log_rows",
     "migrate",
+    "open_read_only",
+    "position_at_time",
     "read_stream",
+    "read_transaction",
+    "scratch_database",
 ]

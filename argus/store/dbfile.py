@@ -23,20 +23,14 @@ from argus.store.log import EVENT_COLUMNS
 from argus.store.migrate import available_migrations, migrate
 
 __all__ = [
-    "DatabaseFacts", "LoadedLog", "NotEmpty", "load_log", "ProjectionState", "database_facts", "event_recorded_at", "open_read_only",
+    "DatabaseFacts", "LoadedLog", "NotEmpty", "database_facts", "event_recorded_at", "load_log", "open_read_only",
     "position_at_time", "read_transaction", "scratch_database",
 ]
 
 
-class ProjectionState(msgspec.Struct, frozen=True, kw_only=True):
-    name: str
-    version: int
-    checkpoint: int
-    live: bool
-
-
 class DatabaseFacts(msgspec.Struct, frozen=True, kw_only=True):
-    """What a database file holds, for ``argus db status`` and replay's checks."""
+    """What a database file holds, for ``argus db status`` and replay's checks (the
+    projections' state is theirs to read: ``projections.rebuild.projection_states``)."""
 
     has_event_log: bool
     schema_version: int  # 0: no migrations recorded
@@ -44,13 +38,12 @@ class DatabaseFacts(msgspec.Struct, frozen=True, kw_only=True):
     journal_mode: str
     events: int = 0
     head: int = 0
-    projections: list[ProjectionState] = []
     consumers: dict[str, int] = {}
 
 
-def _connect_ro(path: Path) -> sqlite3.Connection:
+def _connect_ro(path: Path, timeout: float = 5.0) -> sqlite3.Connection:
     uri = f"file:{quote(str(path.resolve()))}?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=timeout)
     try:
         # The first read is what touches the -shm of a WAL database; fail here, not later.
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -61,21 +54,26 @@ def _connect_ro(path: Path) -> sqlite3.Connection:
 
 
 @contextlib.contextmanager
-def open_read_only(path: Path) -> Iterator[tuple[sqlite3.Connection, bool]]:
-    """A read-only connection on ``path`` and whether it reads a temporary copy."""
+def open_read_only(path: Path, *, copy_fallback: bool = True,
+                   timeout: float = 5.0) -> Iterator[tuple[sqlite3.Connection, bool]]:
+    """A read-only connection on ``path`` and whether it reads a temporary copy (never
+    without ``copy_fallback``: then a refusal is raised). ``timeout``: how long a read
+    waits on a lock (seconds)."""
     tmp: tempfile.TemporaryDirectory[str] | None = None
     try:
         try:
-            conn = _connect_ro(path)
+            conn = _connect_ro(path, timeout)
             copied = False
         except sqlite3.OperationalError:
+            if not copy_fallback:
+                raise
             tmp = tempfile.TemporaryDirectory(prefix="argus-replay-")
             copy = Path(tmp.name) / path.name
             shutil.copy2(path, copy)
             wal = path.with_name(path.name + "-wal")
             if wal.exists():
                 shutil.copy2(wal, copy.with_name(copy.name + "-wal"))
-            conn = _connect_ro(copy)
+            conn = _connect_ro(copy, timeout)
             copied = True
         try:
             yield conn, copied
@@ -88,7 +86,7 @@ def open_read_only(path: Path) -> Iterator[tuple[sqlite3.Connection, bool]]:
 
 def database_facts(conn: sqlite3.Connection, *, counts: bool = False) -> DatabaseFacts:
     """Whether the database holds an event log, its schema version, and (``counts``) how
-    many events, the head, each projection's state and each consumer's checkpoint."""
+    many events, the head and each consumer's checkpoint."""
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     version = 0
     if "schema_migrations" in tables:
@@ -101,17 +99,10 @@ def database_facts(conn: sqlite3.Connection, *, counts: bool = False) -> Databas
     if not counts or "events" not in tables:
         return facts
     count, head = conn.execute("SELECT count(*), coalesce(max(position), 0) FROM events").fetchone()
-    projections: list[ProjectionState] = []
-    if "projection_state" in tables:
-        columns = {r[1] for r in conn.execute("PRAGMA table_info(projection_state)")}
-        live = "live" if "live" in columns else "0"  # before migration 0005
-        projections = [ProjectionState(name=n, version=v, checkpoint=c, live=bool(lv)) for n, v, c, lv in conn.execute(
-            f"SELECT name, version, checkpoint, {live} FROM projection_state ORDER BY name")]
     consumers: dict[str, int] = {}
     if "subscriber_checkpoints" in tables:
         consumers = dict(conn.execute("SELECT name, position FROM subscriber_checkpoints ORDER BY name"))
-    return msgspec.structs.replace(facts, events=int(count), head=int(head), projections=projections,
-                                   consumers=consumers)
+    return msgspec.structs.replace(facts, events=int(count), head=int(head), consumers=consumers)
 
 
 @contextlib.contextmanager

@@ -242,11 +242,6 @@ class EventStore:
         )
         return int(rows[0][0]) if rows else 0
 
-    async def query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
-        """Read-only SQL (tests and tools; the application reads through the projections'
-        typed readers, and tests/test_no_sql_outside.py keeps it so)."""
-        return [tuple(r) for r in await self._reader.fetchall(sql, params)]
-
     async def subscribe(
         self,
         after: int = 0,

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.api.conftest import ADVANCED, Env, put_dataset
+from tests.support.sql import rows as sql_rows
 
 # (method, path template, body) → expected status per caller. {t} = alice's task id.
 OK, CREATED = 200, 201
@@ -110,7 +111,7 @@ async def test_revoked_token_refused_at_once(env: Env) -> None:
     r = await env.client.delete(f"/api/v2/users/bob/tokens/{token_id}", headers=env.h("bob"))
     assert r.status_code == 200 and r.json()["revoked"] is True
     assert (await env.client.get("/api/v2/me", headers=h)).status_code == 401
-    rows = await env.store.query("SELECT token_hash FROM tokens WHERE token_id = ?", (token_id,))
+    rows = await sql_rows(env.store, "SELECT token_hash FROM tokens WHERE token_id = ?", (token_id,))
     assert rows[0][0] != token and len(rows[0][0]) == 64
 
 

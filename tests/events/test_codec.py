@@ -28,7 +28,9 @@ from argus.events import codec
 from argus.lifecycle import TRANSITIONS
 from projections import open_store
 from projections.tasks import TASK_EVENT_TYPES
+from projections.tasks_read import all_tasks
 from tests.events import factories as f
+from tests.support.sql import rows as sql_rows
 
 
 def one_of_each() -> list[Any]:
@@ -132,12 +134,12 @@ async def test_old_row_is_upcast_on_read_and_never_rewritten(deferred_v3: None, 
     try:
         [rec] = await store.read(after=1)
         assert isinstance(rec.event, TaskDeferred) and rec.event.reason == "no_capacity_per_node"
-        assert await store.query("SELECT state, wait_reason FROM tasks") == [
+        assert [(v.state.value, v.wait_reason) for v in await store.read_snapshot(all_tasks)] == [
             ("PENDING_RESOURCES", "no_capacity_per_node"),
         ]
         # A new event is stored at the current schema; the old row is untouched.
         await store.append(task_stream("a"), 2, [f.deferred("a", reason="max_running")])
-        rows = await store.query("SELECT position, schema_version, data FROM events WHERE position > 1")
+        rows = await sql_rows(store, "SELECT position, schema_version, data FROM events WHERE position > 1")
         assert rows[0] == (2, 1, old)
         assert rows[1][:2] == (3, 3)
     finally:

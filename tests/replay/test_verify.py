@@ -88,11 +88,11 @@ def test_falls_back_to_a_copy_when_read_only_open_fails(scenario: Scenario, monk
 
     real, calls = source._connect_ro, []
 
-    def refuse_in_place(path: Path) -> sqlite3.Connection:
+    def refuse_in_place(path: Path, *args: float) -> sqlite3.Connection:
         calls.append(path)
         if path == scenario.db:
             raise sqlite3.OperationalError("unable to open database file")
-        return real(path)
+        return real(path, *args)
 
     monkeypatch.setattr(source, "_connect_ro", refuse_in_place)
     report = verify(scenario.db)

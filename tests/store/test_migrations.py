@@ -19,6 +19,7 @@ from argus.store.migrate import Migration, available_migrations
 from tests.events import factories as f
 from tests.projections.compare import assert_projections_match_rebuild
 from projections import TasksProjection
+from projections.tasks_read import all_tasks
 
 HEAD = available_migrations()[-1].version
 
@@ -86,7 +87,8 @@ def test_every_earlier_version_upgrades_keeping_every_event(tmp_path: Path, star
         store = await open_store(old)  # migrates to head and rebuilds the read models
         try:
             assert len(await store.read(limit=100)) == len(expected)
-            return await store.query("SELECT task_id, state FROM tasks ORDER BY task_id")
+            views = await store.read_snapshot(all_tasks)
+            return sorted((v.task_id, v.state.value) for v in views)
         finally:
             await store.close()
 

@@ -18,6 +18,7 @@ from projections import QueueProjection, TasksProjection
 from tests.events import factories as f
 from tests.projections.compare import assert_projections_match_rebuild, inline_tables
 from tests.store.contract import EventStoreContract, StoreFactory
+from tests.support.sql import rows
 
 
 def sqlite_factory(tmp_path: Path, synchronous: str) -> tuple[StoreFactory, list[EventStore]]:
@@ -226,14 +227,14 @@ async def test_projection_with_a_new_version_is_rebuilt_on_open(
     db.close()
 
     s = await open_store(path)  # same versions, checkpoint at head: nothing rebuilt
-    assert await s.query("SELECT state FROM tasks") == [("BOGUS",)]
+    assert await rows(s, "SELECT state FROM tasks") == [("BOGUS",)]
     await s.close()
 
     monkeypatch.setattr(TasksProjection, "version", TasksProjection.version + 1)
     s = await open_store(path)
     try:
-        assert await s.query("SELECT state FROM tasks") == [("PENDING_RESOURCES",)]
-        assert await s.query("SELECT version, checkpoint FROM projection_state WHERE name = 'tasks'") == [
+        assert await rows(s, "SELECT state FROM tasks") == [("PENDING_RESOURCES",)]
+        assert await rows(s, "SELECT version, checkpoint FROM projection_state WHERE name = 'tasks'") == [
             (TasksProjection.version, 2)
         ]
     finally:
@@ -248,8 +249,8 @@ async def test_projection_behind_the_log_is_rebuilt_on_open(tmp_path: Path) -> N
     raw_insert(path, 2, "task-a", 2, "TaskDeferred", 1, msgspec.json.encode(f.deferred("a")))
     s = await open_store(path)
     try:
-        assert await s.query("SELECT state, stream_version FROM tasks") == [("PENDING_RESOURCES", 2)]
-        assert await s.query("SELECT DISTINCT checkpoint FROM projection_state") == [(2,)]
+        assert await rows(s, "SELECT state, stream_version FROM tasks") == [("PENDING_RESOURCES", 2)]
+        assert await rows(s, "SELECT DISTINCT checkpoint FROM projection_state") == [(2,)]
     finally:
         await s.close()
     assert_projections_match_rebuild(path, tmp_path / "scratch.sqlite3")
@@ -267,7 +268,7 @@ async def test_store_opened_with_some_projections_leaves_the_others_behind(tmp_p
     assert inline_tables(path)["queue"] == []
     s = await open_store(path)
     try:
-        assert await s.query("SELECT task_id, state FROM queue") == [("a", "QUEUED")]
+        assert await rows(s, "SELECT task_id, state FROM queue") == [("a", "QUEUED")]
     finally:
         await s.close()
     assert_projections_match_rebuild(path, tmp_path / "scratch.sqlite3")
@@ -286,7 +287,7 @@ async def test_a_full_store_appending_later_does_not_hide_a_partial_stores_gap(t
     assert inline_tables(path)["queue"] == [inline_tables(path)["queue"][0]]  # only b's row
     s = await open_store(path)
     try:
-        assert await s.query("SELECT task_id FROM queue ORDER BY task_id") == [("a",), ("b",)]
+        assert await rows(s, "SELECT task_id FROM queue ORDER BY task_id") == [("a",), ("b",)]
     finally:
         await s.close()
     assert_projections_match_rebuild(path, tmp_path / "scratch.sqlite3")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from argus.events import task_stream
 from projections import open_store
+from projections.tasks_read import all_tasks
 from tests.events import factories as f
 
 
@@ -34,7 +35,8 @@ async def test_an_append_waiting_for_another_processs_lock_does_not_block_the_lo
         assert await asyncio.wait_for(second, 10) == [2]
         # Back on the loop's thread once nothing is queued.
         assert await store.append(task_stream("a"), 2, [f.deferred("a", reason="max_running")]) == [3]
-        assert await store.query("SELECT state, stream_version FROM tasks") == [("PENDING_RESOURCES", 3)]
+        assert [(v.state.value, v.stream_version) for v in await store.read_snapshot(all_tasks)] == [
+            ("PENDING_RESOURCES", 3)]
     finally:
         other.close()
         await store.close()
@@ -56,7 +58,7 @@ async def test_a_cancelled_caller_does_not_let_two_transactions_share_the_connec
         assert not later.done()
         other.execute("ROLLBACK")
         await asyncio.wait_for(later, 10)
-        rows = await store.query("SELECT stream, version FROM events ORDER BY position")
+        rows = [(r.stream, r.version) for r in await store.read()]
         # The cancelled append was already on its way: it committed, and first.
         assert rows == [("task-a", 1), ("task-b", 1)]
     finally:
