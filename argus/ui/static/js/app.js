@@ -151,4 +151,10 @@ async function boot() {
   await route();
 }
 
+/** The server's task event types the timeline cannot describe (for tests; [] when none). */
+window.argusUnhandledEventTypes = async () => {
+  await loadVocabulary();
+  return (await import("./pages/task_detail.js")).undescribed();
+};
+
 boot();

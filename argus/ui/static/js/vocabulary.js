@@ -1,5 +1,5 @@
-// The server's words (GET /api/v2/vocabulary): task states and which are terminal or
-// waiting, and every event type. Loaded once, before any page renders, into the arrays
+// The server's words (GET /api/v2/vocabulary): task states and which are terminal,
+// waiting or cancelable, and every event type. Loaded once, before any page renders, into the arrays
 // and sets below, which the pages import: the UI keeps no copy of its own that could
 // drift from the server's enums.
 
@@ -8,6 +8,7 @@ import { get } from "./api.js";
 export const STATES = [];
 export const TERMINAL = new Set();
 export const WAITING = new Set();
+export const CANCELABLE = new Set(); // a cancel request would move it: offer Cancel
 export const EVENT_TYPES = [];
 export const TASK_EVENT_TYPES = new Set();
 
@@ -21,6 +22,7 @@ export function loadVocabulary() {
         STATES.push(s.name);
         if (s.terminal) TERMINAL.add(s.name);
         if (s.waiting) WAITING.add(s.name);
+        if (s.cancelable) CANCELABLE.add(s.name);
       }
       for (const e of v.event_types) {
         EVENT_TYPES.push(e.name);

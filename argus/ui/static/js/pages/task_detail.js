@@ -9,6 +9,7 @@ import {
 } from "../dom.js";
 import { lineChart, mainMetric } from "../chart.js";
 import { renderNotFound } from "./not_found.js";
+import { CANCELABLE, TASK_EVENT_TYPES } from "../vocabulary.js";
 import { outputsPanel } from "./task_outputs.js";
 
 const LOG_TAIL = 300;
@@ -83,7 +84,7 @@ export async function render(main, params, ctx) {
   function drawTask(t) {
     task = t;
     replace(stateSlot, stateBadge(t.state));
-    cancelBtn.hidden = TERMINAL.has(t.state) || t.state === "CANCELING";
+    cancelBtn.hidden = !CANCELABLE.has(t.state);
     const warn = Array.isArray(t.warnings) && t.warnings.length
       ? h("ul", { class: "warnings" }, t.warnings.map((w) => h("li", {}, w))) : null;
     replace(summary, dl([
@@ -275,7 +276,8 @@ export async function render(main, params, ctx) {
       h("td", {}, timeEl(e.recorded_at)),
       h("td", {}, h("span", { class: "event-type" }, e.type), after ? [" → ", stateBadge(after)] : null),
       h("td", {}, e.actor || ""),
-      h("td", {}, h("span", {}, describe(e.type, e.data || {})),
+      h("td", {}, h("span", Object.hasOwn(DESCRIBE, e.type) ? {} : { class: "undescribed" },
+        describe(e.type, e.data || {})),
         h("details", { class: "raw" }, h("summary", {}, "data"), h("pre", {}, pretty(e.data))))));
   }
   async function loadTimeline() {
@@ -343,23 +345,33 @@ function cancelDialog(id, onConfirm) {
   return dialog;
 }
 
-/** One line saying what an event changed. */
+/** What each task event changed, in one line, by type: one entry per task event type the
+ * server has (GET /vocabulary). tests/api/test_vocabulary.py reads these keys, and the
+ * browser asks undescribed(): a type the server adds fails them until it is described here. */
+export const DESCRIBE = {
+  TaskSubmitted: (d) => `submitted ${d.workload || ""} (${d.kind || "basic"})` +
+    `${d.demand ? ` needing ${fmtDemand(d.demand)}` : ""} by ${d.user || "?"}`,
+  TaskDeferred: (d) => `waits: ${d.reason || ""}${d.message ? ` — ${d.message}` : ""}`,
+  AttemptStarting: (d) => `attempt ${d.attempt_no} about to be submitted as ${d.submission_id}`,
+  AttemptSubmitted: (d) => `Ray accepted ${d.submission_id}${d.recovered ? " (found after a restart)" : ""}`,
+  AttemptRunning: (d) => `attempt ${d.attempt_no} is running`,
+  AttemptEnded: (d) => `attempt ${d.attempt_no} ended: ${d.ray_status}` +
+    `${d.exit_code !== null && d.exit_code !== undefined ? `, exit ${d.exit_code}` : ""}` +
+    `${d.failure_kind ? `, ${d.failure_kind}` : ""}${d.evidence ? ` — ${d.evidence}` : ""}`,
+  RetryScheduled: (d) => `retry after ${d.delay_s}s (attempt ${d.failed_attempt_no} failed: ${d.failure_kind})`,
+  TaskSucceeded: (d) => `succeeded (attempt ${d.attempt_no})`,
+  TaskFailed: (d) => `failed: ${d.failure_kind}${d.error_summary ? ` — ${d.error_summary}` : ""}`,
+  TaskCancelRequested: (d) => `cancel requested by ${d.by}`,
+  TaskCanceled: (d) => `canceled by ${d.by}${d.ray_status ? ` (Ray: ${d.ray_status})` : ""}`,
+};
+
+/** One line saying what an event changed; a type this UI does not know says so. */
 export function describe(type, d) {
-  const demand = d.demand ? ` needing ${fmtDemand(d.demand)}` : "";
-  switch (type) {
-    case "TaskSubmitted": return `submitted ${d.workload || ""} (${d.kind || "basic"})${demand} by ${d.user || "?"}`;
-    case "TaskDeferred": return `waits: ${d.reason || ""}${d.message ? ` — ${d.message}` : ""}`;
-    case "AttemptStarting": return `attempt ${d.attempt_no} about to be submitted as ${d.submission_id}`;
-    case "AttemptSubmitted": return `Ray accepted ${d.submission_id}${d.recovered ? " (found after a restart)" : ""}`;
-    case "AttemptRunning": return `attempt ${d.attempt_no} is running`;
-    case "AttemptEnded": return `attempt ${d.attempt_no} ended: ${d.ray_status}` +
-      `${d.exit_code !== null && d.exit_code !== undefined ? `, exit ${d.exit_code}` : ""}` +
-      `${d.failure_kind ? `, ${d.failure_kind}` : ""}${d.evidence ? ` — ${d.evidence}` : ""}`;
-    case "RetryScheduled": return `retry after ${d.delay_s}s (attempt ${d.failed_attempt_no} failed: ${d.failure_kind})`;
-    case "TaskSucceeded": return `succeeded (attempt ${d.attempt_no})`;
-    case "TaskFailed": return `failed: ${d.failure_kind}${d.error_summary ? ` — ${d.error_summary}` : ""}`;
-    case "TaskCancelRequested": return `cancel requested by ${d.by}`;
-    case "TaskCanceled": return `canceled by ${d.by}${d.ray_status ? ` (Ray: ${d.ray_status})` : ""}`;
-    default: return "";
-  }
+  if (Object.hasOwn(DESCRIBE, type)) return DESCRIBE[type](d);
+  return `${type}: not described by this version of the web UI (see its data)`;
+}
+
+/** The server's task event types that DESCRIBE lacks (none, when the UI is up to date). */
+export function undescribed() {
+  return [...TASK_EVENT_TYPES].filter((type) => !Object.hasOwn(DESCRIBE, type));
 }
