@@ -78,6 +78,10 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     policy: Literal["fifo", "fifo-backfill", "priority"] = "fifo"
     lease_ttl_s: float = 15.0
     poll_interval_s: float = 1.0
+    # Wait reasons recorded per turn, front of the queue first; the rest follow in the
+    # next turns (which come at once). Each is a task event with its projections (~50 µs):
+    # 10,000 arrivals would otherwise hold one turn, and every admission, for half a second.
+    deferrals_per_turn: int = 1000
     # The worker nodes a gang is judged against at submit while none has been observed
     # (count × GPUs × CPUs each); 0 nodes: accept any gang until the cluster is seen.
     assumed_nodes: int = 0

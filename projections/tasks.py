@@ -163,6 +163,8 @@ def _total_steps(event: TaskSubmitted) -> int | None:
     value = event.spec.get("total_training_steps")
     if isinstance(value, int):
         return value
+    if "total_training_steps" not in event.command_raw:  # most commands: no regex search
+        return None
     found = _TOTAL_STEPS_RE.search(event.command_raw)
     return int(found.group(1)) if found else None
 

@@ -17,7 +17,7 @@ from argus.events import Demand, NodeCapacity
 from argus.scheduler import Admit, Capacity, Defer, PolicyConfig, QueuedTask, RunningTask, decide
 from projections import TaskView
 
-__all__ = ["AdmissionPlan", "SETTLE_S", "plan_admissions", "with_driver"]
+__all__ = ["AdmissionPlan", "SETTLE_S", "plan_admissions", "plan_expires_at", "with_driver"]
 
 SETTLE_S = 15.0
 
@@ -34,6 +34,20 @@ def _in_flight(task: TaskView, now: float) -> bool:
     if attempt.started_at is None:
         return True  # STARTING or SUBMITTED: not holding anything in Ray's view yet
     return now - attempt.started_at < SETTLE_S
+
+
+def plan_expires_at(waiting: list[TaskView], active: list[TaskView], now: float) -> float:
+    """The first instant after ``now`` at which the clock alone could change a plan made
+    now: a retry's backoff ends, or an in-flight attempt settles (``_in_flight``). Until
+    then, the same tasks, attempts and capacity give the same plan."""
+    instants = [t.next_run_at for t in waiting if t.next_run_at is not None and t.next_run_at > now]
+    for task in active:
+        attempt = task.latest_attempt
+        if attempt is not None and not attempt.ended and attempt.started_at is not None:
+            settles = attempt.started_at + SETTLE_S
+            if settles > now:
+                instants.append(settles)
+    return min(instants, default=float("inf"))
 
 
 def with_driver(demand: Demand, driver_cpus: float) -> Demand:

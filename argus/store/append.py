@@ -44,11 +44,11 @@ class AppendBatch(msgspec.Struct, frozen=True, kw_only=True):
 
 class PreparedBatch(msgspec.Struct, frozen=True):
     """A batch made ready before its transaction: each event as (type, schema, data, the
-    event as a reader will decode it, or None when no projection of this store folds it),
-    and its meta as stored and as folded."""
+    event as a reader will decode it, whether a projection of this store folds it), and
+    its meta as stored and as folded."""
 
     batch: AppendBatch
-    events: list[tuple[str, int, bytes, EventBase | None]]
+    events: list[tuple[str, int, bytes, EventBase, bool]]
     meta: EventMeta
     meta_bytes: bytes
 
@@ -87,7 +87,7 @@ class Appender:
                     decoded = decode(data)
                 except msgspec.DecodeError as exc:
                     raise InvalidEvent(f"{type_} does not match its type: {exc}") from exc
-                events.append((type_, schema, data, decoded if folded else None))
+                events.append((type_, schema, data, decoded, folded))
             m = batch.meta or default
             out.append(PreparedBatch(batch, events, m, default_bytes if m is default else _encode(m)))
         return out
@@ -102,41 +102,41 @@ class Appender:
         db: sqlite3.Connection,
         prepared: list[PreparedBatch],
         checkpoint: tuple[str, int] | None,
-    ) -> list[int]:
+    ) -> list[Recorded]:
         """The body of an append, inside a write transaction the caller holds: returns
-        the events' positions. Raises ConcurrencyConflict or InvariantViolation (the
-        caller rolls back)."""
+        the events as recorded (a reader would read the same). Raises ConcurrencyConflict
+        or InvariantViolation (the caller rolls back)."""
         now = time.time()
         position, versions = _head_and_versions(db, {item.batch.stream: None for item in prepared})
-        first = position + 1
         rows: list[tuple[object, ...]] = []
         records: list[Recorded] = []
+        folded: list[Recorded] = []
         for item in prepared:
             stream, owner = item.batch.stream, item.batch.owner
             version = versions[stream]
             expected = item.batch.expected_version
             if expected is not None and version != expected:
                 raise ConcurrencyConflict(stream, expected, version)
-            for type_, schema, data, event in item.events:
+            for type_, schema, data, event, folds in item.events:
                 position += 1
                 version += 1
                 rows.append((position, stream, version, type_, schema, data, item.meta_bytes, owner, now))
-                if event is not None:
-                    records.append(Recorded(
-                        position=position, stream=stream, version=version, type=type_,
-                        event=event, meta=item.meta, owner=owner, recorded_at=now,
-                    ))
+                rec = Recorded(position=position, stream=stream, version=version, type=type_,
+                               event=event, meta=item.meta, owner=owner, recorded_at=now)
+                records.append(rec)
+                if folds:
+                    folded.append(rec)
             versions[stream] = version  # a later batch of the same stream follows on
         _INSERT_EVENTS.run(db, rows)
-        if records:  # the read models raise InvariantViolation for an event they refuse
-            self.read_models.apply(db, records)
+        if folded:  # the read models raise InvariantViolation for an event they refuse
+            self.read_models.apply(db, folded)
         if checkpoint is not None:
             db.execute(
                 "INSERT INTO subscriber_checkpoints VALUES (?, ?) ON CONFLICT (name) "
                 "DO UPDATE SET position = max(position, excluded.position)",
                 checkpoint,
             )
-        return list(range(first, position + 1))  # one transaction's positions follow on
+        return records
 
 
 def _head_and_versions(db: sqlite3.Connection, streams: dict[str, None]) -> tuple[int, dict[str, int]]:

@@ -131,11 +131,22 @@ class EventStore:
     ) -> list[int]:
         """Append to several streams in one transaction (all or nothing). ``checkpoint``
         ``(consumer, position)`` is stored with the events, never moving backwards."""
+        return [r.position for r in await self.record_batches(batches, meta=meta, checkpoint=checkpoint)]
+
+    async def record_batches(
+        self,
+        batches: Sequence[AppendBatch],
+        *,
+        meta: EventMeta | None = None,
+        checkpoint: tuple[str, int] | None = None,
+    ) -> list[Recorded]:
+        """``append_batches``, returning the events as a reader would read them back: a
+        consumer that wrote them folds them without reading its own writes again."""
         encoded = self._appender.prepare(batches, meta)
-        positions = await self._writer.transaction(self._appender.write, encoded, checkpoint)
+        records = await self._writer.transaction(self._appender.write, encoded, checkpoint)
         self.appends_total += 1
         self._notify()
-        return positions
+        return records
 
     def append_signal(self) -> asyncio.Event:
         """An event set by the next append in this process. Take it *before* reading, then

@@ -377,3 +377,50 @@ async def test_a_refused_submission_fails_the_task_without_retry(world: World) -
     assert isinstance(ended, AttemptEnded) and ended.ray_status == "NOT_SUBMITTED"
     assert ended.failure_kind is K.RUNTIME_ERROR and "bad pip spec" in ended.evidence
     assert isinstance(failed, TaskFailed)
+
+
+async def test_a_turn_records_at_most_deferrals_per_turn_reasons_front_of_the_queue_first(tmp_path: Path) -> None:
+    w = await make_world(tmp_path, deferrals_per_turn=3)
+    try:
+        first = await w.submit(gpus=8)  # fills the node
+        behind = [await w.submit(gpus=8) for _ in range(7)]
+        recorded: list[list[str]] = []
+        for _ in range(4):
+            await w.turn()
+            recorded.append([t for t in behind if (await w.view(t)).wait_reason is not None])
+        assert (await w.view(first)).attempts  # admitted in the first turn
+        assert recorded == [behind[:3], behind[:6], behind, behind]
+        for t in behind:
+            deferrals = [e for e in await w.events(t) if isinstance(e, TaskDeferred)]
+            assert len(deferrals) == 1  # recorded once, not again while the reason holds
+    finally:
+        await w.commands.close()
+        await w.store.close()
+
+
+async def test_a_turn_with_nothing_new_does_not_plan_again(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    import argus.reactor.reactor as reactor_module
+
+    plans: list[float] = []
+    real = reactor_module.plan_admissions
+
+    def counting(**kwargs: object) -> object:
+        plans.append(world.clock.now)
+        return real(**kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reactor_module, "plan_admissions", counting)
+    running = await world.submit(gpus=8)
+    waiting = await world.submit(gpus=8)
+    await world.running(running)
+    world.clock.advance(SETTLE_S + 1)
+    await world.turn(2)
+    before = len(plans)
+    for _ in range(5):
+        world.clock.advance(1)
+        await world.turn()
+    assert len(plans) == before  # same log, same capacity, no instant passed: same plan
+    world.ray.succeed(submission_id_for(running, 1))
+    world.clock.advance(1)
+    await world.turn(2)
+    assert len(plans) > before
+    assert (await world.view(waiting)).attempts  # planned again, and admitted
