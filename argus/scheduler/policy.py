@@ -16,6 +16,10 @@ Rules (DESIGN.md §5):
   not fit, no task behind it is admitted even if it would fit (``blocked_by_head``) — big
   tasks are never starved by a stream of small ones. ``backfill=True`` lets smaller tasks
   pass a blocked head (better utilisation, but the head may wait indefinitely).
+- A gang the alive worker nodes could not hold even if they were idle (nodes left, or
+  are smaller than the one the task was accepted for) waits with ``never_fits`` and
+  holds no one back; it is considered again on every pass, so it starts once big enough
+  nodes return.
 - Policy ``priority``: higher ``priority`` first, FIFO within a priority.
 - The order a policy considers tasks in is ``argus.scheduler.order.queue_order``: the
   same function orders the queue users are shown.
@@ -61,6 +65,7 @@ class Reason:
     CAPACITY_UNKNOWN = "capacity_unknown"
     RETRY_BACKOFF = "retry_backoff"
     BLOCKED_BY_HEAD = "blocked_by_head"
+    NEVER_FITS = "never_fits"
 
 
 class QueuedTask(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -185,6 +190,22 @@ class _Pool:
                 self._reserve(task, index)
         self._cache: dict[tuple[int, int, float], tuple[int, ...] | None] = {}
         self._snapshot: tuple[float, ...] | None = None
+        self._totals = [(n.total_gpus, n.total_cpus) for n in ordered]
+        self._never: dict[tuple[int, int, float], Defer | None] = {}
+
+    def never_fits(self, d: Demand) -> Defer | None:
+        """Why ``d`` could not be placed even on idle nodes (by their totals), or None."""
+        key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node)
+        if key not in self._never:
+            big = sum(1 for g, c in self._totals if g >= d.n_gpus_per_node and c >= d.cpus_per_node)
+            largest = max(self._totals, default=(0.0, 0.0))
+            self._never[key] = None if big >= d.nnodes else Defer(
+                task_id="", reason=Reason.NEVER_FITS, free_gpus_per_node=self.free_gpus(), message=(
+                    f"{_needs(d)}; the {len(self._totals)} alive worker node(s) could not hold it even if "
+                    f"idle: {big} of them have ≥ {d.n_gpus_per_node} GPUs and ≥ {fmt_amount(d.cpus_per_node)} "
+                    f"CPUs in all (largest: {fmt_amount(largest[0])} GPUs, {fmt_amount(largest[1])} CPUs); "
+                    f"it holds no one back and starts when big enough nodes join"))
+        return self._never[key]
 
     def _reserve(self, task: RunningTask, index: dict[str, int]) -> None:
         """Take an unclaimed task's demand off the nodes it will hold (conservative: for a
@@ -272,6 +293,11 @@ def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: 
         if t.next_run_at is not None and t.next_run_at > now:
             append(Defer(task_id=t.task_id, reason=Reason.RETRY_BACKOFF,
                          message=f"retry not before t={t.next_run_at:.0f} ({t.next_run_at - now:.0f}s)"))
+            continue
+        never = pool.never_fits(t.demand)
+        if never is not None:  # waiting in line for it would only block everyone behind it
+            append(Defer(task_id=t.task_id, reason=never.reason, message=never.message,
+                         free_gpus_per_node=never.free_gpus_per_node))
             continue
         if blocked:
             append(Defer(task_id=t.task_id, reason=Reason.BLOCKED_BY_HEAD, message=_BLOCKED_MSG,

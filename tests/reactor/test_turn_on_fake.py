@@ -424,3 +424,20 @@ async def test_a_turn_with_nothing_new_does_not_plan_again(world: World, monkeyp
     await world.turn(2)
     assert len(plans) > before
     assert (await world.view(waiting)).attempts  # planned again, and admitted
+
+
+async def test_a_gang_that_stops_fitting_when_nodes_leave_waits_aside_until_they_return(two_nodes: World) -> None:
+    w = two_nodes  # two nodes x 4 GPUs
+    gang = await w.submit(nnodes=2, gpus=4)  # accepted: the cluster can hold it
+    w.ray.set_nodes(worker_nodes(1, gpus=4, cpus=64))  # a node leaves before it starts
+    small = await w.submit(gpus=2)
+    await w.turn()
+    view = await w.view(gang)
+    assert view.state is TaskState.PENDING_RESOURCES and view.wait_reason == "never_fits"
+    assert "could not hold it even if idle" in view.wait_message
+    assert (await w.view(small)).attempts  # behind it in line, and admitted: nothing blocked it
+    w.ray.set_nodes(worker_nodes(2, gpus=4, cpus=64))  # the node returns
+    w.ray.start(submission_id_for(small, 1))
+    w.ray.succeed(submission_id_for(small, 1))
+    await w.turn(2)
+    assert (await w.view(gang)).attempts  # considered again, and admitted

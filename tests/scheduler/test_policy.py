@@ -10,6 +10,7 @@ from argus.config import SchedulerConfig
 from argus.events.catalog import Demand, NodeCapacity
 from argus.scheduler import (
     POLICIES,
+    queue_order,
     Admit,
     Capacity,
     Defer,
@@ -21,6 +22,10 @@ from argus.scheduler import (
 )
 
 NOW = 1_000.0
+
+
+def queue_in_order(queue, config):
+    return queue_order(config.policy, queue)
 
 
 def node(i: int, gpus: float, cpus: float | None = None, total: float = 8) -> NodeCapacity:
@@ -87,9 +92,24 @@ def test_fifo_keeps_order_without_priorities(queue, capacity, max_running):
     config = PolicyConfig(policy="fifo", max_running_tasks=max_running)
     decisions = decide(queue, [], capacity, NOW, config)
     assert [d.task_id for d in decisions] == [t.task_id for t in queue]
-    eligible = [d for d, t in zip(decisions, queue) if t.next_run_at is None]
+    # A task the nodes could not hold even idle waits aside (never_fits): not in the line.
+    eligible = [d for d, t in zip(decisions, queue)
+                if t.next_run_at is None and not (isinstance(d, Defer) and d.reason == Reason.NEVER_FITS)]
     admitted = [isinstance(d, Admit) for d in eligible]
     assert admitted == sorted(admitted, reverse=True), "no task passes an earlier one"
+
+
+@settings(max_examples=200, deadline=None)
+@given(queues, capacities, configs)
+def test_never_fits_exactly_when_the_idle_nodes_could_not_hold_the_gang(queue, capacity, config):
+    for t, d in zip(queue_in_order(queue, config), decide(queue, [], capacity, NOW, config)):
+        assert d.task_id == t.task_id
+        if t.next_run_at is not None:
+            continue
+        holders = [n for n in capacity.nodes
+                   if n.total_gpus >= t.demand.n_gpus_per_node and n.total_cpus >= t.demand.cpus_per_node]
+        never = isinstance(d, Defer) and d.reason == Reason.NEVER_FITS
+        assert never == (len(holders) < t.demand.nnodes), (t, d)
 
 
 @settings(max_examples=100, deadline=None)
@@ -166,6 +186,19 @@ def test_head_of_line_blocking_and_backfill():
     assert strict[1].reason == Reason.BLOCKED_BY_HEAD
     backfill = decide(q, [], cap(4), NOW, PolicyConfig(backfill=True))
     assert isinstance(backfill[1], Admit)
+
+
+def test_a_gang_no_idle_node_could_hold_waits_aside_and_blocks_no_one():
+    """Nodes left (two 4-GPU nodes remain): the 2x8 gang never fits now; strict FIFO still
+    admits what is behind it, and once 8-GPU nodes return, the gang is admitted."""
+    small = Capacity(nodes=(node(0, 4, total=4), node(1, 4, total=4)))
+    q = [task("gang", nnodes=2, gpus=8), task("next", gpus=4), task("big", gpus=4), task("tail", gpus=4)]
+    d = decide(q, [], small, NOW, PolicyConfig())
+    assert d[0].reason == Reason.NEVER_FITS and "largest: 4 GPUs" in d[0].message
+    assert [type(x) for x in d[1:]] == [Admit, Admit, Defer]
+    assert d[3].reason == Reason.INSUFFICIENT_GPUS  # an ordinary wait: it would fit when idle
+    back = Capacity(nodes=(node(0, 8), node(1, 8), node(2, 4, total=4)))
+    assert isinstance(decide(q, [], back, NOW, PolicyConfig())[0], Admit)
 
 
 def test_unclaimed_running_tasks_reserve_their_nodes():
