@@ -174,7 +174,7 @@ class TasksController(Controller):
         # Running tasks only (at most max_running_tasks): a bounded read of each log's end.
         running = {v.task_id: _log_path(state, v, None) for v in views if v.state is TaskState.RUNNING}
         steps = await asyncio.to_thread(
-            lambda: {t: jobfiles.last_step(p) if p else None for t, p in running.items()})
+            lambda: {t: jobfiles.last_step(p) if p else None for t, p in running.items()}) if running else {}
         items = [summarize(v, steps.get(v.task_id)) for v in views]
         return TaskList(items=items, total=total, limit=limit, offset=offset,
                         next_cursor=next_page.encode() if next_page else None)
