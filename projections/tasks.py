@@ -16,6 +16,7 @@ import msgspec
 from argus.events import (
     AttemptEnded,
     AttemptRunning,
+    AttemptTimeLimitReached,
     AttemptStarting,
     AttemptSubmitted,
     Demand,
@@ -50,6 +51,7 @@ TASK_EVENT_TYPES = frozenset(
         "AttemptStarting",
         "AttemptSubmitted",
         "AttemptRunning",
+        "AttemptTimeLimitReached",
         "AttemptEnded",
         "RetryScheduled",
         "TaskSucceeded",
@@ -75,6 +77,7 @@ class AttemptView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defa
     started_at: float | None = None
     ended_at: float | None = None
     recovered: bool = False
+    time_limit_reached_at: float | None = None  # its Ray job is being stopped at the time limit
 
     @property
     def ended(self) -> bool:
@@ -110,6 +113,7 @@ class TaskView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_default
     warnings: tuple[str, ...] = ()
     name: str = ""  # the spec's optional ``name:``, shown beside the id
     total_steps: int | None = None  # training steps asked for, when the spec says
+    time_limit_s: float | None = None  # how long one attempt may run
 
     @property
     def latest_attempt(self) -> AttemptView | None:
@@ -152,6 +156,7 @@ def evolve_task(view: TaskView | None, rec: Recorded) -> TaskView:
         warnings=tuple(event.warnings),
         name=str(event.spec.get("name") or ""),
         total_steps=_total_steps(event),
+        time_limit_s=event.time_limit_s,
     )
 
 
@@ -225,6 +230,12 @@ def _succeeded(view: TaskView, e: TaskSucceeded, state: TaskState, rec: Recorded
                     failure_kind=None, error_summary="")
 
 
+def _time_limit(view: TaskView, e: AttemptTimeLimitReached, state: TaskState, rec: Recorded) -> TaskView:
+    attempts = _with_attempt(view, e.attempt_no, time_limit_reached_at=e.reached_at)
+    return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
+                    attempts=attempts)
+
+
 def _failed(view: TaskView, e: TaskFailed, state: TaskState, rec: Recorded) -> TaskView:
     return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
                     failure_kind=e.failure_kind, error_summary=e.error_summary)
@@ -246,6 +257,7 @@ _EVOLVE: dict[str, Callable[[TaskView, Any, TaskState, Recorded], TaskView]] = {
     "AttemptStarting": _starting,
     "AttemptSubmitted": _submitted,
     "AttemptRunning": _running,
+    "AttemptTimeLimitReached": _time_limit,
     "AttemptEnded": _ended,
     "RetryScheduled": _retry,
     "TaskSucceeded": _succeeded,

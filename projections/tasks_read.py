@@ -105,7 +105,8 @@ def task_page(
 ) -> tuple[list[TaskView], int, PageCursor | None]:
     """One page of tasks, newest first (``user``'s only, unless None; in ``states``, if
     any), starting after ``after`` (or, slower on deep pages, skipping ``offset``); the
-    number the filter matches; and the cursor of the next page (None: this is the last)."""
+    number the filter matches (from the user_views projection's counts); and the cursor
+    of the next page (None: this is the last)."""
     base: list[str] = []
     params: list[object] = []
     if user is not None:

@@ -23,6 +23,7 @@ __all__ = [
     "AttemptRunning",
     "AttemptStarting",
     "AttemptSubmitted",
+    "AttemptTimeLimitReached",
     "CapacityObserved",
     "ClusterUnreachable",
     "Demand",
@@ -73,6 +74,7 @@ class FailureKind(str, enum.Enum):
     RUNTIME_ERROR = "RUNTIME_ERROR"
     CLUSTER_LOST = "CLUSTER_LOST"
     CANCELED = "CANCELED"
+    TIME_LIMIT = "TIME_LIMIT"  # stopped at the spec's time_limit: not retried (it would run as long again)
     UNKNOWN = "UNKNOWN"
 
     def is_retryable(self) -> bool:
@@ -149,6 +151,7 @@ class TaskSubmitted(EventBase, frozen=True, kw_only=True, tag="TaskSubmitted"):
     priority: int = 0
     max_attempts: int = 3
     warnings: list[str] = []
+    time_limit_s: float | None = None  # how long one attempt may run (the spec's time_limit)
     submitted_at: float
 
 
@@ -191,6 +194,18 @@ class AttemptRunning(EventBase, frozen=True, kw_only=True, tag="AttemptRunning")
     attempt_no: int
     submission_id: str
     started_at: float
+
+
+class AttemptTimeLimitReached(EventBase, frozen=True, kw_only=True, tag="AttemptTimeLimitReached"):
+    """The running attempt reached the task's ``time_limit_s`` (reactor): its Ray job is
+    being stopped, and its end will be TIME_LIMIT."""
+
+    task_id: str
+    attempt_no: int
+    submission_id: str
+    time_limit_s: float
+    ran_s: float  # since Ray reported it running
+    reached_at: float
 
 
 class AttemptEnded(EventBase, frozen=True, kw_only=True, tag="AttemptEnded"):
@@ -345,6 +360,7 @@ Event = Union[
     AttemptStarting,
     AttemptSubmitted,
     AttemptRunning,
+    AttemptTimeLimitReached,
     AttemptEnded,
     RetryScheduled,
     TaskSucceeded,

@@ -28,6 +28,7 @@ from argus.events import (
     AttemptRunning,
     AttemptStarting,
     AttemptSubmitted,
+    AttemptTimeLimitReached,
     CapacityObserved,
     ClusterUnreachable,
     EventBase,
@@ -47,6 +48,7 @@ from argus.lifecycle import AttemptStatus, TaskState
 from argus.rayjobs import DuplicateSubmission, RayPort, RayUnavailable, build_submission
 from argus.reactor.admission import plan_admissions, plan_expires_at
 from argus.reactor.attempts import outcome_events
+from argus.taskspec.timelimit import fmt_duration
 from argus.reactor.classify import classify_failure
 from argus.reactor.state import ReactorState
 from argus.store import AppendBatch, ConcurrencyConflict, EventStore, InvariantViolation
@@ -370,14 +372,24 @@ class Reactor:
             return
         for task, attempt in followed:
             observed = states.get(attempt.submission_id)
+            now = self.clock()
+            limit = task.time_limit_s
+            if (limit is not None and attempt.started_at is not None and attempt.time_limit_reached_at is None
+                    and observed is not None and not observed.is_terminal and now - attempt.started_at >= limit):
+                if not await self._append(task, [AttemptTimeLimitReached(
+                        task_id=task.task_id, attempt_no=attempt.attempt_no, submission_id=attempt.submission_id,
+                        time_limit_s=limit, ran_s=now - attempt.started_at, reached_at=now)], expect=True):
+                    continue  # the task moved on meanwhile: decided again next turn
+                task = self.state.tasks[task.task_id]
+                attempt = task.attempts[-1]
+            stopping = task.state is TaskState.CANCELING or attempt.time_limit_reached_at is not None
             try:
-                if task.state is TaskState.CANCELING and attempt.submission_id not in self._stop_sent:
+                if stopping and attempt.submission_id not in self._stop_sent:
                     await self.gateway.stop(attempt.submission_id)
                     self._stop_sent.add(attempt.submission_id)
             except RayUnavailable:
                 self.capacity = None
                 return
-            now = self.clock()
             if observed is None:
                 await self._append(task, outcome_events(
                     task, ray_status=AttemptStatus.LOST, exit_code=None, kind=FailureKind.CLUSTER_LOST,
@@ -387,7 +399,12 @@ class Reactor:
             elif observed.is_terminal:
                 kind: FailureKind | None = None
                 evidence = ""
-                if observed.status != AttemptStatus.SUCCEEDED:
+                if observed.status != AttemptStatus.SUCCEEDED and attempt.time_limit_reached_at is not None:
+                    kind = FailureKind.TIME_LIMIT
+                    evidence = (f"stopped at its time limit of {fmt_duration(task.time_limit_s or 0)} after running "
+                                f"{fmt_duration(attempt.time_limit_reached_at - (attempt.started_at or 0))} "
+                                f"(Ray: {observed.status})")
+                elif observed.status != AttemptStatus.SUCCEEDED:
                     try:
                         tail = await self.gateway.logs_tail(attempt.submission_id)
                     except RayUnavailable:

@@ -44,6 +44,7 @@ SOURCES: dict[str, str] = {
     "TaskFailed": "scheduler",
     "AttemptSubmitted": "ray",
     "AttemptRunning": "ray",
+    "AttemptTimeLimitReached": "scheduler",
     "AttemptEnded": "ray",
     "TaskCanceled": "ray",
 }
@@ -171,6 +172,9 @@ def summarize(rec: Recorded) -> str:
         return f"attempt {e.attempt_no} accepted by Ray" + (" (recovered after a crash)" if e.recovered else "")
     if t == "AttemptRunning":
         return f"attempt {e.attempt_no} running"
+    if t == "AttemptTimeLimitReached":
+        return (f"attempt {e.attempt_no} reached its time limit of {e.time_limit_s:g} s "
+                f"after {e.ran_s:.0f} s running: stopping its Ray job")
     if t == "AttemptEnded":
         parts = [f"attempt {e.attempt_no} ended {e.ray_status}"]
         if e.failure_kind is not None:

@@ -20,6 +20,7 @@ from argus.events.catalog import Demand
 from argus.taskspec.builders import build_basic_command, demand_for
 from argus.taskspec.checks import check_command, check_override_paths
 from argus.taskspec.command import ParsedCommand
+from argus.taskspec.timelimit import time_limit_seconds
 from argus.taskspec.errors import Problems, TaskSpecError
 from argus.taskspec.expand import expand_home
 from argus.taskspec.paths import PathPolicy
@@ -53,6 +54,7 @@ class PreparedTask(msgspec.Struct, frozen=True, kw_only=True):
     priority: int
     max_attempts: int
     warnings: list[str]
+    time_limit_s: float | None = None  # per attempt, from when it runs
 
 
 def _check_component(value: str, field: str) -> None:
@@ -176,6 +178,12 @@ def prepare_task(
     if problems or policy.missing or spec is None:
         _raise(problems, policy)
     warnings = [*checked.warnings, *command_warnings]
+    time_limit_s = None
+    if spec.time_limit is not None:
+        try:
+            time_limit_s = time_limit_seconds(spec.time_limit)
+        except ValueError as exc:
+            raise TaskSpecError("time_limit", str(exc)) from exc
     command = with_interpreter(command, parsed_command, config.python)
     return PreparedTask(
         kind=kind,
@@ -187,4 +195,5 @@ def prepare_task(
         priority=spec.priority,
         max_attempts=spec.max_attempts,
         warnings=warnings,
+        time_limit_s=time_limit_s,
     )

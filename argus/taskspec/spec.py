@@ -20,6 +20,7 @@ from argus.config import TaskSpecConfig
 from argus.taskspec.document import _C_UNSAFE_RE, _NoAliasLoader, load_document  # noqa: F401
 from argus.taskspec.errors import Problems, TaskSpecError
 from argus.taskspec.fields import convert_fields, split_known
+from argus.taskspec.timelimit import TIME_LIMIT_ACCEPTS, TimeLimit
 
 __all__ = [
     "AdvancedTaskSpec",
@@ -95,6 +96,7 @@ class BasicTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fi
     priority: Priority = 0
     max_attempts: Attempts = 3
     name: TaskName = ""  # a label for people, shown beside the task id
+    time_limit: TimeLimit | None = None  # per attempt, from when it runs (argus.taskspec.timelimit)
 
 
 class AdvancedTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -109,6 +111,7 @@ class AdvancedTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown
     priority: Priority = 0
     max_attempts: Attempts = 3
     name: TaskName = ""  # a label for people, shown beside the task id
+    time_limit: TimeLimit | None = None  # per attempt, from when it runs (argus.taskspec.timelimit)
 
 
 TaskSpec: TypeAlias = BasicTaskSpec | AdvancedTaskSpec
@@ -142,6 +145,7 @@ _ACCEPTS: dict[str, str] = {
     "'actor_rollout_ref.rollout.temperature=0.7'",
     "priority": "an integer from -1000000 to 1000000 (higher runs first)",
     "max_attempts": "an integer from 1 to 100",
+    "time_limit": TIME_LIMIT_ACCEPTS,
     "command": "a non-empty string: NAME=value assignments, then python3 -m <module> args",
 }
 _DEFAULT_ACCEPTS = "a positive integer"

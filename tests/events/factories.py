@@ -8,6 +8,7 @@ from argus.rayjobs.submission import submission_id_for
 from argus.events import (
     AttemptEnded,
     AttemptRunning,
+    AttemptTimeLimitReached,
     AttemptStarting,
     AttemptSubmitted,
     CapacityObserved,
@@ -77,6 +78,13 @@ def attempt_submitted(task_id: str, attempt_no: int = 1, at: float = T0, recover
 def running(task_id: str, attempt_no: int = 1, at: float = T0) -> AttemptRunning:
     return AttemptRunning(
         task_id=task_id, attempt_no=attempt_no, submission_id=submission_id_for(task_id, attempt_no), started_at=at
+    )
+
+
+def time_limit_reached(task_id: str, attempt_no: int = 1, at: float = T0, limit: float = 60.0) -> AttemptTimeLimitReached:
+    return AttemptTimeLimitReached(
+        task_id=task_id, attempt_no=attempt_no, submission_id=submission_id_for(task_id, attempt_no),
+        time_limit_s=limit, ran_s=limit, reached_at=at,
     )
 
 

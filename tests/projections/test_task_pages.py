@@ -13,6 +13,7 @@ import pytest
 from argus.lifecycle import TaskState
 from argus.store import migrate
 from projections import TasksProjection
+from projections.user_views import UserViewsProjection
 from projections.tasks_read import PageCursor, task_page
 from tests.events import factories as f
 
@@ -31,6 +32,7 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> sqlite3.Connection:
         v = f.folded_submission(f"t{rng.randint(0, 10**6):07d}-{i}", i + 1, user=rng.choice("ab"))
         views[v.task_id] = msgspec.structs.replace(v, created_at=float(rng.randint(0, 50)), state=rng.choice(STATES))
     TasksProjection().write_all(conn, views)
+    UserViewsProjection().write_all(conn, views)  # the totals come from its per-user counts
     conn.commit()
     return conn
 

@@ -441,3 +441,37 @@ async def test_a_gang_that_stops_fitting_when_nodes_leave_waits_aside_until_they
     w.ray.succeed(submission_id_for(small, 1))
     await w.turn(2)
     assert (await w.view(gang)).attempts  # considered again, and admitted
+
+
+async def test_an_attempt_past_its_time_limit_is_stopped_and_fails_with_time_limit(world: World) -> None:
+    spec = ("kind: advanced\nworkload: ppo\nnnodes: 1\nn_gpus_per_node: 2\ntime_limit: '1:30'\n"
+            "command: python3 -m argus.examples.toy_trainer trainer.nnodes=1 trainer.n_gpus_per_node=2\n")
+    t = (await world.commands.submit(ALICE, spec)).task_id
+    assert (await world.view(t)).time_limit_s == 90
+    sid = await world.running(t)
+    world.clock.advance(89)
+    await world.turn()
+    assert world.ray.calls.count(("stop", sid)) == 0  # not yet
+    world.clock.advance(1)
+    await world.turn()  # at the limit: recorded, and the job stopped
+    reached = [e for e in await world.events(t) if type(e).__name__ == "AttemptTimeLimitReached"]
+    assert len(reached) == 1 and reached[0].time_limit_s == 90  # type: ignore[attr-defined]
+    assert (await world.view(t)).state is TaskState.RUNNING  # until Ray says the job ended
+    await world.turn(2)
+    assert world.ray.calls.count(("stop", sid)) == 1  # once
+    view = await world.view(t)
+    assert view.state is TaskState.FAILED and view.failure_kind is K.TIME_LIMIT
+    assert "time limit of 90 s" in view.error_summary
+    assert len(view.attempts) == 1  # not retried: it would run as long again
+
+
+async def test_a_bad_time_limit_is_refused_with_what_to_write(world: World) -> None:
+    from argus.service.commands import CommandError
+
+    for bad in ("90", "5s", "soon", "1:75:00"):
+        spec = (f"kind: advanced\nworkload: ppo\nnnodes: 1\nn_gpus_per_node: 2\ntime_limit: '{bad}'\n"
+                "command: python3 -m argus.examples.toy_trainer trainer.nnodes=1 trainer.n_gpus_per_node=2\n")
+        with pytest.raises(CommandError) as refused:
+            await world.commands.submit(ALICE, spec)
+        assert "time_limit" in str(refused.value) and ("90m" in str(refused.value) or "59" in str(refused.value))
+    assert await world.store.head_position() == 0  # nothing written

@@ -355,6 +355,8 @@ export const DESCRIBE = {
   AttemptStarting: (d) => `attempt ${d.attempt_no} about to be submitted as ${d.submission_id}`,
   AttemptSubmitted: (d) => `Ray accepted ${d.submission_id}${d.recovered ? " (found after a restart)" : ""}`,
   AttemptRunning: (d) => `attempt ${d.attempt_no} is running`,
+  AttemptTimeLimitReached: (d) => `attempt ${d.attempt_no} reached its time limit of ${d.time_limit_s} s` +
+    ` after ${Math.round(d.ran_s)} s: its Ray job is stopped`,
   AttemptEnded: (d) => `attempt ${d.attempt_no} ended: ${d.ray_status}` +
     `${d.exit_code !== null && d.exit_code !== undefined ? `, exit ${d.exit_code}` : ""}` +
     `${d.failure_kind ? `, ${d.failure_kind}` : ""}${d.evidence ? ` — ${d.evidence}` : ""}`,
