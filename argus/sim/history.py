@@ -21,7 +21,9 @@ __all__ = ["load_history"]
 
 def load_history(db_path: str | Path) -> Trace:
     """Every task that ran (its run time: the last attempt's start to end), in arrival
-    order; tasks that never ran have no run time and are skipped and counted."""
+    order; tasks that never ran have no run time and are skipped and counted. An attempt
+    that ended before the reactor saw it running (a job shorter than a poll) started, as
+    far as the log knows, when Ray accepted it."""
     path = Path(db_path)
     if not path.is_file():
         raise FileNotFoundError(f"no database at {path}")
@@ -31,14 +33,15 @@ def load_history(db_path: str | Path) -> Trace:
         views, seen = all_tasks(scratch), read_cluster(scratch)
     tasks, no_runtime = [], 0
     for v in sorted(views, key=lambda v: v.seq):
-        ran = [a for a in v.attempts if a.started_at is not None and a.ended_at is not None]
+        ran = [(a.started_at or a.submitted_at, a.ended_at) for a in v.attempts
+               if (a.started_at or a.submitted_at) is not None and a.ended_at is not None]
         if not ran:
             no_runtime += 1
             continue
-        last = ran[-1]
+        began, ended = ran[-1]
         d = v.demand
         tasks.append(SimTask(task_id=v.task_id, user=v.user, arrival=v.created_at, priority=v.priority,
-                             runtime=max(0.001, last.ended_at - last.started_at),  # type: ignore[operator]
+                             runtime=max(0.001, ended - began),  # type: ignore[operator]
                              demand=Demand(nnodes=d.nnodes, n_gpus_per_node=d.n_gpus_per_node,
                                            cpus_per_node=d.cpus_per_node)))
     nodes = [SimNode(node_id=n.node_id, gpus=n.total_gpus, cpus=n.total_cpus) for n in (seen.nodes if seen else ())]
