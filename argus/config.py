@@ -75,13 +75,16 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     backfill: bool = False
     # The admission policy (argus.scheduler.POLICIES; a test keeps the two lists equal):
     # the order waiting tasks are considered in, and shown in.
-    policy: Literal["fifo", "fifo-backfill", "priority"] = "fifo"
+    policy: Literal["fifo", "fifo-backfill", "priority", "reserve-backfill"] = "reserve-backfill"
     lease_ttl_s: float = 15.0
     poll_interval_s: float = 1.0
     # Wait reasons recorded per turn, front of the queue first; the rest follow in the
     # next turns (which come at once). Each is a task event with its projections (~50 µs):
     # 10,000 arrivals would otherwise hold one turn, and every admission, for half a second.
     deferrals_per_turn: int = 1000
+    # A task's expected run time when it has no time_limit and its user has no finished run
+    # of the same workload and shape (reservations and ETAs are computed from it).
+    default_runtime_s: float = 3600.0
     # The worker nodes a gang is judged against at submit while none has been observed
     # (count × GPUs × CPUs each); 0 nodes: accept any gang until the cluster is seen.
     assumed_nodes: int = 0

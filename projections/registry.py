@@ -5,6 +5,7 @@ from __future__ import annotations
 from projections.base import EntityProjection
 from projections.cluster import ClusterProjection
 from projections.queue import QueueProjection
+from projections.runtime_stats import RuntimeStatsProjection
 from projections.tasks import TasksProjection
 from projections.user_views import UserViewsProjection
 from projections.users import UsersProjection
@@ -20,6 +21,7 @@ def default_projections() -> list[EntityProjection]:  # type: ignore[type-arg]
         UserViewsProjection(),
         UsersProjection(),
         ClusterProjection(),
+        RuntimeStatsProjection(),
     ]
 
 

@@ -114,6 +114,7 @@ class TaskView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_default
     name: str = ""  # the spec's optional ``name:``, shown beside the id
     total_steps: int | None = None  # training steps asked for, when the spec says
     time_limit_s: float | None = None  # how long one attempt may run
+    expected_start: float | None = None  # its reservation (reserve-backfill): the estimated start
 
     @property
     def latest_attempt(self) -> AttemptView | None:
@@ -178,7 +179,7 @@ def _total_steps(event: TaskSubmitted) -> int | None:
 # million events, and a chain of isinstance checks was a visible share of that time.
 def _deferred(view: TaskView, e: TaskDeferred, state: TaskState, rec: Recorded) -> TaskView:
     return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
-                    wait_reason=e.reason, wait_message=e.message)
+                    wait_reason=e.reason, wait_message=e.message, expected_start=e.reserved_from)
 
 
 def _starting(view: TaskView, e: AttemptStarting, state: TaskState, rec: Recorded) -> TaskView:
@@ -189,7 +190,7 @@ def _starting(view: TaskView, e: AttemptStarting, state: TaskState, rec: Recorde
     return _replace(
         view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
         attempts=(*view.attempts, attempt), next_run_at=None, wait_reason=None,
-        wait_message="", waiting_since=None,
+        wait_message="", waiting_since=None, expected_start=None,
     )
 
 
@@ -249,7 +250,7 @@ def _cancel_requested(view: TaskView, e: TaskCancelRequested, state: TaskState, 
 def _canceled(view: TaskView, e: TaskCanceled, state: TaskState, rec: Recorded) -> TaskView:
     return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
                     failure_kind=FailureKind.CANCELED, next_run_at=None, wait_reason=None,
-                    wait_message="")
+                    wait_message="", expected_start=None)
 
 
 _EVOLVE: dict[str, Callable[[TaskView, Any, TaskState, Recorded], TaskView]] = {

@@ -164,6 +164,10 @@ class TaskDeferred(EventBase, frozen=True, kw_only=True, tag="TaskDeferred"):
     message: str  # what was needed and what was free, in words
     needed: Demand
     free_gpus_per_node: list[float] = []
+    # The first task that does not fit under reserve-backfill: when and where its gang is
+    # expected to fit (its estimated start).
+    reserved_from: float | None = None
+    reserved_nodes: list[str] = []
     decided_at: float
 
 
@@ -175,6 +179,7 @@ class AttemptStarting(EventBase, frozen=True, kw_only=True, tag="AttemptStarting
     submission_id: str
     payload: SubmissionPayload
     decided_at: float
+    note: str = ""  # why it may pass the reserved head of the queue (backfill), when it does
 
 
 class AttemptSubmitted(EventBase, frozen=True, kw_only=True, tag="AttemptSubmitted"):

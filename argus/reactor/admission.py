@@ -16,6 +16,7 @@ from argus.config import SchedulerConfig
 from argus.events import Demand, NodeCapacity
 from argus.scheduler import Admit, Capacity, Defer, PolicyConfig, QueuedTask, RunningTask, decide
 from projections import TaskView
+from projections.runtime_stats import RuntimeHistory
 
 __all__ = ["AdmissionPlan", "SETTLE_S", "plan_admissions", "plan_expires_at", "with_driver"]
 
@@ -24,7 +25,9 @@ SETTLE_S = 15.0
 
 class AdmissionPlan(msgspec.Struct, frozen=True):
     admitted: list[TaskView]
-    deferrals: list[tuple[TaskView, str, str, list[float]]]  # task, reason, message, free GPUs
+    deferrals: list[tuple[TaskView, Defer]]
+    notes: dict[str, str] = {}  # task id -> why an admitted task may pass a reservation
+    expires_at: float = float("inf")  # plan_expires_at: until then the same inputs give this plan
 
 
 def _in_flight(task: TaskView, now: float) -> bool:
@@ -62,31 +65,50 @@ def plan_admissions(
     now: float,
     config: SchedulerConfig,
     driver_cpus: float = 0.0,
+    runtimes: RuntimeHistory | None = None,
 ) -> AdmissionPlan:
     """Run the configured policy over the waiting tasks (in its ``queue_order``) and sort its decisions
     into admissions and deferrals. ``driver_cpus`` (the job driver's ``entrypoint_num_cpus``)
     is added to every task's per-node CPUs: the driver lands on one of the task's nodes,
-    and which one is Ray's choice."""
+    and which one is Ray's choice. ``runtimes``: the history behind each task's expected
+    run time (its time limit first; ``config.default_runtime_s`` last)."""
+    history = runtimes or RuntimeHistory()
+    default = config.default_runtime_s
     by_id = {t.task_id: t for t in waiting}
     snapshot = Capacity(nodes=tuple(capacity)) if capacity is not None else None
     queue = [
         QueuedTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), seq=t.seq,
-                   priority=t.priority, user=t.user, next_run_at=t.next_run_at)
+                   priority=t.priority, user=t.user, next_run_at=t.next_run_at,
+                   estimate_s=history.estimate(t, default)[0])
         for t in waiting
     ]
     running = [
         RunningTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), user=t.user,
-                    claimed=not _in_flight(t, now))
+                    claimed=not _in_flight(t, now), expected_end=_began(t, now) + history.estimate(t, default)[0])
         for t in active
     ]
     decisions = decide(queue, running, snapshot, now, PolicyConfig.from_scheduler(config))
     admitted: list[TaskView] = []
-    deferrals: list[tuple[TaskView, str, str, list[float]]] = []
+    deferrals: list[tuple[TaskView, Defer]] = []
+    notes: dict[str, str] = {}
     for decision in decisions:
         task = by_id[decision.task_id]
         if isinstance(decision, Admit):
             admitted.append(task)
+            if decision.note:
+                notes[task.task_id] = decision.note
         elif isinstance(decision, Defer) and decision.reason != "retry_backoff":
             # A retry's wait is already recorded by RetryScheduled.
-            deferrals.append((task, decision.reason, decision.message, list(decision.free_gpus_per_node)))
-    return AdmissionPlan(admitted=admitted, deferrals=deferrals)
+            deferrals.append((task, decision))
+    # Reservations also move when a running task passes its expected end.
+    ends = [r.expected_end for r in running if r.expected_end is not None and r.expected_end > now]
+    expires = min([plan_expires_at(waiting, active, now), *ends])
+    return AdmissionPlan(admitted=admitted, deferrals=deferrals, notes=notes, expires_at=expires)
+
+
+def _began(task: TaskView, now: float) -> float:
+    """When the task's current attempt began, as far as the log knows."""
+    attempt = task.latest_attempt
+    if attempt is None:
+        return now
+    return attempt.started_at or attempt.submitted_at or attempt.decided_at

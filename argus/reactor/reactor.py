@@ -46,7 +46,7 @@ from argus.events import (
 )
 from argus.lifecycle import AttemptStatus, TaskState
 from argus.rayjobs import DuplicateSubmission, RayPort, RayUnavailable, build_submission
-from argus.reactor.admission import plan_admissions, plan_expires_at
+from argus.reactor.admission import plan_admissions
 from argus.reactor.attempts import outcome_events
 from argus.taskspec.timelimit import fmt_duration
 from argus.reactor.classify import classify_failure
@@ -256,7 +256,7 @@ class Reactor:
             event = self._submitted_events[task_id] = first
         return event
 
-    async def _start_attempts(self, tasks: list[TaskView]) -> None:
+    async def _start_attempts(self, tasks: list[TaskView], notes: dict[str, str] | None = None) -> None:
         """Admit ``tasks`` together: every intent in one transaction, then every submission
         to Ray at once, then what Ray said in one more transaction. (One by one, 50
         admissions were 100 fsyncs and 50 Ray round trips in a row.)"""
@@ -271,7 +271,7 @@ class Reactor:
             )
             intents.append((task, AttemptStarting(
                 task_id=task.task_id, attempt_no=attempt_no, submission_id=payload.submission_id,
-                payload=payload, decided_at=self.clock(),
+                payload=payload, decided_at=self.clock(), note=(notes or {}).get(task.task_id, ""),
             )))
         if not intents:
             return
@@ -468,15 +468,17 @@ class Reactor:
         active = self.state.active()
         plan = plan_admissions(
             waiting=waiting, active=active, capacity=self.capacity,
-            now=now, config=self.sched, driver_cpus=self.config.entrypoint_num_cpus,
+            now=now, config=self.sched, driver_cpus=self.config.entrypoint_num_cpus, runtimes=self.state.runtimes,
         )
-        self._planned_on, self._plan_expires_at = inputs, plan_expires_at(waiting, active, now)
+        self._planned_on, self._plan_expires_at = inputs, plan.expires_at
         changed = [
-            (task, TaskDeferred(task_id=task.task_id, reason=reason, message=message, needed=task.demand,
-                                free_gpus_per_node=free, decided_at=now))
-            for task, reason, message, free in plan.deferrals
-            if (task.wait_reason, task.wait_message) != (reason, message)  # only news is recorded
+            (task, TaskDeferred(task_id=task.task_id, reason=d.reason, message=d.message, needed=task.demand,
+                                free_gpus_per_node=list(d.free_gpus_per_node), reserved_from=d.reserved_from,
+                                reserved_nodes=list(d.reserved_nodes), decided_at=now))
+            for task, d in plan.deferrals
+            if (task.wait_reason, task.wait_message) != (d.reason, d.message)  # only news is recorded
         ]
         await self._defer_all(changed[:self.sched.deferrals_per_turn])
         admitted = [self.state.tasks.get(task.task_id) for task in plan.admitted]
-        await self._start_attempts([task for task in admitted if task is not None and task.state.is_waiting()])
+        await self._start_attempts([task for task in admitted if task is not None and task.state.is_waiting()],
+                                   plan.notes)

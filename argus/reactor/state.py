@@ -15,6 +15,7 @@ from argus.lifecycle import TaskState
 from argus.store.dbfile import read_transaction
 from projections import TaskView, evolve_task, projection_checkpoint
 from projections.cluster import read_cluster
+from projections.runtime_stats import RuntimeHistory, read_runtime_history, run_key, run_seconds
 from projections.tasks import TASK_EVENT_TYPES
 from projections.tasks_read import unfinished_tasks
 
@@ -28,6 +29,7 @@ class ReactorState:
         self.position = 0
         self.last_capacity: tuple[NodeCapacity, ...] | None = None
         self.cluster_reachable: bool | None = None
+        self.runtimes = RuntimeHistory()  # succeeded runs: the estimates of the others
 
     @classmethod
     def load(cls, db: sqlite3.Connection) -> "ReactorState":
@@ -36,6 +38,7 @@ class ReactorState:
         with read_transaction(db):
             state.position = projection_checkpoint(db, "tasks")
             state.tasks = {task.task_id: task for task in unfinished_tasks(db)}
+            state.runtimes = read_runtime_history(db)
             cluster = read_cluster(db)
             if cluster is not None:
                 state.cluster_reachable = cluster.reachable
@@ -54,6 +57,9 @@ class ReactorState:
             view = evolve_task(self.tasks.get(task_id), rec)
             if view.state.is_terminal():
                 self.tasks.pop(task_id, None)
+                seconds = run_seconds(view) if view.state is TaskState.SUCCEEDED else None
+                if seconds is not None:
+                    self.runtimes.add(run_key(view), seconds)
             else:
                 self.tasks[task_id] = view
         elif isinstance(rec.event, CapacityObserved):

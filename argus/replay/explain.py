@@ -12,7 +12,7 @@ from pathlib import Path
 
 import msgspec
 
-from argus.events import FailureKind, RetryScheduled, TaskCanceled, TaskCancelRequested, TaskFailed
+from argus.events import AttemptStarting, FailureKind, RetryScheduled, TaskCanceled, TaskCancelRequested, TaskFailed
 from argus.replay.source import open_log
 from argus.replay.timeline import TaskTimeline, build_timeline, load_task_events, nodes_phrase
 from argus.replay.waits import WaitSegment
@@ -102,6 +102,7 @@ def explain_timeline(tl: TaskTimeline, records: list | None = None) -> Explanati
     ]
     events = [r.event for r in records or []]
     retries = {e.failed_attempt_no: e for e in events if isinstance(e, RetryScheduled)}
+    notes = {e.attempt_no: e.note for e in events if isinstance(e, AttemptStarting) and e.note}
     attempts = {a.attempt_no: a for a in task.attempts}
     by_attempt: dict[int, list[WaitSegment]] = {}
     for seg in tl.waits:
@@ -110,6 +111,8 @@ def explain_timeline(tl: TaskTimeline, records: list | None = None) -> Explanati
         segs = by_attempt.get(attempt_no, [])
         if segs:
             lines.append(_wait_line(attempt_no, segs, attempt_no in attempts))
+        if attempt_no in notes:
+            lines.append(f"Attempt {attempt_no} started ahead of its place in line: {notes[attempt_no]}.")
         a = attempts.get(attempt_no)
         if a is None:
             continue

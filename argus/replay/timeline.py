@@ -167,7 +167,7 @@ def summarize(rec: Recorded) -> str:
         extra = f" (free GPUs per node {free})" if free and free not in e.message else ""
         return f"deferred ({e.reason}): {e.message}{extra}"
     if t == "AttemptStarting":
-        return f"attempt {e.attempt_no} starting as {e.submission_id}"
+        return f"attempt {e.attempt_no} starting as {e.submission_id}" + (f" ({e.note})" if e.note else "")
     if t == "AttemptSubmitted":
         return f"attempt {e.attempt_no} accepted by Ray" + (" (recovered after a crash)" if e.recovered else "")
     if t == "AttemptRunning":

@@ -62,4 +62,5 @@ def queue_order(policy: str, waiting: Iterable[W]) -> list[W]:
 
 register_order("fifo", SortKey("seq"))  # arrival only: priorities are ignored
 register_order("fifo-backfill", SortKey("seq"))  # arrival; a head that does not fit is passed
+register_order("reserve-backfill", SortKey("seq"))  # arrival; the first that does not fit is reserved for
 register_order("priority", SortKey("priority", descending=True), SortKey("seq"))  # FIFO within one

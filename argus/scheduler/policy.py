@@ -39,6 +39,7 @@ import msgspec
 from argus.config import SchedulerConfig
 from argus.events.catalog import Demand, NodeCapacity
 from argus.scheduler.order import ORDERS, queue_order
+from argus.scheduler.reserve import Ending, Reservation, earliest_start, fmt_clock
 
 __all__ = [
     "Admit",
@@ -66,6 +67,7 @@ class Reason:
     RETRY_BACKOFF = "retry_backoff"
     BLOCKED_BY_HEAD = "blocked_by_head"
     NEVER_FITS = "never_fits"
+    BEHIND_RESERVATION = "behind_reservation"
 
 
 class QueuedTask(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -78,6 +80,7 @@ class QueuedTask(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     priority: int = 0
     user: str = ""
     next_run_at: float | None = None
+    estimate_s: float | None = None  # expected run time (time limit or history); None: the default
 
 
 class RunningTask(msgspec.Struct, frozen=True, kw_only=True):
@@ -92,6 +95,7 @@ class RunningTask(msgspec.Struct, frozen=True, kw_only=True):
     user: str = ""
     node_ids: tuple[str, ...] = ()
     claimed: bool = True
+    expected_end: float | None = None  # start + time limit or estimate; None: now + the default
 
 
 class Capacity(msgspec.Struct, frozen=True, kw_only=True):
@@ -105,12 +109,15 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_running_tasks: int = 8
     max_running_per_user: int = 0  # 0: no per-user limit
     backfill: bool = False
+    reserve: bool = False  # the first task that does not fit gets a reservation (argus.scheduler.reserve)
+    default_runtime_s: float = 3600.0  # a task's expected run time when nothing better is known
 
     @classmethod
     def from_scheduler(cls, cfg: SchedulerConfig, **overrides: object) -> "PolicyConfig":
         settings: dict[str, object] = dict(
             policy=cfg.policy, max_running_tasks=cfg.max_running_tasks,
-            max_running_per_user=cfg.max_running_per_user, backfill=cfg.backfill)
+            max_running_per_user=cfg.max_running_per_user, backfill=cfg.backfill,
+            default_runtime_s=cfg.default_runtime_s)
         return cls(**{**settings, **overrides})  # type: ignore[arg-type]
 
 
@@ -119,6 +126,7 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
 class Admit(msgspec.Struct, frozen=True, kw_only=True, tag="admit", gc=False):
     task_id: str
     node_ids: tuple[str, ...]  # one per gang member, distinct
+    note: str = ""  # why it may pass a reservation (backfill), when it does
 
 
 class Defer(msgspec.Struct, frozen=True, kw_only=True, tag="defer", gc=False):
@@ -126,6 +134,8 @@ class Defer(msgspec.Struct, frozen=True, kw_only=True, tag="defer", gc=False):
     reason: str
     message: str
     free_gpus_per_node: tuple[float, ...] = ()
+    reserved_from: float | None = None  # the head's reservation: when its gang is expected to fit
+    reserved_nodes: tuple[str, ...] = ()
 
 
 Decision = Union[Admit, Defer]
@@ -224,6 +234,22 @@ class _Pool:
             self._snapshot = tuple(self.gpus)
         return self._snapshot
 
+    def place_avoiding(self, d: Demand, avoid: frozenset[int]) -> tuple[int, ...] | None:
+        """Best-fit nodes for the gang among the nodes not in ``avoid``, or None."""
+        g, c = d.n_gpus_per_node, d.cpus_per_node
+        fits = [i for i in range(len(self.gpus)) if i not in avoid and self.gpus[i] >= g and self.cpus[i] >= c]
+        if len(fits) < d.nnodes or d.nnodes <= 0:
+            return None
+        fits.sort(key=lambda i: (self.gpus[i], self.cpus[i], self.ids[i]))
+        return tuple(fits[: d.nnodes])
+
+    def reservation(self, t: QueuedTask, endings: Sequence[Ending], now: float) -> Reservation | None:
+        """The earliest start of ``t``'s gang as ``endings`` free resources (see reserve.py)."""
+        found = earliest_start(
+            t.demand, now=now, ids=self.ids, free_gpus=self.gpus, free_cpus=self.cpus,
+            total_gpus=[g for g, _ in self._totals], total_cpus=[c for _, c in self._totals], endings=endings)
+        return None if found is None else Reservation(task_id=t.task_id, start=found[0], nodes=found[1])
+
     def place(self, d: Demand) -> tuple[int, ...] | None:
         """Best-fit nodes for the gang (fewest free GPUs first, then id), or None."""
         key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node)
@@ -288,6 +314,14 @@ def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: 
             per_user[r.user] = per_user.get(r.user, 0) + 1
     explained: dict[tuple[int, int, float], Defer] = {}
     blocked = False  # strict FIFO: the head did not fit
+    backfill = config.backfill or config.reserve
+    reserved: Reservation | None = None
+    endings: list[Ending] = []
+    if config.reserve:
+        index = {nid: i for i, nid in enumerate(pool.ids)}
+        endings = [Ending(at=r.expected_end if r.expected_end is not None else now + config.default_runtime_s,
+                          demand=r.demand, nodes=tuple(index[n] for n in r.node_ids if n in index))
+                   for r in running]
     full_msg = f"{config.max_running_tasks} task(s) already running (max_running_tasks)"
     for t in queue:
         if t.next_run_at is not None and t.next_run_at > now:
@@ -314,28 +348,67 @@ def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: 
         d = t.demand
         key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node)
         why = explained.get(key)
-        if why is not None:  # this shape already failed in this pass: it still fails
+        if why is not None and (reserved is not None or not config.reserve):
+            # this shape already failed in this pass: it still fails
             append(Defer(task_id=t.task_id, reason=why.reason, message=why.message,
                          free_gpus_per_node=why.free_gpus_per_node))
-            if not config.backfill:
+            if not backfill:
                 blocked = True
             continue
-        picked = pool.place(d)
+        picked = pool.place(d) if why is None else None
+        note = ""
+        if picked is not None and reserved is not None:
+            picked, note, behind = _backfill(t, picked, pool, reserved, now, config)
+            if behind is not None:
+                append(behind)
+                continue
         if picked is not None:
+            if config.reserve:
+                endings.append(Ending(at=now + (t.estimate_s or config.default_runtime_s), demand=d, nodes=picked))
             pool.take(picked, d)
             n_running += 1
             if config.max_running_per_user > 0:
                 per_user[t.user] = per_user.get(t.user, 0) + 1
-            append(Admit(task_id=t.task_id, node_ids=tuple(pool.ids[i] for i in picked)))
+            append(Admit(task_id=t.task_id, node_ids=tuple(pool.ids[i] for i in picked), note=note))
             continue
         # Explained once per shape and pass: the message shows the free resources at the
         # moment the shape was first found not to fit (they only shrink afterwards).
-        why = explained[key] = pool.explain(d)
+        if why is None:
+            why = explained[key] = pool.explain(d)
+        if config.reserve and reserved is None:  # the first that does not fit: reserve for it
+            reserved = pool.reservation(t, endings, now)
+            if reserved is not None:
+                nodes = tuple(pool.ids[i] for i in reserved.nodes)
+                append(Defer(task_id=t.task_id, reason=why.reason, free_gpus_per_node=why.free_gpus_per_node,
+                             message=f"{why.message}; reserved nodes {', '.join(nodes)} from ~{fmt_clock(reserved.start)}",
+                             reserved_from=reserved.start, reserved_nodes=nodes))
+                continue
         append(Defer(task_id=t.task_id, reason=why.reason, message=why.message,
                      free_gpus_per_node=why.free_gpus_per_node))
-        if not config.backfill:
+        if not backfill:
             blocked = True
     return out
+
+
+def _backfill(t: QueuedTask, picked: tuple[int, ...], pool: _Pool, reserved: Reservation, now: float,
+              config: PolicyConfig) -> tuple[tuple[int, ...] | None, str, Defer | None]:
+    """May ``t``, which fits now on ``picked``, start without delaying ``reserved``? Yes if
+    it is expected to end before the reservation starts, or fits on nodes the reservation
+    does not need. Returns its nodes and why, or the deferral that says why not."""
+    estimate = t.estimate_s or config.default_runtime_s
+    if now + estimate <= reserved.start:
+        return picked, (f"backfilled: expected to end by ~{fmt_clock(now + estimate)}, before the "
+                        f"reservation of {reserved.task_id} from ~{fmt_clock(reserved.start)}"), None
+    avoid = frozenset(reserved.nodes)
+    elsewhere = picked if avoid.isdisjoint(picked) else pool.place_avoiding(t.demand, avoid)
+    if elsewhere is not None:
+        return elsewhere, f"backfilled on nodes the reservation of {reserved.task_id} does not need", None
+    # No times in this message: it would change with the clock, and be recorded again,
+    # for every task behind the reservation.
+    nodes = ", ".join(pool.ids[i] for i in reserved.nodes)
+    return None, "", Defer(task_id=t.task_id, reason=Reason.BEHIND_RESERVATION, message=(
+        f"{_needs(t.demand)}; fits now, but would still run, by its expected run time, on nodes "
+        f"reserved for {reserved.task_id} ({nodes}) when that reservation starts"))
 
 
 @register_policy("fifo")
@@ -351,6 +424,15 @@ def fifo_backfill(queue: Sequence[QueuedTask], running: Sequence[RunningTask], c
     """Submission order, and any task that fits may pass a head that does not (better use
     of GPUs; the head may wait for ever: see docs/scheduling.md)."""
     return _run(queue, running, capacity, now, msgspec.structs.replace(config, backfill=True))
+
+
+@register_policy("reserve-backfill")
+def reserve_backfill(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
+                     now: float, config: PolicyConfig) -> list[Decision]:
+    """Submission order; the first task that does not fit gets a reservation (when and
+    where its gang will fit, from the running tasks' expected ends) and a task behind it
+    starts only if that cannot delay it (EASY backfilling, Slurm's backfill)."""
+    return _run(queue, running, capacity, now, msgspec.structs.replace(config, reserve=True))
 
 
 @register_policy("priority")

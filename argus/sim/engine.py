@@ -6,6 +6,11 @@ the waiting tasks go to ``argus.scheduler.decide`` exactly as the reactor hands 
 ``queue_order``), with the running tasks and the free capacity per node; every ``Admit``
 starts its task on the nodes the policy chose, and the task ends ``runtime`` later. Ray's
 own delays (job start, placement groups) are not modelled: the simulator judges the policy.
+
+The policy never sees a task's real run time. It gets what the reactor gives it: an
+estimate, the mean of the same user's finished runs of the same shape so far, else
+``default_runtime_s`` (traces carry no time limits); a running task is expected to end at
+its start plus that estimate.
 """
 
 from __future__ import annotations
@@ -42,10 +47,16 @@ class SimResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, backfill: bool = False,
-             max_running_per_user: int = 0) -> SimResult:
+             max_running_per_user: int = 0, default_runtime_s: float = 3600.0) -> SimResult:
     """Run ``trace`` through ``policy`` on the trace's nodes; every task's start and end."""
     config = PolicyConfig(policy=policy, max_running_tasks=max_running_tasks, backfill=backfill,
-                          max_running_per_user=max_running_per_user)
+                          max_running_per_user=max_running_per_user, default_runtime_s=default_runtime_s)
+    history: dict[tuple[str, int, int], tuple[int, float]] = {}  # (user, shape) -> finished runs
+
+    def estimate(task: SimTask) -> float:
+        n, total = history.get((task.user, task.demand.nnodes, task.demand.n_gpus_per_node), (0, 0.0))
+        return total / n if n else default_runtime_s
+
     free = {n.node_id: [n.gpus, n.cpus] for n in trace.nodes}
     totals = {n.node_id: (n.gpus, n.cpus) for n in trace.nodes}
     tasks = {t.task_id: t for t in trace.tasks}
@@ -69,19 +80,24 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
                 _, nodes = running.pop(task_id)
                 _give(free, nodes, task, +1)
                 ended[task_id] = now
+                key = (task.user, task.demand.nnodes, task.demand.n_gpus_per_node)
+                n, total = history.get(key, (0, 0.0))
+                history[key] = (n + 1, total + task.runtime)
         if not waiting:
             continue
         capacity = Capacity(nodes=tuple(
             NodeCapacity(node_id=nid, ip="", total_gpus=totals[nid][0], free_gpus=g, total_cpus=totals[nid][1],
                          free_cpus=c) for nid, (g, c) in free.items()))
         decisions += 1
-        for decision in decide(list(waiting.values()), [r for r, _ in running.values()], capacity, now, config):
+        queue = [msgspec.structs.replace(q, estimate_s=estimate(tasks[q.task_id])) for q in waiting.values()]
+        for decision in decide(queue, [r for r, _ in running.values()], capacity, now, config):
             if not isinstance(decision, Admit):
                 continue
             task = tasks[decision.task_id]
             del waiting[task.task_id]
             running[task.task_id] = (RunningTask(task_id=task.task_id, demand=task.demand, user=task.user,
-                                                 node_ids=decision.node_ids), decision.node_ids)
+                                                 node_ids=decision.node_ids, expected_end=now + estimate(task)),
+                                     decision.node_ids)
             _give(free, decision.node_ids, task, -1)
             started[task.task_id] = now
             heapq.heappush(events, (now + task.runtime, _END, 0, task.task_id))

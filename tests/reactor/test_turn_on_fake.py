@@ -475,3 +475,42 @@ async def test_a_bad_time_limit_is_refused_with_what_to_write(world: World) -> N
             await world.commands.submit(ALICE, spec)
         assert "time_limit" in str(refused.value) and ("90m" in str(refused.value) or "59" in str(refused.value))
     assert await world.store.head_position() == 0  # nothing written
+
+
+async def test_reserve_backfill_reserves_for_the_head_and_backfills_only_what_cannot_delay_it(tmp_path: Path) -> None:
+    w = await make_world(tmp_path, nodes=3, gpus=8, policy="reserve-backfill")  # type: ignore[arg-type]
+    try:
+        async def submit(nnodes: int, gpus: int, limit: str) -> str:
+            spec = (f"kind: advanced\nworkload: ppo\nnnodes: {nnodes}\nn_gpus_per_node: {gpus}\ntime_limit: {limit}\n"
+                    f"command: python3 -m argus.examples.toy_trainer trainer.nnodes={nnodes} "
+                    f"trainer.n_gpus_per_node={gpus}\n")
+            return (await w.commands.submit(ALICE, spec)).task_id
+
+        a = await submit(1, 8, "10m")
+        b = await submit(1, 8, "1h")
+        await w.turn()
+        for t in (a, b):
+            w.ray.start(submission_id_for(t, 1))
+        started = w.clock.now
+        w.clock.advance(SETTLE_S + 1)
+        await w.turn()
+        head = await submit(2, 8, "1h")  # one node free: reserved with a's node from when a ends
+        short = await submit(1, 4, "5m")  # fits now, and ends before that: backfilled
+        long = await submit(1, 4, "2h")  # fits now too, but would still run on a reserved node
+        await w.turn()
+        view = await w.view(head)
+        assert view.state is TaskState.PENDING_RESOURCES
+        assert view.expected_start == pytest.approx(started + 600)  # a's start + its time limit
+        assert "reserved nodes" in view.wait_message
+        starting = [e for e in await w.events(short) if isinstance(e, AttemptStarting)]
+        assert starting and "backfilled: expected to end by" in starting[0].note
+        assert (await w.view(long)).wait_reason == "behind_reservation"
+        from argus.replay.explain import explain
+
+        said = "\n".join(explain(tmp_path / "argus.db", short).lines)
+        assert f"started ahead of its place in line: backfilled: expected to end by" in said and head in said
+        said = "\n".join(explain(tmp_path / "argus.db", head).lines)
+        assert "reserved nodes" in said
+    finally:
+        await w.commands.close()
+        await w.store.close()

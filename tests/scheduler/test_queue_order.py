@@ -28,7 +28,7 @@ from projections import QueueProjection, TaskView
 from tests.events import factories as f
 
 NOW = 1_000.0
-BACKFILLING = {"fifo-backfill"}  # policies that let a task pass a head that does not fit
+BACKFILLING = {"fifo-backfill", "reserve-backfill"}  # policies that let a task pass a head that does not fit
 
 
 def _views(items: list[tuple[int, int, int]]) -> list[TaskView]:

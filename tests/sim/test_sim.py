@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from argus.cli import main
 from argus.events import Demand
+from argus.scheduler import POLICIES
 from argus.sim import GangMix, load_openb, measure, simulate
 
 OPENB = Path(__file__).resolve().parents[3] / "shared" / "traces" / "openb"
@@ -89,7 +90,7 @@ def test_the_cli_compares_every_policy_on_the_real_trace() -> None:
     assert "wait p50" in human.output and "fifo" in human.output and "priority" in human.output
     out = CliRunner().invoke(main, [*args, "--json"])
     doc = json.loads(out.output)
-    assert doc["tasks"] == 400 and {p["policy"] for p in doc["policies"]} == {"fifo", "fifo-backfill", "priority"}
+    assert doc["tasks"] == 400 and {p["policy"] for p in doc["policies"]} == set(POLICIES)
     refused = CliRunner().invoke(main, [*args[:-2], "--policy", "nonsense"])
     assert refused.exit_code == 2 and "unknown policy" in refused.output
 

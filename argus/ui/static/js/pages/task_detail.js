@@ -352,7 +352,8 @@ export const DESCRIBE = {
   TaskSubmitted: (d) => `submitted ${d.workload || ""} (${d.kind || "basic"})` +
     `${d.demand ? ` needing ${fmtDemand(d.demand)}` : ""} by ${d.user || "?"}`,
   TaskDeferred: (d) => `waits: ${d.reason || ""}${d.message ? ` — ${d.message}` : ""}`,
-  AttemptStarting: (d) => `attempt ${d.attempt_no} about to be submitted as ${d.submission_id}`,
+  AttemptStarting: (d) => `attempt ${d.attempt_no} about to be submitted as ${d.submission_id}` +
+    `${d.note ? ` (${d.note})` : ""}`,
   AttemptSubmitted: (d) => `Ray accepted ${d.submission_id}${d.recovered ? " (found after a restart)" : ""}`,
   AttemptRunning: (d) => `attempt ${d.attempt_no} is running`,
   AttemptTimeLimitReached: (d) => `attempt ${d.attempt_no} reached its time limit of ${d.time_limit_s} s` +

@@ -1,0 +1,77 @@
+"""Reservations for the first waiting task that does not fit (EASY backfilling, as Slurm's
+backfill scheduler and Maui do it).
+
+The first task in line that does not fit now gets a reservation: the earliest time its
+gang fits, given when the running tasks are expected to end (their ``expected_end``:
+start plus time limit or estimate), and on which nodes. A task behind it may start now
+only if it cannot delay that: it fits on nodes the reservation does not need, or it is
+expected to end before the reservation starts. Estimates can be wrong: a reservation is
+recomputed on every pass, and a gang is still admitted only when it fits per node.
+
+Ray does not say which nodes a running job holds, so where a running task's nodes are not
+known its end is assumed to free the nodes with the most GPUs in use (where its GPUs must
+be, if it is the only shape on them); the gang check at admission stays exact.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import msgspec
+
+from argus.events.catalog import Demand
+
+__all__ = ["Ending", "Reservation", "earliest_start", "fmt_clock"]
+
+
+class Ending(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """Resources a running (or just admitted) task gives back when it is expected to end;
+    ``nodes``: indices into the pool's nodes, empty when not known."""
+
+    at: float
+    demand: Demand
+    nodes: tuple[int, ...] = ()
+
+
+class Reservation(msgspec.Struct, frozen=True, kw_only=True):
+    """The head's gang on ``nodes`` (indices) from ``start``."""
+
+    task_id: str
+    start: float
+    nodes: tuple[int, ...]
+
+
+def fmt_clock(t: float) -> str:
+    """A time of day for messages (UTC, to the minute): reservations are estimates."""
+    return time.strftime("%H:%M", time.gmtime(t)) + " UTC"
+
+
+def _fits(gpus: list[float], cpus: list[float], ids: Sequence[str], d: Demand) -> tuple[int, ...] | None:
+    """Best-fit nodes (fewest free GPUs first), like the policy's placement."""
+    fits = [i for i in range(len(gpus)) if gpus[i] >= d.n_gpus_per_node and cpus[i] >= d.cpus_per_node]
+    if len(fits) < d.nnodes or d.nnodes <= 0:
+        return None
+    fits.sort(key=lambda i: (gpus[i], cpus[i], ids[i]))
+    return tuple(fits[: d.nnodes])
+
+
+def earliest_start(
+    d: Demand, *, now: float, ids: Sequence[str], free_gpus: Sequence[float], free_cpus: Sequence[float],
+    total_gpus: Sequence[float], total_cpus: Sequence[float], endings: Sequence[Ending],
+) -> tuple[float, tuple[int, ...]] | None:
+    """When and where ``d`` first fits as the ``endings`` give their resources back, in
+    order of time (an ending already overdue counts as now); None if it never does."""
+    gpus, cpus = list(free_gpus), list(free_cpus)
+    for ending in sorted(endings, key=lambda e: e.at):
+        e = ending.demand
+        nodes = ending.nodes or tuple(sorted(
+            (i for i in range(len(gpus)) if total_gpus[i] - gpus[i] >= e.n_gpus_per_node),
+            key=lambda i: (gpus[i] - total_gpus[i], ids[i]))[: e.nnodes])
+        for i in nodes:
+            gpus[i] = min(total_gpus[i], gpus[i] + e.n_gpus_per_node)
+            cpus[i] = min(total_cpus[i], cpus[i] + e.cpus_per_node)
+        picked = _fits(gpus, cpus, ids, d)
+        if picked is not None:
+            return max(now, ending.at), picked
+    return None
