@@ -78,6 +78,7 @@ class AttemptView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defa
     ended_at: float | None = None
     recovered: bool = False
     time_limit_reached_at: float | None = None  # its Ray job is being stopped at the time limit
+    running_seen_at: float | None = None  # when the reactor first saw it RUNNING
 
     @property
     def ended(self) -> bool:
@@ -202,7 +203,8 @@ def _submitted(view: TaskView, e: AttemptSubmitted, state: TaskState, rec: Recor
 
 
 def _running(view: TaskView, e: AttemptRunning, state: TaskState, rec: Recorded) -> TaskView:
-    attempts = _with_attempt(view, e.attempt_no, ray_status=AttemptStatus.RUNNING, started_at=e.started_at)
+    attempts = _with_attempt(view, e.attempt_no, ray_status=AttemptStatus.RUNNING, started_at=e.started_at,
+                             running_seen_at=e.seen_at)
     return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
                     attempts=attempts)
 

@@ -198,7 +198,8 @@ class AttemptRunning(EventBase, frozen=True, kw_only=True, tag="AttemptRunning")
     task_id: str
     attempt_no: int
     submission_id: str
-    started_at: float
+    started_at: float  # Ray's start_time: when Ray accepted the job, not when it began running
+    seen_at: float | None = None  # when the reactor first saw it RUNNING
 
 
 class AttemptTimeLimitReached(EventBase, frozen=True, kw_only=True, tag="AttemptTimeLimitReached"):

@@ -420,7 +420,7 @@ class Reactor:
             elif observed.status == AttemptStatus.RUNNING and attempt.ray_status == AttemptStatus.SUBMITTED:
                 await self._append(task, [AttemptRunning(
                     task_id=task.task_id, attempt_no=attempt.attempt_no,
-                    submission_id=attempt.submission_id, started_at=observed.start_time or now,
+                    submission_id=attempt.submission_id, started_at=observed.start_time or now, seen_at=now,
                 )])
 
     async def _defer_all(self, deferrals: list[tuple[TaskView, TaskDeferred]]) -> None:

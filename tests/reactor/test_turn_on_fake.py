@@ -492,7 +492,8 @@ async def test_reserve_backfill_reserves_for_the_head_and_backfills_only_what_ca
         for t in (a, b):
             w.ray.start(submission_id_for(t, 1))
         started = w.clock.now
-        w.clock.advance(SETTLE_S + 1)
+        await w.turn()  # seen running
+        w.clock.advance(SETTLE_S + 1)  # and settled: Ray's counts have them
         await w.turn()
         head = await submit(2, 8, "1h")  # one node free: reserved with a's node from when a ends
         short = await submit(1, 4, "5m")  # fits now, and ends before that: backfilled

@@ -3,9 +3,10 @@ reactor (SQLite store with its projections, ``Commands`` to submit, ``FakeRay`` 
 cluster, one clock) gives, through ``load_history`` and ``simulate`` under the same policy,
 the same start time for every task.
 
-The clock moves in 20 s steps, past the reactor's settle time (an attempt Ray has not
-counted yet is held back from the free capacity for ``SETTLE_S``; the simulator has no such
-lag), and tasks take whole multiples of it, so both see the same instants. Shapes are
+The clock moves in 20 s steps, past the reactor's settle time (an attempt is held back
+from Ray's free counts for ``SETTLE_S`` after it is seen running; the simulator has no such
+lag), jobs run as soon as they are admitted and are seen running at once, and tasks take
+whole multiples of a step, so both see the same instants. Shapes are
 whole nodes or half nodes, so FakeRay's first-fit placement and the policy's best fit
 leave the same free nodes.
 """
@@ -68,6 +69,7 @@ async def test_from_db_gives_the_starts_the_reactor_made(tmp_path: Path, policy:
                 if task_id not in started and view.attempts:
                     w.ray.start(submission_id_for(task_id, 1))
                     started[task_id] = now
+            await w.turn()  # sees them running now: settled (in Ray's counts) a step later
             w.clock.advance(STEP)
         await w.turn()
         for task_id in runtime:
