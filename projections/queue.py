@@ -40,6 +40,7 @@ class QueueEntry(msgspec.Struct, frozen=True, kw_only=True):
     wait_message: str = ""
     next_run_at: float | None = None
     waiting_since: float | None = None
+    expected_start: float | None = None  # its ETA, set by whoever runs the policy forward (the API)
 
 
 class QueuePage(msgspec.Struct, kw_only=True):

@@ -28,6 +28,7 @@ from argus.api.openapi import document_api, fix_options_allow, strict_body
 from argus.api.tasks import TasksController
 from argus.api.users import UsersController
 from argus.api.vocabulary import vocabulary
+from argus.api.eta import EtaBoard
 from argus.config import ArgusConfig
 from argus.service import AuthCache, CommandError, Commands
 
@@ -105,6 +106,7 @@ def create_app(
             on_event=lambda rec: auth.invalidate() if rec.stream.startswith("user-") else None)
         state = app.state
         state.config, state.store, state.auth, state.metrics = config, st, auth, m
+        state.etas = EtaBoard(st, config)
         state.commands, state.broadcaster = commands, broadcaster
         state.sessions = SessionStore(config.v2.auth.session_ttl_s)
         token = admin_token or os.environ.get(config.v2.auth.token_env)

@@ -38,6 +38,8 @@ async def queue_view(
     except ValueError as exc:
         raise HTTPException(status_code=400, detail=f"cursor: {exc}") from exc
     page = await state.store.read_snapshot(lambda db: queue_page(db, policy, limit=limit, after=after))
+    starts = await state.etas.starts()
+    page.items = [msgspec.structs.replace(e, expected_start=starts.get(e.task_id or "")) for e in page.items]
     if not who.is_admin:
         page.items = [e if e.user == who.user_id else msgspec.structs.replace(e, task_id=None, user=None)
                       for e in page.items]

@@ -183,8 +183,11 @@ class TasksController(Controller):
     async def show(self, state: State, who: Principal, task_id: str) -> TaskDetail:
         """State, attempts, failure reason, queue position and why it waits."""
         v = await state.commands.load_task(who, task_id)
-        position = await _queue_position(state, task_id) if v.state.is_waiting() else None
-        return TaskDetail(**msgspec.structs.asdict(v), queue_position=position)
+        position = expected = None
+        if v.state.is_waiting():
+            position = await _queue_position(state, task_id)
+            expected = (await state.etas.starts()).get(task_id, v.expected_start)
+        return TaskDetail(**{**msgspec.structs.asdict(v), "expected_start": expected}, queue_position=position)
 
     @get("/{task_id:str}/spec", responses=errors(404))
     async def spec(self, state: State, who: Principal, task_id: str) -> SpecOut:

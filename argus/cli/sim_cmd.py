@@ -33,9 +33,13 @@ __all__ = ["sim"]
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--fgd", is_flag=True,
               help="Placement quality the FGD way: arrivals only up to 1.3x capacity; random, bestfit, argus.")
+@click.option("--eta", "eta_every", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Give every Nth arriving task that has to wait an ETA, as users see it, and report "
+                   "its error against the real start (0: off; each costs a forward run of the policy).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None, policies: tuple[str, ...], backfill: bool, nodes_subset: int | None,
-        load: float | None, gang_mix: str | None, limit: int | None, seed: int, fgd: bool, as_json: bool) -> None:
+        load: float | None, gang_mix: str | None, limit: int | None, seed: int, fgd: bool, eta_every: int,
+        as_json: bool) -> None:
     """Run a trace through the scheduler's own policies on a virtual clock and compare
     waits, utilisation and fairness (docs/scheduling.md)."""
     from argus.scheduler import POLICIES
@@ -66,7 +70,7 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
     if fgd:
         _fgd(trace, seed, as_json)
         return
-    results = [measure(simulate(trace, p, backfill=backfill)) for p in chosen]
+    results = [measure(simulate(trace, p, backfill=backfill, eta_every=eta_every)) for p in chosen]
     skipped = {"no_gpu": trace.skipped_no_gpu, "no_runtime": trace.skipped_no_runtime,
                "never_fits_the_cluster": trace.skipped_too_big}
     if as_json:
@@ -85,6 +89,12 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths)))
+    for m in results:
+        if eta_every:
+            err = (f"median {_dur(m.eta_abs_error_p50_s)}, p90 {_dur(m.eta_abs_error_p90_s)}"
+                   if m.eta_abs_error_p50_s is not None and m.eta_abs_error_p90_s is not None else "-")
+            click.echo(f"ETA error ({m.policy}): {err} over {m.eta_samples} waiting tasks; "
+                       f"{m.eta_unknown} got no estimate")
 
 
 def _dur(seconds: float) -> str:

@@ -107,7 +107,9 @@ def show(client: Client, task_id: str) -> None:
                    f"{dm['cpus_per_node']:g} CPU(s) per node; priority {d['priority']}")
         click.echo(f"created   {fmt_time(d['created_at'])}   updated {fmt_time(d['updated_at'])}")
         if d.get("queue_position"):
-            click.echo(f"queue     position {d['queue_position']}")
+            eta = (f"; expected to start ~{fmt_time(d['expected_start'])} (if nothing else arrives and "
+                   "tasks run as long as expected)") if d.get("expected_start") else ""
+            click.echo(f"queue     position {d['queue_position']}{eta}")
         if d.get("wait_reason"):
             click.echo(f"waiting   {d['wait_reason']}: {d['wait_message']}")
         lost = sum(1 for a in d["attempts"] if a.get("failure_kind") == "CLUSTER_LOST")

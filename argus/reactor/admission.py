@@ -19,7 +19,7 @@ from argus.scheduler import Admit, Capacity, Defer, PolicyConfig, QueuedTask, Ru
 from projections import TaskView
 from projections.runtime_stats import RuntimeHistory
 
-__all__ = ["AdmissionPlan", "SETTLE_S", "plan_admissions", "plan_expires_at", "with_driver"]
+__all__ = ["AdmissionPlan", "SETTLE_S", "plan_admissions", "plan_expires_at", "policy_inputs", "with_driver"]
 
 SETTLE_S = 15.0
 
@@ -70,6 +70,37 @@ def with_driver(demand: Demand, driver_cpus: float) -> Demand:
     return msgspec.structs.replace(demand, cpus_per_node=demand.cpus_per_node + driver_cpus)
 
 
+def policy_inputs(
+    *,
+    waiting: list[TaskView],
+    active: list[TaskView],
+    capacity: list[NodeCapacity] | None,
+    now: float,
+    config: SchedulerConfig,
+    driver_cpus: float = 0.0,
+    runtimes: RuntimeHistory | None = None,
+) -> tuple[list[QueuedTask], list[RunningTask], Capacity | None]:
+    """The policy's view of the tasks and the cluster: what ``plan_admissions`` decides on,
+    and what ETAs (``argus.scheduler.eta``) run forward from."""
+    history = runtimes or RuntimeHistory()
+    default = config.default_runtime_s
+    snapshot = Capacity(nodes=tuple(capacity)) if capacity is not None else None
+    queue = [
+        QueuedTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), seq=t.seq,
+                   priority=t.priority, user=t.user, next_run_at=t.next_run_at,
+                   estimate_s=history.estimate(t, default)[0])
+        for t in waiting
+    ]
+    running = [
+        RunningTask(task_id=t.task_id, demand=_unclaimed_demand(t, driver_cpus) if in_flight
+                    else with_driver(t.demand, driver_cpus), user=t.user, claimed=not in_flight,
+                    expected_end=_began(t, now) + history.estimate(t, default)[0])
+        for t in active
+        for in_flight in (_in_flight(t, now),)
+    ]
+    return queue, running, snapshot
+
+
 def plan_admissions(
     *,
     waiting: list[TaskView],
@@ -85,23 +116,9 @@ def plan_admissions(
     is added to every task's per-node CPUs: the driver lands on one of the task's nodes,
     and which one is Ray's choice. ``runtimes``: the history behind each task's expected
     run time (its time limit first; ``config.default_runtime_s`` last)."""
-    history = runtimes or RuntimeHistory()
-    default = config.default_runtime_s
     by_id = {t.task_id: t for t in waiting}
-    snapshot = Capacity(nodes=tuple(capacity)) if capacity is not None else None
-    queue = [
-        QueuedTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), seq=t.seq,
-                   priority=t.priority, user=t.user, next_run_at=t.next_run_at,
-                   estimate_s=history.estimate(t, default)[0])
-        for t in waiting
-    ]
-    running = [
-        RunningTask(task_id=t.task_id, demand=_unclaimed_demand(t, driver_cpus) if in_flight
-                    else with_driver(t.demand, driver_cpus), user=t.user, claimed=not in_flight,
-                    expected_end=_began(t, now) + history.estimate(t, default)[0])
-        for t in active
-        for in_flight in (_in_flight(t, now),)
-    ]
+    queue, running, snapshot = policy_inputs(waiting=waiting, active=active, capacity=capacity, now=now,
+                                             config=config, driver_cpus=driver_cpus, runtimes=runtimes)
     decisions = decide(queue, running, snapshot, now, PolicyConfig.from_scheduler(config))
     admitted: list[TaskView] = []
     deferrals: list[tuple[TaskView, Defer]] = []

@@ -9,8 +9,8 @@ expected to end before the reservation starts. Estimates can be wrong: a reserva
 recomputed on every pass, and a gang is still admitted only when it fits per node.
 
 Ray does not say which nodes a running job holds, so where a running task's nodes are not
-known its end is assumed to free the nodes with the most GPUs in use (where its GPUs must
-be, if it is the only shape on them); the gang check at admission stays exact.
+known its end is assumed to free the nodes with the most GPUs in use that no task of known
+placement accounts for; the gang check at admission stays exact.
 """
 
 from __future__ import annotations
@@ -63,11 +63,18 @@ def earliest_start(
     """When and where ``d`` first fits as the ``endings`` give their resources back, in
     order of time (an ending already overdue counts as now); None if it never does."""
     gpus, cpus = list(free_gpus), list(free_cpus)
+    known = [0.0] * len(gpus)  # GPUs in use by endings whose nodes are known
+    for ending in endings:
+        for i in ending.nodes:
+            known[i] += ending.demand.n_gpus_per_node
     for ending in sorted(endings, key=lambda e: e.at):
         e = ending.demand
+        for i in ending.nodes:
+            known[i] -= e.n_gpus_per_node
+        unexplained = [total_gpus[i] - gpus[i] - known[i] for i in range(len(gpus))]
         nodes = ending.nodes or tuple(sorted(
-            (i for i in range(len(gpus)) if total_gpus[i] - gpus[i] >= e.n_gpus_per_node),
-            key=lambda i: (gpus[i] - total_gpus[i], ids[i]))[: e.nnodes])
+            (i for i in range(len(gpus)) if unexplained[i] >= e.n_gpus_per_node),
+            key=lambda i: (-unexplained[i], ids[i]))[: e.nnodes])
         for i in nodes:
             gpus[i] = min(total_gpus[i], gpus[i] + e.n_gpus_per_node)
             cpus[i] = min(total_cpus[i], cpus[i] + e.cpus_per_node)

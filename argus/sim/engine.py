@@ -21,6 +21,7 @@ import msgspec
 
 from argus.events import NodeCapacity
 from argus.scheduler import Admit, Capacity, PolicyConfig, QueuedTask, RunningTask, decide
+from argus.scheduler.eta import estimate_starts
 from argus.sim.trace import SimTask, Trace
 
 __all__ = ["SimResult", "TaskOutcome", "simulate"]
@@ -44,11 +45,17 @@ class SimResult(msgspec.Struct, frozen=True, kw_only=True):
     outcomes: list[TaskOutcome]
     capacity_gpus: float
     decisions: int  # calls of the policy
+    # ETAs given at arrival to sampled tasks that had to wait: |estimated - actual start|,
+    # and how many sampled waiting tasks got no estimate (past the horizon, or never).
+    eta_errors: list[float] = []
+    eta_unknown: int = 0
 
 
 def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, backfill: bool = False,
-             max_running_per_user: int = 0, default_runtime_s: float = 3600.0) -> SimResult:
-    """Run ``trace`` through ``policy`` on the trace's nodes; every task's start and end."""
+             max_running_per_user: int = 0, default_runtime_s: float = 3600.0, eta_every: int = 0) -> SimResult:
+    """Run ``trace`` through ``policy`` on the trace's nodes; every task's start and end.
+    ``eta_every`` N > 0: every Nth arriving task that has to wait is given an ETA
+    (``argus.scheduler.eta``, as a user would see it) to compare with its real start."""
     config = PolicyConfig(policy=policy, max_running_tasks=max_running_tasks, backfill=backfill,
                           max_running_per_user=max_running_per_user, default_runtime_s=default_runtime_s)
     history: dict[tuple[str, int, int], tuple[int, float]] = {}  # (user, shape) -> finished runs
@@ -68,6 +75,8 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
     started: dict[str, float] = {}
     ended: dict[str, float] = {}
     decisions = 0
+    arrivals = 0
+    predicted: dict[str, float | None] = {}
     while events:
         now = events[0][0]
         while events and events[0][0] == now:  # everything that happens at this instant
@@ -76,6 +85,9 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
             if kind == _ARRIVAL:
                 waiting[task_id] = QueuedTask(task_id=task_id, demand=task.demand, seq=seq,
                                               priority=task.priority, user=task.user)
+                arrivals += 1
+                if eta_every and arrivals % eta_every == 0:
+                    predicted[task_id] = None  # asked for below, if it has to wait
             else:
                 _, nodes = running.pop(task_id)
                 _give(free, nodes, task, +1)
@@ -101,11 +113,24 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
             _give(free, decision.node_ids, task, -1)
             started[task.task_id] = now
             heapq.heappush(events, (now + task.runtime, _END, 0, task.task_id))
+        asked = [t for t, eta in predicted.items() if eta is None and t in waiting]
+        if asked:
+            after = Capacity(nodes=tuple(
+                NodeCapacity(node_id=nid, ip="", total_gpus=totals[nid][0], free_gpus=g, total_cpus=totals[nid][1],
+                             free_cpus=c) for nid, (g, c) in free.items()))
+            queue = [msgspec.structs.replace(q, estimate_s=estimate(tasks[q.task_id])) for q in waiting.values()]
+            etas = estimate_starts(queue, [r for r, _ in running.values()], after, now, config)
+            for t in asked:
+                predicted[t] = etas.get(t, -1.0)  # -1: no estimate
+        for t in [t for t, eta in predicted.items() if eta is None and t not in waiting]:
+            del predicted[t]  # admitted at arrival: nothing to estimate
     outcomes = [TaskOutcome(task_id=t.task_id, user=t.user, nnodes=t.demand.nnodes, gpus=t.demand.total_gpus,
                             arrival=t.arrival, runtime=t.runtime, start=started.get(t.task_id),
                             end=ended.get(t.task_id)) for t in trace.tasks]
+    errors = [abs(started[t] - eta) for t, eta in predicted.items() if eta is not None and eta >= 0 and t in started]
     return SimResult(policy=policy, outcomes=outcomes, capacity_gpus=sum(n.gpus for n in trace.nodes),
-                     decisions=decisions)
+                     decisions=decisions, eta_errors=errors,
+                     eta_unknown=sum(1 for eta in predicted.values() if eta is not None and eta < 0))
 
 
 def _give(free: dict[str, list[float]], nodes: tuple[str, ...], task: SimTask, sign: int) -> None:

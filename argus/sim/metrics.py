@@ -30,6 +30,10 @@ class PolicyMetrics(msgspec.Struct, frozen=True, kw_only=True):
     bounded_slowdown_avg: float
     jain_fairness: float  # over users' GPU-hours: 1 = equal shares
     decisions: int
+    eta_samples: int = 0  # waiting tasks given an ETA at arrival (argus sim --eta N)
+    eta_abs_error_p50_s: float | None = None
+    eta_abs_error_p90_s: float | None = None
+    eta_unknown: int = 0  # sampled waiting tasks that got no estimate
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -62,4 +66,7 @@ def measure(result: SimResult) -> PolicyMetrics:
         big_gang_wait_p99_s=_pct(big, 0.99), big_gang_wait_max_s=max(big, default=0.0),
         bounded_slowdown_avg=sum(slowdowns) / len(slowdowns) if slowdowns else 0.0,
         jain_fairness=jain, decisions=result.decisions,
+        eta_samples=len(result.eta_errors), eta_unknown=result.eta_unknown,
+        eta_abs_error_p50_s=_pct(result.eta_errors, 0.5) if result.eta_errors else None,
+        eta_abs_error_p90_s=_pct(result.eta_errors, 0.9) if result.eta_errors else None,
     )

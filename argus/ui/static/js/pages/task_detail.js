@@ -106,6 +106,7 @@ export async function render(main, params, ctx) {
         h("h2", { id: "waiting-h" }, "Why is it waiting?"),
         dl([
           ["Queue position", t.queue_position !== null && t.queue_position !== undefined ? String(t.queue_position) : ""],
+          ["Expected start", timeEl(t.expected_start)],
           ["Reason", t.wait_reason || (t.state === "QUEUED" ? "not looked at by the scheduler yet" : "")],
           ["Details", t.wait_message],
           ["Next try", timeEl(t.next_run_at)],

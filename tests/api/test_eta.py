@@ -1,0 +1,44 @@
+"""ETAs in the API: a waiting task's ``expected_start`` (GET /tasks/{id}) and each queue
+entry's come from the policy run forward over the log's projections: here the one node's
+two running 4-GPU tasks, expected to end an hour after they started (the default run
+time), free the GPUs the waiting tasks need, one after the other."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from argus.events import cluster_stream, task_stream
+from argus.store import AppendBatch
+from tests.api.conftest import Env
+from tests.events import factories as f
+
+
+async def test_waiting_tasks_show_when_they_are_expected_to_start(env: Env) -> None:
+    now = time.time()
+    running = [f"alice-ppo-20260101-00000{i}-run{i}" for i in range(2)]
+    waiting = ["alice-ppo-20260101-000010-wai0", "alice-ppo-20260101-000011-wai1", "alice-ppo-20260101-000012-wai2"]
+    batches = [AppendBatch(stream=cluster_stream, expected_version=None,
+                           events=[f.capacity({"n0": 0.0}, at=now)])]
+    for k, tid in enumerate(running):
+        started = now - 600 * (k + 1)  # 10 and 20 min ago
+        batches.append(AppendBatch(stream=task_stream(tid), expected_version=0, owner="alice", events=[
+            f.submitted(tid, at=started), f.starting(tid, at=started), f.attempt_submitted(tid, at=started),
+            f.running(tid, at=started)]))
+    for tid in waiting:
+        batches.append(AppendBatch(stream=task_stream(tid), expected_version=0, owner="alice",
+                                   events=[f.submitted(tid, at=now)]))
+    await env.store.append_batches(batches)
+    h = env.h("alice")
+    hour = env.config.v2.scheduler.default_runtime_s
+    first = (await env.client.get(f"/api/v2/tasks/{waiting[0]}", headers=h)).json()
+    assert first["queue_position"] == 1
+    assert first["expected_start"] == pytest.approx(now - 1200 + hour, abs=5)  # the older one ends first
+    queue = (await env.client.get("/api/v2/queue", headers=h)).json()["items"]
+    expected = {e["task_id"]: e["expected_start"] for e in queue}
+    assert expected[waiting[1]] == pytest.approx(now - 600 + hour, abs=5)  # when the second one ends
+    assert expected[waiting[2]] == pytest.approx(now - 1200 + 2 * hour, abs=5)  # after the first waiting one
+    other = (await env.client.get("/api/v2/queue", headers=env.h("bob"))).json()["items"]
+    assert [e["task_id"] for e in other] == [None, None, None]  # anonymised, ETAs still shown
+    assert all(e["expected_start"] for e in other)
