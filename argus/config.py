@@ -85,6 +85,12 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # A task's expected run time when it has no time_limit and its user has no finished run
     # of the same workload and shape (reservations and ETAs are computed from it).
     default_runtime_s: float = 3600.0
+    # A running attempt whose placement groups stay PENDING this long is stopped and
+    # retried as INSUFFICIENT_RESOURCES: verl >= 0.6 waits for them for ever when the
+    # gang fits in total but not as Ray placed it (0: never). Checked every
+    # placement_check_s, with one listing of Ray's placement groups.
+    placement_timeout_s: float = 300.0
+    placement_check_s: float = 5.0
     # The worker nodes a gang is judged against at submit while none has been observed
     # (count × GPUs × CPUs each); 0 nodes: accept any gang until the cluster is seen.
     assumed_nodes: int = 0

@@ -108,6 +108,7 @@ TRANSITIONS: dict[str, dict[TaskState, TaskState]] = {
     "AttemptSubmitted": {S.SUBMITTING: S.SUBMITTED, S.CANCELING: S.CANCELING},
     "AttemptRunning": {S.SUBMITTED: S.RUNNING, S.SUBMITTING: S.RUNNING, S.CANCELING: S.CANCELING},
     "AttemptTimeLimitReached": {S.RUNNING: S.RUNNING},
+    "AttemptPlacementTimedOut": {S.RUNNING: S.RUNNING},
     # The attempt's end is recorded first; the task's own outcome follows as its own event.
     "AttemptEnded": {
         S.SUBMITTING: S.SUBMITTING,

@@ -17,6 +17,7 @@ from argus.events import (
     AttemptEnded,
     AttemptRunning,
     AttemptTimeLimitReached,
+    AttemptPlacementTimedOut,
     AttemptStarting,
     AttemptSubmitted,
     Demand,
@@ -52,6 +53,7 @@ TASK_EVENT_TYPES = frozenset(
         "AttemptSubmitted",
         "AttemptRunning",
         "AttemptTimeLimitReached",
+        "AttemptPlacementTimedOut",
         "AttemptEnded",
         "RetryScheduled",
         "TaskSucceeded",
@@ -79,6 +81,8 @@ class AttemptView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defa
     recovered: bool = False
     time_limit_reached_at: float | None = None  # its Ray job is being stopped at the time limit
     running_seen_at: float | None = None  # when the reactor first saw it RUNNING
+    placement_timed_out_at: float | None = None  # its Ray job is being stopped: placement groups PENDING too long
+    stop_reason: str = ""  # why the reactor is stopping it (the evidence its end will carry)
 
     @property
     def ended(self) -> bool:
@@ -239,6 +243,15 @@ def _time_limit(view: TaskView, e: AttemptTimeLimitReached, state: TaskState, re
                     attempts=attempts)
 
 
+def _placement_timeout(view: TaskView, e: AttemptPlacementTimedOut, state: TaskState, rec: Recorded) -> TaskView:
+    attempts = _with_attempt(view, e.attempt_no, placement_timed_out_at=e.reached_at, stop_reason=(
+        f"placement group(s) {', '.join(e.placement_groups)} stayed PENDING for {e.pending_s:.0f} s "
+        f"(v2.scheduler.placement_timeout_s={e.timeout_s:g}): Ray could not place the gang as it was "
+        "admitted; stopped, to be retried"))
+    return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
+                    attempts=attempts)
+
+
 def _failed(view: TaskView, e: TaskFailed, state: TaskState, rec: Recorded) -> TaskView:
     return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
                     failure_kind=e.failure_kind, error_summary=e.error_summary)
@@ -261,6 +274,7 @@ _EVOLVE: dict[str, Callable[[TaskView, Any, TaskState, Recorded], TaskView]] = {
     "AttemptSubmitted": _submitted,
     "AttemptRunning": _running,
     "AttemptTimeLimitReached": _time_limit,
+    "AttemptPlacementTimedOut": _placement_timeout,
     "AttemptEnded": _ended,
     "RetryScheduled": _retry,
     "TaskSucceeded": _succeeded,

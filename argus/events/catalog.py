@@ -23,6 +23,7 @@ __all__ = [
     "AttemptRunning",
     "AttemptStarting",
     "AttemptSubmitted",
+    "AttemptPlacementTimedOut",
     "AttemptTimeLimitReached",
     "CapacityObserved",
     "ClusterUnreachable",
@@ -214,6 +215,20 @@ class AttemptTimeLimitReached(EventBase, frozen=True, kw_only=True, tag="Attempt
     reached_at: float
 
 
+class AttemptPlacementTimedOut(EventBase, frozen=True, kw_only=True, tag="AttemptPlacementTimedOut"):
+    """The running attempt's placement groups stayed PENDING for ``placement_timeout_s``
+    (reactor): verl >= 0.6 would wait for them for ever. Its Ray job is being stopped; its
+    end will be INSUFFICIENT_RESOURCES, and retried."""
+
+    task_id: str
+    attempt_no: int
+    submission_id: str
+    placement_groups: list[str]  # the ones still PENDING
+    pending_s: float
+    timeout_s: float
+    reached_at: float
+
+
 class AttemptEnded(EventBase, frozen=True, kw_only=True, tag="AttemptEnded"):
     """The attempt reached a terminal Ray status (or could not be submitted at all)."""
 
@@ -367,6 +382,7 @@ Event = Union[
     AttemptSubmitted,
     AttemptRunning,
     AttemptTimeLimitReached,
+    AttemptPlacementTimedOut,
     AttemptEnded,
     RetryScheduled,
     TaskSucceeded,

@@ -19,7 +19,8 @@ logger format (``{"step": N, "data": {...}}``) at ``$VERL_FILE_LOGGER_PATH`` or
 resumes from it). Paths are resolved in the driver's working directory.
 
 Test knobs: ``trainer.step_sleep_s`` (make runs last), ``trainer.fail_at_step`` (raise a
-runtime error). A missing train file is a user error: a clear message and exit code 1.
+runtime error), ``trainer.max_colocate_count`` (CPUs in each GPU bundle: more than a node
+has reproduces verl's endless wait on a placement group Ray cannot place). A missing train file is a user error: a clear message and exit code 1.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ _KEYS = {
     "trainer.logger": "logger",
     "trainer.step_sleep_s": "step_sleep_s",
     "trainer.fail_at_step": "fail_at_step",
+    "trainer.max_colocate_count": "max_colocate_count",
     "data.train_files": "train_files",
     "data.train_batch_size": "train_batch_size",
     "actor_rollout_ref.rollout.n": "group_size",

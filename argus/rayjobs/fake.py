@@ -92,6 +92,7 @@ class FakeJob:
     logs: str = ""
     demand: Demand | None = None
     held: dict[str, tuple[float, float]] = field(default_factory=dict)  # node id -> (GPUs, CPUs)
+    pending_pgs: list[str] = field(default_factory=list)  # placement groups Ray cannot place (a hang)
 
     def observe(self) -> JobObservation:
         # Ray's start_time is when the job was submitted, not when it began running.
@@ -170,6 +171,10 @@ class FakeRay:
     async def capacity(self) -> list[NodeCapacity]:
         self._enter("capacity", "")
         return self.free_nodes()
+
+    async def pending_placements(self, submission_ids: Collection[str]) -> dict[str, list[str]]:
+        self._enter("pending_placements", ",".join(sorted(submission_ids)))
+        return {sid: list(self.jobs[sid].pending_pgs) if sid in self.jobs else [] for sid in submission_ids}
 
     def close(self) -> None:
         self.closed = True
@@ -253,6 +258,13 @@ class FakeRay:
             error_type = error_type or "JOB_ENTRYPOINT_COMMAND_ERROR"
         job.error_type = error_type
         return self._end(job, S.FAILED, message)
+
+    def hang_on_placement(self, submission_id: str, groups: Iterable[str] = ("global_pool:0",)) -> FakeJob:
+        """The job runs but waits for placement groups Ray cannot place (verl >= 0.6 waits
+        without a timeout): they stay PENDING until it is stopped."""
+        job = self.job(submission_id)
+        job.pending_pgs = list(groups)
+        return job
 
     def fail_for_resources(self, submission_id: str) -> FakeJob:
         """The job FAILED the way verl fails fast when the cluster's free GPUs are fewer than

@@ -221,6 +221,34 @@ class RayGateway:
 
         return self._call(go) if submission_ids else {}
 
+    def pending_placements(self, submission_ids: Collection[str]) -> dict[str, list[str]]:
+        """Each job's PENDING placement groups (Ray's state API: one listing of the jobs, for
+        their Ray job ids, and one of the pending placement groups)."""
+        wanted = set(submission_ids)
+        if not wanted:
+            return {}
+
+        def go(client: Any) -> dict[str, str]:
+            return {info.job_id: info.submission_id for info in client.list_jobs()
+                    if getattr(info, "submission_id", None) in wanted and getattr(info, "job_id", None)}
+
+        by_job = self._call(go)
+        from ray.util.state import list_placement_groups
+
+        try:
+            pending = list_placement_groups(address=self.job_server_url, filters=[("state", "=", "PENDING")],
+                                            limit=10_000, raise_on_missing_output=False)
+        except (ConnectionError, OSError) as exc:
+            raise RayUnavailable(f"state API {self.job_server_url}: {exc}") from exc
+        except Exception as exc:  # RayStateApiException: the dashboard did not answer
+            raise RayUnavailable(f"state API {self.job_server_url}: {exc}") from exc
+        found: dict[str, list[str]] = {sid: [] for sid in wanted}
+        for pg in pending:
+            sid = by_job.get(pg.creator_job_id)
+            if sid is not None:
+                found[sid].append(pg.name or pg.placement_group_id)
+        return found
+
     def stop(self, submission_id: str) -> bool:
         """Ask Ray to stop the job (SIGTERM to the driver, SIGKILL after a grace period).
         True if it was running; False if it had ended or does not exist."""
@@ -328,3 +356,6 @@ class AsyncRayGateway:
 
     async def capacity(self) -> list[NodeCapacity]:
         return await self._run(self.sync.capacity)
+
+    async def pending_placements(self, submission_ids: Collection[str]) -> dict[str, list[str]]:
+        return await self._run(self.sync.pending_placements, submission_ids)

@@ -51,6 +51,11 @@ class RayPort(Protocol):
         """Free resources of every alive worker node, sorted by node id."""
         ...
 
+    async def pending_placements(self, submission_ids: Collection[str]) -> dict[str, list[str]]:
+        """For each of these jobs, its placement groups Ray has not placed yet (PENDING),
+        by name or id; [] when none is pending. One listing of Ray's placement groups."""
+        ...
+
     def close(self) -> None:
         """Release what the port holds (threads, child processes)."""
         ...

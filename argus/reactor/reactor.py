@@ -50,6 +50,7 @@ from argus.reactor.admission import plan_admissions
 from argus.reactor.attempts import outcome_events
 from argus.taskspec.timelimit import fmt_duration
 from argus.reactor.classify import classify_failure
+from argus.reactor.watchdog import PlacementWatchdog
 from argus.reactor.state import ReactorState
 from argus.store import AppendBatch, ConcurrencyConflict, EventStore, InvariantViolation
 from projections import TaskView
@@ -100,6 +101,7 @@ class Reactor:
         self._stop_sent: set[str] = set()
         self._submitted_events: dict[str, TaskSubmitted] = {}
         self._crash_at = os.environ.get("ARGUS_REACTOR_CRASH_AT", "")
+        self.watchdog = PlacementWatchdog(self.sched)
         self._planned_on: tuple[int, tuple[NodeCapacity, ...] | None] | None = None
         self._plan_expires_at = 0.0
 
@@ -370,9 +372,13 @@ class Reactor:
         except RayUnavailable:
             self.capacity = None
             return
+        await self._watch_placements([t for t, a in followed if a.ray_status == AttemptStatus.RUNNING
+                                      and (o := states.get(a.submission_id)) is not None and not o.is_terminal])
         for task, attempt in followed:
             observed = states.get(attempt.submission_id)
             now = self.clock()
+            task = self.state.tasks.get(task.task_id, task)  # a watchdog event may have moved it
+            attempt = task.attempts[-1]
             limit = task.time_limit_s
             if (limit is not None and attempt.started_at is not None and attempt.time_limit_reached_at is None
                     and observed is not None and not observed.is_terminal and now - attempt.started_at >= limit):
@@ -382,7 +388,8 @@ class Reactor:
                     continue  # the task moved on meanwhile: decided again next turn
                 task = self.state.tasks[task.task_id]
                 attempt = task.attempts[-1]
-            stopping = task.state is TaskState.CANCELING or attempt.time_limit_reached_at is not None
+            stopping = (task.state is TaskState.CANCELING or attempt.time_limit_reached_at is not None
+                        or attempt.placement_timed_out_at is not None)
             try:
                 if stopping and attempt.submission_id not in self._stop_sent:
                     await self.gateway.stop(attempt.submission_id)
@@ -399,7 +406,10 @@ class Reactor:
             elif observed.is_terminal:
                 kind: FailureKind | None = None
                 evidence = ""
-                if observed.status != AttemptStatus.SUCCEEDED and attempt.time_limit_reached_at is not None:
+                if observed.status != AttemptStatus.SUCCEEDED and attempt.placement_timed_out_at is not None:
+                    kind = FailureKind.INSUFFICIENT_RESOURCES
+                    evidence = attempt.stop_reason
+                elif observed.status != AttemptStatus.SUCCEEDED and attempt.time_limit_reached_at is not None:
                     kind = FailureKind.TIME_LIMIT
                     evidence = (f"stopped at its time limit of {fmt_duration(task.time_limit_s or 0)} after running "
                                 f"{fmt_duration(attempt.time_limit_reached_at - (attempt.started_at or 0))} "
@@ -422,6 +432,19 @@ class Reactor:
                     task_id=task.task_id, attempt_no=attempt.attempt_no,
                     submission_id=attempt.submission_id, started_at=observed.start_time or now, seen_at=now,
                 )])
+
+    async def _watch_placements(self, running: list[TaskView]) -> None:
+        """Stop the running attempts whose placement groups Ray has not placed for too long
+        (argus.reactor.watchdog): record why, then the stop goes out with the others."""
+        try:
+            overdue = await self.watchdog.overdue(running, self.gateway, self.clock())
+        except RayUnavailable as exc:  # the state API is Ray's dashboard: it may be away alone
+            log.warning("placement groups unknown this turn: %s", exc)
+            return
+        for event in overdue:
+            task = self.state.tasks.get(event.task_id)
+            if task is not None:
+                await self._append(task, [event], expect=True)
 
     async def _defer_all(self, deferrals: list[tuple[TaskView, TaskDeferred]]) -> None:
         """Record every changed wait reason of a turn in one transaction (10,000 arrivals

@@ -45,6 +45,7 @@ SOURCES: dict[str, str] = {
     "AttemptSubmitted": "ray",
     "AttemptRunning": "ray",
     "AttemptTimeLimitReached": "scheduler",
+    "AttemptPlacementTimedOut": "scheduler",
     "AttemptEnded": "ray",
     "TaskCanceled": "ray",
 }
@@ -172,6 +173,9 @@ def summarize(rec: Recorded) -> str:
         return f"attempt {e.attempt_no} accepted by Ray" + (" (recovered after a crash)" if e.recovered else "")
     if t == "AttemptRunning":
         return f"attempt {e.attempt_no} running"
+    if t == "AttemptPlacementTimedOut":
+        return (f"attempt {e.attempt_no}: placement group(s) {', '.join(e.placement_groups)} PENDING for "
+                f"{e.pending_s:.0f} s (timeout {e.timeout_s:g} s): stopping its Ray job, to retry")
     if t == "AttemptTimeLimitReached":
         return (f"attempt {e.attempt_no} reached its time limit of {e.time_limit_s:g} s "
                 f"after {e.ran_s:.0f} s running: stopping its Ray job")

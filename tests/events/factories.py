@@ -9,6 +9,7 @@ from argus.events import (
     AttemptEnded,
     AttemptRunning,
     AttemptTimeLimitReached,
+    AttemptPlacementTimedOut,
     AttemptStarting,
     AttemptSubmitted,
     CapacityObserved,
@@ -85,6 +86,13 @@ def time_limit_reached(task_id: str, attempt_no: int = 1, at: float = T0, limit:
     return AttemptTimeLimitReached(
         task_id=task_id, attempt_no=attempt_no, submission_id=submission_id_for(task_id, attempt_no),
         time_limit_s=limit, ran_s=limit, reached_at=at,
+    )
+
+
+def placement_timed_out(task_id: str, attempt_no: int = 1, at: float = T0) -> AttemptPlacementTimedOut:
+    return AttemptPlacementTimedOut(
+        task_id=task_id, attempt_no=attempt_no, submission_id=submission_id_for(task_id, attempt_no),
+        placement_groups=["global_pool:0"], pending_s=301.0, timeout_s=300.0, reached_at=at,
     )
 
 

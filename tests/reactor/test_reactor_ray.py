@@ -202,3 +202,40 @@ async def test_standby_reactor_takes_over(running: Running, tmp_path: Path) -> N
         await standby.stop()
         await asyncio.wait_for(runner, 30)
         await second_store.close()
+
+
+async def test_a_job_stuck_on_its_placement_groups_is_stopped_and_retried(ray_cluster: Any, tmp_path: Path) -> None:
+    """Like verl >= 0.6, the toy trainer waits on its placement groups with no timeout;
+    bundles of 1000 CPUs never place. Ray's state API shows them PENDING; past
+    placement_timeout_s the reactor stops the job and retries it as a resource shortage."""
+    config = reactor_config(ray_cluster, placement_timeout_s=6.0, placement_check_s=1.0)
+    store = await open_store(tmp_path / "argus.db", synchronous="NORMAL")
+    gateway = AsyncRayGateway(RayGateway(ray_cluster.job_server_url, ray_cluster.address))
+    reactor = Reactor(store, gateway, config, reactor_id="watchdog")
+    runner = asyncio.create_task(reactor.run())
+    shared = Path(ray_cluster.shared_root)
+    try:
+        task_id = await submit_task(store, unique_id("hang"), nnodes=1, gpus=1, command=toy_command(
+            shared, "alice", nnodes=1, gpus=1, extra="+trainer.max_colocate_count=1000"))
+        deadline = time.monotonic() + 120
+        view = None
+        while time.monotonic() < deadline:
+            view = await task_view(store, task_id)
+            if view is not None and view.attempts and view.attempts[0].ended:
+                break
+            await asyncio.sleep(0.5)
+        assert view is not None and view.attempts and view.attempts[0].ended, view
+        first = view.attempts[0]
+        assert first.failure_kind is not None and first.failure_kind.value == "INSUFFICIENT_RESOURCES", first
+        assert "toy_global_pool:0 stayed PENDING" in first.evidence, first.evidence
+        assert "AttemptPlacementTimedOut" in await event_types(store, task_id)
+        assert "RetryScheduled" in await event_types(store, task_id)
+        await request_cancel(store, task_id)
+        await wait_state(store, task_id, DONE, timeout_s=60)
+    finally:
+        for v in list(reactor.state.tasks.values()):
+            if v.latest_attempt is not None and not v.latest_attempt.ended:
+                await gateway.stop(v.latest_attempt.submission_id)
+        await reactor.stop()
+        await asyncio.wait_for(runner, 30)
+        await store.close()

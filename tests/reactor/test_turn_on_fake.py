@@ -515,3 +515,27 @@ async def test_reserve_backfill_reserves_for_the_head_and_backfills_only_what_ca
     finally:
         await w.commands.close()
         await w.store.close()
+
+
+async def test_a_job_whose_placement_groups_stay_pending_is_stopped_and_retried(tmp_path: Path) -> None:
+    w = await make_world(tmp_path, placement_timeout_s=60.0, placement_check_s=5.0)
+    try:
+        t = await w.submit(gpus=4)
+        sid = await w.running(t)
+        w.ray.hang_on_placement(sid, ["global_pool:0"])  # like verl >= 0.6: waits for ever
+        for _ in range(11):
+            w.clock.advance(5)
+            await w.turn()
+        assert w.ray.calls.count(("stop", sid)) == 0  # pending 50 s: not yet
+        w.clock.advance(15)
+        await w.turn()  # pending 65 s: recorded and stopped
+        assert w.ray.calls.count(("stop", sid)) == 1
+        await w.turn()
+        view = await w.view(t)
+        ended = view.attempts[0]
+        assert ended.failure_kind is K.INSUFFICIENT_RESOURCES
+        assert "global_pool:0 stayed PENDING" in ended.evidence and "placement_timeout_s=60" in ended.evidence
+        assert view.state is TaskState.PENDING_RESOURCES and view.next_run_at is not None  # retried
+    finally:
+        await w.commands.close()
+        await w.store.close()

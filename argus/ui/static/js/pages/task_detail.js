@@ -357,6 +357,8 @@ export const DESCRIBE = {
     `${d.note ? ` (${d.note})` : ""}`,
   AttemptSubmitted: (d) => `Ray accepted ${d.submission_id}${d.recovered ? " (found after a restart)" : ""}`,
   AttemptRunning: (d) => `attempt ${d.attempt_no} is running`,
+  AttemptPlacementTimedOut: (d) => `attempt ${d.attempt_no}: placement group(s) ` +
+    `${(d.placement_groups || []).join(", ")} pending for ${Math.round(d.pending_s)} s: its Ray job is stopped, to retry`,
   AttemptTimeLimitReached: (d) => `attempt ${d.attempt_no} reached its time limit of ${d.time_limit_s} s` +
     ` after ${Math.round(d.ran_s)} s: its Ray job is stopped`,
   AttemptEnded: (d) => `attempt ${d.attempt_no} ended: ${d.ray_status}` +
