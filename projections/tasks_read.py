@@ -18,7 +18,7 @@ from projections.tasks import TaskView, load_task
 
 __all__ = [
     "PageCursor", "RunningAttempt", "TaskAt", "TaskCounts", "all_tasks", "TaskDetail", "TaskPage", "TaskSummary",
-    "running_attempts", "summarize", "task_counts", "task_page", "task_view", "tasks_at", "unfinished_tasks",
+    "running_attempts", "summarize", "task_counts", "task_page", "task_view", "tasks_at", "tasks_in_states", "unfinished_tasks",
 ]
 
 _decode_view = msgspec.json.Decoder(TaskView).decode
@@ -152,6 +152,13 @@ def _desc(task_id: str) -> tuple[int, ...]:
 def all_tasks(db: sqlite3.Connection) -> list[TaskView]:
     """Every task, oldest first (replay's picture of a moment)."""
     return [_decode_view(view) for (view,) in db.execute("SELECT view FROM tasks ORDER BY created_at, task_id")]
+
+
+def tasks_in_states(db: sqlite3.Connection, states: Sequence[TaskState]) -> list[TaskView]:
+    """Every task in one of ``states`` (an index walk per state: ``tasks_state_created``)."""
+    rows = db.execute(f"SELECT view FROM tasks WHERE state IN ({','.join('?' * len(states))})",
+                      [s.value for s in states])
+    return [_decode_view(view) for (view,) in rows]
 
 
 def unfinished_tasks(db: sqlite3.Connection) -> list[TaskView]:

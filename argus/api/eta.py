@@ -3,7 +3,9 @@ them: the scheduler's own policy run forward (``argus.scheduler.eta``) from the 
 projections: the unfinished tasks, the cluster as last observed and the run-time history.
 
 One forward run serves every request for a while: it is redone only when the log has
-moved and ``min_interval_s`` has passed (a queue of 10,000 takes a pass over all of them).
+moved and ``min_interval_s`` has passed. It reads only what it runs forward: the first
+``DEFAULT_HORIZON`` waiting tasks in the policy's order and the tasks holding Ray jobs, so
+its cost does not grow with the queue.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ import time
 from argus.config import ArgusConfig
 from argus.reactor.admission import policy_inputs
 from argus.scheduler import PolicyConfig
-from argus.scheduler.eta import estimate_starts
+from argus.lifecycle import TaskState
+from argus.scheduler.eta import DEFAULT_HORIZON, estimate_starts
+from argus.scheduler.queue import queue_page
 from argus.store import EventStore
 from argus.store.dbfile import read_transaction
 from projections.cluster import read_cluster
 from projections.runtime_stats import read_runtime_history
-from projections.tasks_read import unfinished_tasks
+from projections.tasks import TASK_FOLD
+from projections.tasks_read import tasks_in_states
 
 __all__ = ["EtaBoard"]
 
@@ -48,15 +53,17 @@ class EtaBoard:
         import sqlite3
 
         assert isinstance(db, sqlite3.Connection)
+        sched = self.config.v2.scheduler
         with read_transaction(db):
-            views = unfinished_tasks(db)
+            head = queue_page(db, sched.policy, limit=DEFAULT_HORIZON).items
+            found = TASK_FOLD.load_many(db, [e.task_id for e in head if e.task_id])
+            active = tasks_in_states(db, [s for s in TaskState if s.holds_ray_job() or s is TaskState.CANCELING])
             cluster = read_cluster(db)
             history = read_runtime_history(db)
         if cluster is None or not cluster.reachable:
             return {}
-        sched, now = self.config.v2.scheduler, time.time()
-        waiting = sorted((v for v in views if v.state.is_waiting()), key=lambda v: v.seq)
-        active = [v for v in views if v.state.holds_ray_job() or v.state.value == "CANCELING"]
+        now = time.time()
+        waiting = [found[e.task_id] for e in head if e.task_id in found]
         queue, running, capacity = policy_inputs(
             waiting=waiting, active=active, capacity=list(cluster.nodes), now=now, config=sched,
             driver_cpus=self.config.entrypoint_num_cpus, runtimes=history)
