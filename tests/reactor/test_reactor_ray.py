@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -42,7 +43,14 @@ class Running:
 
 @pytest.fixture
 async def running(ray_cluster: Any, tmp_path: Path) -> AsyncIterator[Running]:
-    config = reactor_config(ray_cluster)
+    async with reactor_on(ray_cluster, tmp_path) as r:
+        yield r
+
+
+@contextlib.asynccontextmanager
+async def reactor_on(ray_cluster: Any, tmp_path: Path, **scheduler: Any) -> AsyncIterator[Running]:
+    """A reactor with its own store on the shared cluster, left idle when done."""
+    config = reactor_config(ray_cluster, **scheduler)
     store = await open_store(tmp_path / "argus.db", synchronous="NORMAL")
     gateway = AsyncRayGateway(RayGateway(ray_cluster.job_server_url, ray_cluster.address))
     reactor = Reactor(store, gateway, config, reactor_id="test")
@@ -208,13 +216,8 @@ async def test_a_job_stuck_on_its_placement_groups_is_stopped_and_retried(ray_cl
     """Like verl >= 0.6, the toy trainer waits on its placement groups with no timeout;
     bundles of 1000 CPUs never place. Ray's state API shows them PENDING; past
     placement_timeout_s the reactor stops the job and retries it as a resource shortage."""
-    config = reactor_config(ray_cluster, placement_timeout_s=6.0, placement_check_s=1.0)
-    store = await open_store(tmp_path / "argus.db", synchronous="NORMAL")
-    gateway = AsyncRayGateway(RayGateway(ray_cluster.job_server_url, ray_cluster.address))
-    reactor = Reactor(store, gateway, config, reactor_id="watchdog")
-    runner = asyncio.create_task(reactor.run())
-    shared = Path(ray_cluster.shared_root)
-    try:
+    async with reactor_on(ray_cluster, tmp_path, placement_timeout_s=6.0, placement_check_s=1.0) as r:
+        store, shared = r.store, r.shared
         task_id = await submit_task(store, unique_id("hang"), nnodes=1, gpus=1, command=toy_command(
             shared, "alice", nnodes=1, gpus=1, extra="+trainer.max_colocate_count=1000"))
         deadline = time.monotonic() + 120
@@ -232,10 +235,3 @@ async def test_a_job_stuck_on_its_placement_groups_is_stopped_and_retried(ray_cl
         assert "RetryScheduled" in await event_types(store, task_id)
         await request_cancel(store, task_id)
         await wait_state(store, task_id, DONE, timeout_s=60)
-    finally:
-        for v in list(reactor.state.tasks.values()):
-            if v.latest_attempt is not None and not v.latest_attempt.ended:
-                await gateway.stop(v.latest_attempt.submission_id)
-        await reactor.stop()
-        await asyncio.wait_for(runner, 30)
-        await store.close()
