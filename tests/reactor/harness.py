@@ -104,5 +104,19 @@ async def wait_state(store: EventStore, task_id: str, states: set[TaskState],
     raise AssertionError(f"{task_id} did not reach {states} in {timeout_s}s; last: {view}")
 
 
+async def wait_reason(store: EventStore, task_id: str, reason: str | set[str], timeout_s: float = 30.0) -> TaskView:
+    """Wait until the task waits for ``reason``. (Its first reason may be another: on a
+    loaded machine the first capacity read can time out, and the task waits for
+    ``capacity_unknown`` until the next turn sees the cluster.)"""
+    deadline = time.monotonic() + timeout_s
+    view = None
+    while time.monotonic() < deadline:
+        view = await task_view(store, task_id)
+        if view is not None and view.wait_reason in ({reason} if isinstance(reason, str) else reason):
+            return view
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{task_id} did not wait for {reason} in {timeout_s}s; last: {view}")
+
+
 async def event_types(store: EventStore, task_id: str) -> list[str]:
     return [r.type for r in await store.read_stream(task_stream(task_id))]

@@ -25,6 +25,7 @@ from tests.reactor.harness import (
     task_view,
     toy_command,
     unique_id,
+    wait_reason,
     wait_state,
 )
 
@@ -97,7 +98,7 @@ async def test_second_full_gang_waits_then_starts_within_2s(running: Running) ->
     await wait_state(store, first, {TaskState.RUNNING}, timeout_s=60)
     second = await submit_task(store, unique_id("big2"), nnodes=2, gpus=4,
                                command=toy_command(shared, "alice", nnodes=2, gpus=4, steps=1))
-    waiting = await wait_state(store, second, {TaskState.PENDING_RESOURCES}, timeout_s=30)
+    waiting = await wait_reason(store, second, {"insufficient_gpus", "no_capacity_per_node"})
     assert waiting.wait_reason in ("insufficient_gpus", "no_capacity_per_node")
     assert "needs 2 nodes × 4 GPUs" in waiting.wait_message
     done = await wait_state(store, second, DONE, timeout_s=120)
@@ -107,13 +108,15 @@ async def test_second_full_gang_waits_then_starts_within_2s(running: Running) ->
     assert second_start.recorded_at - first_end.recorded_at < 2.0
 
 
-async def test_gang_that_fits_in_total_but_not_per_node_is_not_submitted(running: Running) -> None:
+async def test_gang_that_fits_in_total_but_on_no_node_is_not_submitted(running: Running) -> None:
+    """8 GPUs in all, 4 per node: 1 node x 6 GPUs fits the total but no node, even idle
+    (verl's total-GPU check would let it through and then wait for ever)."""
     store, shared = running.store, running.shared
     task_id = await submit_task(store, unique_id("wide"), nnodes=1, gpus=6,
                                 command=toy_command(shared, "alice", nnodes=1, gpus=6))
-    view = await wait_state(store, task_id, {TaskState.PENDING_RESOURCES}, timeout_s=30)
-    assert view.wait_reason == "no_capacity_per_node"
-    assert "fits in total" in view.wait_message and "not per node" in view.wait_message
+    view = await wait_reason(store, task_id, "never_fits")
+    assert view.state is TaskState.PENDING_RESOURCES
+    assert "could not hold it even if idle" in view.wait_message and "largest: 4 GPUs" in view.wait_message
     await asyncio.sleep(1.0)
     assert "AttemptStarting" not in await event_types(store, task_id)
     await request_cancel(store, task_id)
