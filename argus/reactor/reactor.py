@@ -184,10 +184,10 @@ class Reactor(Submitting):
     # ------------------------------------------------------------------ log plumbing
     async def _catch_up(self) -> None:
         # The next page is read (on the store's reader thread) while this one is folded.
-        page = asyncio.ensure_future(self.store.read(self.state.position, 1000))
+        page = asyncio.ensure_future(self.store.read(self.state.position, 2000))
         try:
             while records := await page:
-                page = asyncio.ensure_future(self.store.read(records[-1].position, 1000))
+                page = asyncio.ensure_future(self.store.read(records[-1].position, 2000))
                 for rec in records:
                     self.state.fold(rec)
         finally:

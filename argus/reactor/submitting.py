@@ -72,6 +72,11 @@ class Submitting:
         to Ray at once, then what Ray said in one more transaction. (One by one, 50
         admissions were 100 fsyncs and 50 Ray round trips in a row.)"""
         intents: list[tuple[TaskView, AttemptStarting]] = []
+        missing = [task_stream(t.task_id) for t in tasks if t.task_id not in self._submitted_events]
+        if missing:  # one read for all of them, not one per task
+            for rec in await self.store.read(0, len(missing), streams=missing, types=["TaskSubmitted"]):
+                if isinstance(rec.event, TaskSubmitted):
+                    self._submitted_events[rec.event.task_id] = rec.event
         for task in tasks:
             submitted = await self._submitted_event(task.task_id)
             attempt_no = len(task.attempts) + 1
