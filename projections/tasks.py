@@ -238,7 +238,8 @@ def _succeeded(view: TaskView, e: TaskSucceeded, state: TaskState, rec: Recorded
 
 
 def _time_limit(view: TaskView, e: AttemptTimeLimitReached, state: TaskState, rec: Recorded) -> TaskView:
-    attempts = _with_attempt(view, e.attempt_no, time_limit_reached_at=e.reached_at)
+    attempts = _with_attempt(view, e.attempt_no, time_limit_reached_at=e.reached_at, stop_reason=(
+        f"stopped at its time limit of {e.time_limit_s:g} s after running {e.ran_s:.0f} s"))
     return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
                     attempts=attempts)
 

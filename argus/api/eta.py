@@ -11,12 +11,13 @@ its cost does not grow with the queue.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 
 from argus.config import ArgusConfig
+from argus.lifecycle import TaskState
 from argus.reactor.admission import policy_inputs
 from argus.scheduler import PolicyConfig
-from argus.lifecycle import TaskState
 from argus.scheduler.eta import DEFAULT_HORIZON, estimate_starts
 from argus.scheduler.queue import queue_page
 from argus.store import EventStore
@@ -49,10 +50,7 @@ class EtaBoard:
                 self._at = time.monotonic()
             return self._starts
 
-    def _compute(self, db: object) -> dict[str, float]:
-        import sqlite3
-
-        assert isinstance(db, sqlite3.Connection)
+    def _compute(self, db: sqlite3.Connection) -> dict[str, float]:
         sched = self.config.v2.scheduler
         with read_transaction(db):
             head = queue_page(db, sched.policy, limit=DEFAULT_HORIZON).items

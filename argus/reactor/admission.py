@@ -31,16 +31,22 @@ class AdmissionPlan(msgspec.Struct, frozen=True):
     expires_at: float = float("inf")  # plan_expires_at: until then the same inputs give this plan
 
 
-def _in_flight(task: TaskView, now: float) -> bool:
+def _settles_at(task: TaskView) -> float | None:
+    """When the task's live attempt is in Ray's counts for sure; None: no live attempt.
+    From when it was seen running: Ray's start_time is when it accepted the job, and a job
+    can take 10 s to run, then more to create its placement groups (bench_local_stack saw a
+    5th job admitted on 4 GPUs when this counted from start_time)."""
     attempt = task.latest_attempt
     if attempt is None or attempt.ended:
-        return False
+        return None
     if attempt.started_at is None:
-        return True  # STARTING or SUBMITTED: not holding anything in Ray's view yet
-    # From when it was seen running: Ray's start_time is when it accepted the job, and a
-    # job can take 10 s to run, then more to create its placement groups (bench_local_stack
-    # saw a 5th job admitted on 4 GPUs when this counted from start_time).
-    return now - (attempt.running_seen_at or attempt.started_at) < SETTLE_S
+        return float("inf")  # STARTING or SUBMITTED: not holding anything in Ray's view yet
+    return (attempt.running_seen_at or attempt.started_at) + SETTLE_S
+
+
+def _in_flight(task: TaskView, now: float) -> bool:
+    settles = _settles_at(task)
+    return settles is not None and now < settles
 
 
 def _unclaimed_demand(task: TaskView, driver_cpus: float) -> Demand:
@@ -57,12 +63,7 @@ def plan_expires_at(waiting: list[TaskView], active: list[TaskView], now: float)
     now: a retry's backoff ends, or an in-flight attempt settles (``_in_flight``). Until
     then, the same tasks, attempts and capacity give the same plan."""
     instants = [t.next_run_at for t in waiting if t.next_run_at is not None and t.next_run_at > now]
-    for task in active:
-        attempt = task.latest_attempt
-        if attempt is not None and not attempt.ended and attempt.started_at is not None:
-            settles = attempt.started_at + SETTLE_S
-            if settles > now:
-                instants.append(settles)
+    instants += [s for t in active if (s := _settles_at(t)) is not None and s > now]
     return min(instants, default=float("inf"))
 
 

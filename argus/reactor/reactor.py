@@ -21,7 +21,6 @@ import time
 import uuid
 from typing import Callable
 
-
 from argus.config import ArgusConfig
 from argus.events import (
     AttemptRunning,
@@ -46,7 +45,6 @@ from argus.lifecycle import AttemptStatus, TaskState
 from argus.rayjobs import RayPort, RayUnavailable
 from argus.reactor.admission import plan_admissions
 from argus.reactor.attempts import outcome_events
-from argus.taskspec.timelimit import fmt_duration
 from argus.reactor.classify import classify_failure
 from argus.reactor.submitting import Submitting
 from argus.reactor.watchdog import PlacementWatchdog
@@ -272,8 +270,7 @@ class Reactor(Submitting):
                     continue  # the task moved on meanwhile: decided again next turn
                 task = self.state.tasks[task.task_id]
                 attempt = task.attempts[-1]
-            stopping = (task.state is TaskState.CANCELING or attempt.time_limit_reached_at is not None
-                        or attempt.placement_timed_out_at is not None)
+            stopping = task.state is TaskState.CANCELING or bool(attempt.stop_reason)
             try:
                 if stopping and attempt.submission_id not in self._stop_sent:
                     await self.gateway.stop(attempt.submission_id)
@@ -290,14 +287,10 @@ class Reactor(Submitting):
             elif observed.is_terminal:
                 kind: FailureKind | None = None
                 evidence = ""
-                if observed.status != AttemptStatus.SUCCEEDED and attempt.placement_timed_out_at is not None:
-                    kind = FailureKind.INSUFFICIENT_RESOURCES
-                    evidence = attempt.stop_reason
-                elif observed.status != AttemptStatus.SUCCEEDED and attempt.time_limit_reached_at is not None:
-                    kind = FailureKind.TIME_LIMIT
-                    evidence = (f"stopped at its time limit of {fmt_duration(task.time_limit_s or 0)} after running "
-                                f"{fmt_duration(attempt.time_limit_reached_at - (attempt.started_at or 0))} "
-                                f"(Ray: {observed.status})")
+                if observed.status != AttemptStatus.SUCCEEDED and attempt.stop_reason:  # we stopped it
+                    kind = (FailureKind.TIME_LIMIT if attempt.time_limit_reached_at is not None
+                            else FailureKind.INSUFFICIENT_RESOURCES)
+                    evidence = f"{attempt.stop_reason} (Ray: {observed.status})"
                 elif observed.status != AttemptStatus.SUCCEEDED:
                     try:
                         tail = await self.gateway.logs_tail(attempt.submission_id)

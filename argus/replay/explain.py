@@ -17,7 +17,6 @@ from argus.replay.source import open_log
 from argus.replay.timeline import TaskTimeline, build_timeline, load_task_events, nodes_phrase
 from argus.replay.waits import WaitSegment
 from projections.tasks import AttemptView
-from argus.taskspec.timelimit import fmt_duration
 
 __all__ = ["Explanation", "explain", "explain_timeline", "fmt_duration", "fmt_num"]
 
@@ -42,6 +41,15 @@ def explain(db_path: str | Path, task_id: str) -> Explanation:
 
 def fmt_num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:.2f}".rstrip("0")
+
+
+def fmt_duration(seconds: float) -> str:
+    s = round(seconds)
+    if s < 120:
+        return f"{s} s"
+    if s < 7200:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s // 3600} h {s % 3600 // 60} min"
 
 
 def _clock(t: float) -> str:

@@ -97,9 +97,7 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
                 history[key] = (n + 1, total + task.runtime)
         if not waiting:
             continue
-        capacity = Capacity(nodes=tuple(
-            NodeCapacity(node_id=nid, ip="", total_gpus=totals[nid][0], free_gpus=g, total_cpus=totals[nid][1],
-                         free_cpus=c) for nid, (g, c) in free.items()))
+        capacity = _capacity(free, totals)
         decisions += 1
         queue = [msgspec.structs.replace(q, estimate_s=estimate(tasks[q.task_id])) for q in waiting.values()]
         for decision in decide(queue, [r for r, _ in running.values()], capacity, now, config):
@@ -115,11 +113,8 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
             heapq.heappush(events, (now + task.runtime, _END, 0, task.task_id))
         asked = [t for t, eta in predicted.items() if eta is None and t in waiting]
         if asked:
-            after = Capacity(nodes=tuple(
-                NodeCapacity(node_id=nid, ip="", total_gpus=totals[nid][0], free_gpus=g, total_cpus=totals[nid][1],
-                             free_cpus=c) for nid, (g, c) in free.items()))
-            queue = [msgspec.structs.replace(q, estimate_s=estimate(tasks[q.task_id])) for q in waiting.values()]
-            etas = estimate_starts(queue, [r for r, _ in running.values()], after, now, config)
+            still = [q for q in queue if q.task_id in waiting]  # estimates unchanged since the decision
+            etas = estimate_starts(still, [r for r, _ in running.values()], _capacity(free, totals), now, config)
             for t in asked:
                 predicted[t] = etas.get(t, -1.0)  # -1: no estimate
         for t in [t for t, eta in predicted.items() if eta is None and t not in waiting]:
@@ -131,6 +126,13 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
     return SimResult(policy=policy, outcomes=outcomes, capacity_gpus=sum(n.gpus for n in trace.nodes),
                      decisions=decisions, eta_errors=errors,
                      eta_unknown=sum(1 for eta in predicted.values() if eta is not None and eta < 0))
+
+
+def _capacity(free: dict[str, list[float]], totals: dict[str, tuple[float, float]]) -> Capacity:
+    """The simulated cluster as the policy sees it."""
+    return Capacity(nodes=tuple(
+        NodeCapacity(node_id=nid, ip="", total_gpus=totals[nid][0], free_gpus=g, total_cpus=totals[nid][1],
+                     free_cpus=c) for nid, (g, c) in free.items()))
 
 
 def _give(free: dict[str, list[float]], nodes: tuple[str, ...], task: SimTask, sign: int) -> None:

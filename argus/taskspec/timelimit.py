@@ -13,7 +13,7 @@ from typing import Annotated
 
 import msgspec
 
-__all__ = ["MAX_TIME_LIMIT_S", "fmt_duration", "MIN_TIME_LIMIT_S", "TIME_LIMIT_ACCEPTS", "TimeLimit", "time_limit_seconds"]
+__all__ = ["MAX_TIME_LIMIT_S", "MIN_TIME_LIMIT_S", "TIME_LIMIT_ACCEPTS", "TimeLimit", "time_limit_seconds"]
 
 MIN_TIME_LIMIT_S = 10.0
 MAX_TIME_LIMIT_S = 365 * 86_400.0
@@ -55,12 +55,3 @@ def time_limit_seconds(text: str) -> float:
         raise ValueError(f"{text[:32]!r} is {seconds:g} s: write {TIME_LIMIT_ACCEPTS}")
     return seconds
 
-
-def fmt_duration(seconds: float) -> str:
-    """A duration as people read it: 45 s, 12 min 5 s, 3 h 20 min."""
-    s = round(seconds)
-    if s < 120:
-        return f"{s} s"
-    if s < 7200:
-        return f"{s // 60} min {s % 60} s"
-    return f"{s // 3600} h {s % 3600 // 60} min"
