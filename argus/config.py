@@ -22,6 +22,7 @@ __all__ = [
     "AuthConfig",
     "ConfigError",
     "SandboxConfig",
+    "FairShareConfig",
     "SchedulerConfig",
     "ServiceConfig",
     "SqliteConfig",
@@ -60,6 +61,18 @@ class SqliteConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     synchronous: str = "FULL"
 
 
+class FairShareConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The ``fairshare`` policy's knobs (docs/scheduling.md)."""
+
+    # GPU-seconds count half as much after this long (Slurm's PriorityDecayHalfLife).
+    half_life_s: float = 7 * 24 * 3600.0
+    # Each user's share of the cluster, relative to the others' (a user not listed: 1).
+    shares: dict[str, float] = {}
+    # GPUs guaranteed to a user: their tasks within it come first, and preemptible tasks of
+    # users beyond their own quota are stopped for them. Idle GPUs may be borrowed by anyone.
+    quotas: dict[str, float] = {}
+
+
 class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     retry_interval_s: float = 60.0
     retry_backoff: float = 2.0
@@ -75,7 +88,15 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     backfill: bool = False
     # The admission policy (argus.scheduler.POLICIES; a test keeps the two lists equal):
     # the order waiting tasks are considered in, and shown in.
-    policy: Literal["fifo", "fifo-backfill", "priority", "reserve-backfill"] = "reserve-backfill"
+    policy: Literal["fifo", "fifo-backfill", "priority", "reserve-backfill", "fairshare"] = "reserve-backfill"
+    # Under priority and fairshare, stop tasks submitted with ``preemptible: true`` to admit
+    # a task that outranks them. They are requeued at their place and resume from their
+    # checkpoints; their attempt is not counted.
+    preemption: bool = True
+    # From the stop (SIGTERM) to the kill: ``argus up`` gives it to Ray's job manager
+    # (RAY_JOB_STOP_WAIT_TIME_S); on a cluster of your own, set that variable on the head.
+    preempt_grace_s: float = 30.0
+    fairshare: FairShareConfig = msgspec.field(default_factory=FairShareConfig)
     lease_ttl_s: float = 15.0
     poll_interval_s: float = 1.0
     # Wait reasons recorded per turn, front of the queue first; the rest follow in the

@@ -11,6 +11,11 @@ Stopping: Ray's ``stop_job`` sends SIGTERM to the driver (and its descendants, t
 after a grace period). The command runs in its own process group; SIGTERM/SIGINT are
 forwarded to that whole group so grandchildren (verl's Ray workers' parents, shells) stop
 too, and the child gets PDEATHSIG=SIGKILL so it cannot outlive a SIGKILLed driver.
+
+Checkpoints belong to the task, not to one attempt: a later attempt (a retry, or a task
+back from preemption) starts with the ``checkpoints/`` of the latest earlier attempt that
+has one, moved (a rename: no copy) into its own job dir, so verl's ``resume_mode=auto``
+(its default) resumes from them. The old job dir keeps a note saying where they went.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import msgspec
 from argus.nodepool.process import die_with_parent
 from argus.procs import signal_group
 from argus.rayjobs.sandbox import bwrap_argv
-from argus.rayjobs.submission import DriverContext, decode_context, job_dir
+from argus.rayjobs.submission import DriverContext, decode_context, job_dir, submission_id_for
 
 __all__ = ["DriverResult", "main", "prepare_job_dir", "run_command"]
 
@@ -84,7 +89,29 @@ def prepare_job_dir(ctx: DriverContext) -> Path:
                   "driver": {"hostname": socket.gethostname(), "pid": os.getpid(),
                              "ray_node_id": _ray_node_id()}}
     _write_atomic(path / "submission.json", json.dumps(submission, indent=2).encode())
+    carry_checkpoints(ctx, path)
     return path
+
+
+CHECKPOINTS = "checkpoints"
+
+
+def carry_checkpoints(ctx: DriverContext, path: Path) -> Path | None:
+    """Move the latest earlier attempt's ``checkpoints/`` into ``path`` (see the module
+    docstring); the folder it came from, or None. A link is never followed or moved."""
+    target = path / CHECKPOINTS
+    if target.exists() or target.is_symlink():
+        return None
+    for attempt_no in range(ctx.attempt_no - 1, 0, -1):
+        earlier = Path(job_dir(ctx.shared_root, ctx.user, submission_id_for(ctx.task_id, attempt_no)))
+        source = earlier / CHECKPOINTS
+        if source.is_symlink() or not source.is_dir():
+            continue
+        os.rename(source, target)
+        _write_atomic(earlier / f"{CHECKPOINTS}.moved", f"moved to ../{ctx.submission_id}/{CHECKPOINTS}\n".encode())
+        print(f"[argus.driver] resuming: checkpoints of attempt {attempt_no} moved here", flush=True)
+        return earlier
+    return None
 
 
 def _sandbox_prefix(ctx: DriverContext, path: Path, env: dict[str, str]) -> list[str]:

@@ -109,6 +109,7 @@ TRANSITIONS: dict[str, dict[TaskState, TaskState]] = {
     "AttemptRunning": {S.SUBMITTED: S.RUNNING, S.SUBMITTING: S.RUNNING, S.CANCELING: S.CANCELING},
     "AttemptTimeLimitReached": {S.RUNNING: S.RUNNING},
     "AttemptPlacementTimedOut": {S.RUNNING: S.RUNNING},
+    "AttemptPreempted": {S.SUBMITTED: S.SUBMITTED, S.RUNNING: S.RUNNING},
     # The attempt's end is recorded first; the task's own outcome follows as its own event.
     "AttemptEnded": {
         S.SUBMITTING: S.SUBMITTING,

@@ -7,6 +7,7 @@ from projections.cluster import ClusterProjection
 from projections.queue import QueueProjection
 from projections.runtime_stats import RuntimeStatsProjection
 from projections.tasks import TasksProjection
+from projections.usage import UsageProjection
 from projections.user_views import UserViewsProjection
 from projections.users import UsersProjection
 
@@ -22,6 +23,7 @@ def default_projections() -> list[EntityProjection]:  # type: ignore[type-arg]
         UsersProjection(),
         ClusterProjection(),
         RuntimeStatsProjection(),
+        UsageProjection(),
     ]
 
 

@@ -18,6 +18,7 @@ from argus.events import (
     AttemptRunning,
     AttemptTimeLimitReached,
     AttemptPlacementTimedOut,
+    AttemptPreempted,
     AttemptStarting,
     AttemptSubmitted,
     Demand,
@@ -54,6 +55,7 @@ TASK_EVENT_TYPES = frozenset(
         "AttemptRunning",
         "AttemptTimeLimitReached",
         "AttemptPlacementTimedOut",
+        "AttemptPreempted",
         "AttemptEnded",
         "RetryScheduled",
         "TaskSucceeded",
@@ -83,6 +85,7 @@ class AttemptView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defa
     running_seen_at: float | None = None  # when the reactor first saw it RUNNING
     placement_timed_out_at: float | None = None  # its Ray job is being stopped: placement groups PENDING too long
     stop_reason: str = ""  # why the reactor is stopping it (the evidence its end will carry)
+    preempted_by: str = ""  # the task it is stopped to make room for (AttemptPreempted)
 
     @property
     def ended(self) -> bool:
@@ -120,6 +123,7 @@ class TaskView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_default
     total_steps: int | None = None  # training steps asked for, when the spec says
     time_limit_s: float | None = None  # how long one attempt may run
     expected_start: float | None = None  # its reservation (reserve-backfill): the estimated start
+    preemptible: bool = False  # may be stopped to make room for other work
 
     @property
     def latest_attempt(self) -> AttemptView | None:
@@ -163,6 +167,7 @@ def evolve_task(view: TaskView | None, rec: Recorded) -> TaskView:
         name=str(event.spec.get("name") or ""),
         total_steps=_total_steps(event),
         time_limit_s=event.time_limit_s,
+        preemptible=event.preemptible,
     )
 
 
@@ -253,6 +258,12 @@ def _placement_timeout(view: TaskView, e: AttemptPlacementTimedOut, state: TaskS
                     attempts=attempts)
 
 
+def _preempted(view: TaskView, e: AttemptPreempted, state: TaskState, rec: Recorded) -> TaskView:
+    attempts = _with_attempt(view, e.attempt_no, preempted_by=e.by_task_id, stop_reason=e.message)
+    return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
+                    attempts=attempts)
+
+
 def _failed(view: TaskView, e: TaskFailed, state: TaskState, rec: Recorded) -> TaskView:
     return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
                     failure_kind=e.failure_kind, error_summary=e.error_summary)
@@ -276,6 +287,7 @@ _EVOLVE: dict[str, Callable[[TaskView, Any, TaskState, Recorded], TaskView]] = {
     "AttemptRunning": _running,
     "AttemptTimeLimitReached": _time_limit,
     "AttemptPlacementTimedOut": _placement_timeout,
+    "AttemptPreempted": _preempted,
     "AttemptEnded": _ended,
     "RetryScheduled": _retry,
     "TaskSucceeded": _succeeded,

@@ -13,18 +13,24 @@ from argus.scheduler.policy import PolicyConfig
 
 def test_scheduler_knobs_from_the_file_reach_the_policy(tmp_path: Path) -> None:
     path = tmp_path / "argus.yaml"
-    path.write_text("v2:\n  scheduler:\n    policy: priority\n    max_running_tasks: 5\n"
-                    "    max_running_per_user: 2\n    backfill: true\n")
+    path.write_text("v2:\n  scheduler:\n    policy: fairshare\n    max_running_tasks: 5\n"
+                    "    max_running_per_user: 2\n    backfill: true\n    preemption: false\n"
+                    "    preempt_grace_s: 12\n    fairshare:\n      shares: {alice: 2}\n"
+                    "      quotas: {bob: 8}\n")
     policy = PolicyConfig.from_scheduler(load_config(path, environ={}).v2.scheduler)
-    assert policy == PolicyConfig(policy="priority", max_running_tasks=5, max_running_per_user=2,
-                                  backfill=True)
+    assert policy == PolicyConfig(policy="fairshare", max_running_tasks=5, max_running_per_user=2,
+                                  backfill=True, preemption=False, preempt_grace_s=12,
+                                  shares={"alice": 2}, quotas={"bob": 8})
 
 
 def test_scheduler_knobs_from_the_environment(tmp_path: Path) -> None:
     env = {"ARGUS_V2__SCHEDULER__MAX_RUNNING_PER_USER": "3", "ARGUS_V2__SCHEDULER__BACKFILL": "true",
+           "ARGUS_V2__SCHEDULER__FAIRSHARE__SHARES": "{alice: 2, bob: 0.5}",
+           "ARGUS_V2__SCHEDULER__FAIRSHARE__HALF_LIFE_S": "3600",
            "ARGUS_ROLE": "worker"}  # not ours: the node pool's, ignored
     sched = load_config(None, environ=env).v2.scheduler
     assert sched.max_running_per_user == 3 and sched.backfill is True
+    assert sched.fairshare.shares == {"alice": 2, "bob": 0.5} and sched.fairshare.half_life_s == 3600
 
 
 @pytest.mark.parametrize("var", ["ARGUS_V2__SCHEDULER__MAX_RUNING_TASKS", "ARGUS_V2__SCHEDULR__POLICY",

@@ -16,7 +16,7 @@ from litestar.exceptions import HTTPException
 from litestar.params import Parameter
 
 from argus.api.schemas import ClusterOut, QueuePage
-from argus.scheduler.queue import QueueCursor, queue_page
+from argus.scheduler.queue import QueueCursor, fair_view, queue_page
 from argus.service import Principal
 from projections.cluster import read_cluster
 
@@ -37,7 +37,8 @@ async def queue_view(
         after = QueueCursor.decode(cursor) if cursor else None
     except ValueError as exc:
         raise HTTPException(status_code=400, detail=f"cursor: {exc}") from exc
-    page = await state.store.read_snapshot(lambda db: queue_page(db, policy, limit=limit, after=after))
+    fair = fair_view(state.config)
+    page = await state.store.read_snapshot(lambda db: queue_page(db, policy, limit=limit, after=after, fair=fair))
     starts = await state.etas.starts()
     page.items = [msgspec.structs.replace(e, expected_start=starts.get(e.task_id or "")) for e in page.items]
     if not who.is_admin:

@@ -19,7 +19,7 @@ from argus.lifecycle import TaskState
 from argus.reactor.admission import policy_inputs
 from argus.scheduler import PolicyConfig
 from argus.scheduler.eta import DEFAULT_HORIZON, estimate_starts
-from argus.scheduler.queue import queue_page
+from argus.scheduler.queue import fair_view, queue_page
 from argus.store import EventStore
 from argus.store.dbfile import read_transaction
 from projections.cluster import read_cluster
@@ -53,7 +53,7 @@ class EtaBoard:
     def _compute(self, db: sqlite3.Connection) -> dict[str, float]:
         sched = self.config.v2.scheduler
         with read_transaction(db):
-            head = queue_page(db, sched.policy, limit=DEFAULT_HORIZON).items
+            head = queue_page(db, sched.policy, limit=DEFAULT_HORIZON, fair=fair_view(self.config)).items
             found = TASK_FOLD.load_many(db, [e.task_id for e in head if e.task_id])
             active = tasks_in_states(db, [s for s in TaskState if s.holds_ray_job() or s is TaskState.CANCELING])
             cluster = read_cluster(db)

@@ -27,7 +27,7 @@ from argus.api.streams import EventStream
 from argus.events import TaskSubmitted, task_stream
 from argus.lifecycle import TaskState
 from argus.rayjobs.submission import job_dir
-from argus.scheduler.queue import queue_position
+from argus.scheduler.queue import fair_view, queue_position
 from argus.service import CommandError, Principal
 from projections.tasks_read import PageCursor, summarize, task_page
 
@@ -105,7 +105,8 @@ _STATES = re.compile(STATES_PATTERN)
 async def _queue_position(state: State, task_id: str) -> int | None:
     """The task's place in line, in the order the configured policy considers tasks."""
     policy = state.config.v2.scheduler.policy
-    return await state.store.read_snapshot(lambda db: queue_position(db, policy, task_id))
+    fair = fair_view(state.config)
+    return await state.store.read_snapshot(lambda db: queue_position(db, policy, task_id, fair))
 
 
 class TasksController(Controller):

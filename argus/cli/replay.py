@@ -16,6 +16,7 @@ import click
 import msgspec
 
 from argus.cli.serve import UP_DATA_DIR
+from argus.config import SchedulerConfig
 
 __all__ = ["replay"]
 
@@ -83,14 +84,14 @@ def verify(ctx: click.Context, as_json: bool, max_diffs: int) -> None:
     sys.exit(0 if report.ok else 1)
 
 
-def _configured_policy() -> str:
-    """The scheduler policy the configuration names (the log does not record it)."""
+def _configured_scheduler() -> SchedulerConfig:
+    """The scheduler's configuration (the log does not record it): its policy, shares and quotas."""
     from argus.config import ConfigError, load_config
 
     try:
-        return load_config().v2.scheduler.policy
+        return load_config().v2.scheduler
     except ConfigError:
-        return "fifo"
+        return SchedulerConfig(policy="fifo")
 
 
 @replay.command()
@@ -107,11 +108,12 @@ def at(ctx: click.Context, point: str | None, as_json: bool, policy: str | None)
     from argus.replay.render import render_world
     from argus.scheduler import ORDERS
 
-    chosen = policy or _configured_policy()
+    sched = _configured_scheduler()
+    chosen = policy or sched.policy
     if chosen not in ORDERS:
         raise click.BadParameter(f"unknown policy {chosen!r}; one of {', '.join(sorted(ORDERS))}",
                                  param_hint="--policy")
-    world = _guard(lambda: world_at(_db(ctx), point, policy=chosen))
+    world = _guard(lambda: world_at(_db(ctx), point, policy=chosen, sched=sched))
     _json(world) if as_json else click.echo(render_world(world))
 
 

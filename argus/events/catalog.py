@@ -24,6 +24,7 @@ __all__ = [
     "AttemptStarting",
     "AttemptSubmitted",
     "AttemptPlacementTimedOut",
+    "AttemptPreempted",
     "AttemptTimeLimitReached",
     "CapacityObserved",
     "ClusterUnreachable",
@@ -76,12 +77,13 @@ class FailureKind(str, enum.Enum):
     CLUSTER_LOST = "CLUSTER_LOST"
     CANCELED = "CANCELED"
     TIME_LIMIT = "TIME_LIMIT"  # stopped at the spec's time_limit: not retried (it would run as long again)
+    PREEMPTED = "PREEMPTED"  # stopped to make room: back to its place in line, not counted
     UNKNOWN = "UNKNOWN"
 
     def is_retryable(self) -> bool:
         """Resource races and lost clusters are worth another attempt; user and runtime
         errors are not (retrying would hide the error, seed 002 §2.1)."""
-        return self in (FailureKind.INSUFFICIENT_RESOURCES, FailureKind.CLUSTER_LOST)
+        return self in (FailureKind.INSUFFICIENT_RESOURCES, FailureKind.CLUSTER_LOST, FailureKind.PREEMPTED)
 
 
 class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", gc=False):
@@ -153,6 +155,7 @@ class TaskSubmitted(EventBase, frozen=True, kw_only=True, tag="TaskSubmitted"):
     max_attempts: int = 3
     warnings: list[str] = []
     time_limit_s: float | None = None  # how long one attempt may run (the spec's time_limit)
+    preemptible: bool = False  # may be stopped to make room (the spec's preemptible)
     submitted_at: float
 
 
@@ -227,6 +230,21 @@ class AttemptPlacementTimedOut(EventBase, frozen=True, kw_only=True, tag="Attemp
     pending_s: float
     timeout_s: float
     reached_at: float
+
+
+class AttemptPreempted(EventBase, frozen=True, kw_only=True, tag="AttemptPreempted"):
+    """The scheduler stops this preemptible attempt to admit ``by_task_id`` (reactor): its
+    Ray job gets SIGTERM, then is killed after the grace period; its end is PREEMPTED and
+    the task goes back to its place in the queue, its attempt not counted."""
+
+    task_id: str
+    attempt_no: int
+    submission_id: str
+    by_task_id: str  # the waiting task it makes room for
+    by_user: str
+    reason: str  # "priority" | "fair_share" | "quota"
+    message: str  # who preempted whom and why, in words
+    preempted_at: float
 
 
 class AttemptEnded(EventBase, frozen=True, kw_only=True, tag="AttemptEnded"):
@@ -383,6 +401,7 @@ Event = Union[
     AttemptRunning,
     AttemptTimeLimitReached,
     AttemptPlacementTimedOut,
+    AttemptPreempted,
     AttemptEnded,
     RetryScheduled,
     TaskSucceeded,

@@ -115,6 +115,9 @@ def build_submission(
     if merged_env.get("PYTHONPATH"):
         paths.append(merged_env["PYTHONPATH"])
     merged_env["PYTHONPATH"] = ":".join(dict.fromkeys(paths))
+    # Ray's job supervisor (which runs in this runtime env) waits this long after SIGTERM
+    # before it kills the job: the grace period of every stop (preemption, cancel, limit).
+    merged_env.setdefault("RAY_JOB_STOP_WAIT_TIME_S", str(max(1, round(config.v2.scheduler.preempt_grace_s))))
     merged_env.update(env_vars or {})
     runtime_env["env_vars"] = merged_env
 

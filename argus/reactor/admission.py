@@ -1,11 +1,5 @@
-"""From the reactor's state to the pure scheduling policy and back.
-
-Ray's free capacity lags behind our own decisions: a job just handed to Ray has not yet
-reserved its GPUs (verl creates its placement groups some seconds after the driver
-starts). So every attempt that is *in flight* — submitted but not yet settled — goes to
-the policy as an unclaimed running task, whose demand the policy takes off the snapshot
-(``RunningTask.claimed``). An attempt counts as settled ``SETTLE_S`` after Ray reported
-it RUNNING; from then on Ray's snapshot includes it.
+"""From the reactor's state to the pure scheduling policy and back: the policy's view of
+the tasks (``argus.scheduler.inputs``), its decisions sorted into what the reactor does.
 """
 
 from __future__ import annotations
@@ -13,49 +7,21 @@ from __future__ import annotations
 import msgspec
 
 from argus.config import SchedulerConfig
-from argus.events import Demand, NodeCapacity
-from argus.lifecycle import AttemptStatus
-from argus.scheduler import Admit, Capacity, Defer, PolicyConfig, QueuedTask, RunningTask, decide
+from argus.events import NodeCapacity
+from argus.scheduler import Admit, Defer, PolicyConfig, Preempt, decide
+from argus.scheduler.inputs import SETTLE_S, policy_inputs, settles_at, with_driver
 from projections import TaskView
 from projections.runtime_stats import RuntimeHistory
 
 __all__ = ["AdmissionPlan", "SETTLE_S", "plan_admissions", "plan_expires_at", "policy_inputs", "with_driver"]
-
-SETTLE_S = 15.0
 
 
 class AdmissionPlan(msgspec.Struct, frozen=True):
     admitted: list[TaskView]
     deferrals: list[tuple[TaskView, Defer]]
     notes: dict[str, str] = {}  # task id -> why an admitted task may pass a reservation
+    preemptions: list[tuple[TaskView, Preempt]] = []  # running tasks to stop, and for whom
     expires_at: float = float("inf")  # plan_expires_at: until then the same inputs give this plan
-
-
-def _settles_at(task: TaskView) -> float | None:
-    """When the task's live attempt is in Ray's counts for sure; None: no live attempt.
-    From when it was seen running: Ray's start_time is when it accepted the job, and a job
-    can take 10 s to run, then more to create its placement groups (bench_local_stack saw a
-    5th job admitted on 4 GPUs when this counted from start_time)."""
-    attempt = task.latest_attempt
-    if attempt is None or attempt.ended:
-        return None
-    if attempt.started_at is None:
-        return float("inf")  # STARTING or SUBMITTED: not holding anything in Ray's view yet
-    return (attempt.running_seen_at or attempt.started_at) + SETTLE_S
-
-
-def _in_flight(task: TaskView, now: float) -> bool:
-    settles = _settles_at(task)
-    return settles is not None and now < settles
-
-
-def _unclaimed_demand(task: TaskView, driver_cpus: float) -> Demand:
-    """What an in-flight task still has to take from Ray's free counts: all of it while
-    Ray has not started it; once it runs, its driver's CPU is in Ray's counts already
-    (counting it twice left a GPU idle on argus up, whose CPUs per GPU are exact)."""
-    attempt = task.latest_attempt
-    running = attempt is not None and attempt.ray_status == AttemptStatus.RUNNING
-    return with_driver(task.demand, 0.0 if running else driver_cpus)
 
 
 def plan_expires_at(waiting: list[TaskView], active: list[TaskView], now: float) -> float:
@@ -63,43 +29,8 @@ def plan_expires_at(waiting: list[TaskView], active: list[TaskView], now: float)
     now: a retry's backoff ends, or an in-flight attempt settles (``_in_flight``). Until
     then, the same tasks, attempts and capacity give the same plan."""
     instants = [t.next_run_at for t in waiting if t.next_run_at is not None and t.next_run_at > now]
-    instants += [s for t in active if (s := _settles_at(t)) is not None and s > now]
+    instants += [s for t in active if (s := settles_at(t)) is not None and s > now]
     return min(instants, default=float("inf"))
-
-
-def with_driver(demand: Demand, driver_cpus: float) -> Demand:
-    return msgspec.structs.replace(demand, cpus_per_node=demand.cpus_per_node + driver_cpus)
-
-
-def policy_inputs(
-    *,
-    waiting: list[TaskView],
-    active: list[TaskView],
-    capacity: list[NodeCapacity] | None,
-    now: float,
-    config: SchedulerConfig,
-    driver_cpus: float = 0.0,
-    runtimes: RuntimeHistory | None = None,
-) -> tuple[list[QueuedTask], list[RunningTask], Capacity | None]:
-    """The policy's view of the tasks and the cluster: what ``plan_admissions`` decides on,
-    and what ETAs (``argus.scheduler.eta``) run forward from."""
-    history = runtimes or RuntimeHistory()
-    default = config.default_runtime_s
-    snapshot = Capacity(nodes=tuple(capacity)) if capacity is not None else None
-    queue = [
-        QueuedTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), seq=t.seq,
-                   priority=t.priority, user=t.user, next_run_at=t.next_run_at,
-                   estimate_s=history.estimate(t, default)[0])
-        for t in waiting
-    ]
-    running = [
-        RunningTask(task_id=t.task_id, demand=_unclaimed_demand(t, driver_cpus) if in_flight
-                    else with_driver(t.demand, driver_cpus), user=t.user, claimed=not in_flight,
-                    expected_end=_began(t, now) + history.estimate(t, default)[0])
-        for t in active
-        for in_flight in (_in_flight(t, now),)
-    ]
-    return queue, running, snapshot
 
 
 def plan_admissions(
@@ -111,6 +42,7 @@ def plan_admissions(
     config: SchedulerConfig,
     driver_cpus: float = 0.0,
     runtimes: RuntimeHistory | None = None,
+    usage: dict[str, float] | None = None,
 ) -> AdmissionPlan:
     """Run the configured policy over the waiting tasks (in its ``queue_order``) and sort its decisions
     into admissions and deferrals. ``driver_cpus`` (the job driver's ``entrypoint_num_cpus``)
@@ -120,11 +52,16 @@ def plan_admissions(
     by_id = {t.task_id: t for t in waiting}
     queue, running, snapshot = policy_inputs(waiting=waiting, active=active, capacity=capacity, now=now,
                                              config=config, driver_cpus=driver_cpus, runtimes=runtimes)
-    decisions = decide(queue, running, snapshot, now, PolicyConfig.from_scheduler(config))
+    decisions = decide(queue, running, snapshot, now, PolicyConfig.from_scheduler(config, usage=usage or {}))
     admitted: list[TaskView] = []
     deferrals: list[tuple[TaskView, Defer]] = []
     notes: dict[str, str] = {}
+    preemptions: list[tuple[TaskView, Preempt]] = []
+    victims = {t.task_id: t for t in active}
     for decision in decisions:
+        if isinstance(decision, Preempt):
+            preemptions.append((victims[decision.task_id], decision))
+            continue
         task = by_id[decision.task_id]
         if isinstance(decision, Admit):
             admitted.append(task)
@@ -136,12 +73,7 @@ def plan_admissions(
     # Reservations also move when a running task passes its expected end.
     ends = [r.expected_end for r in running if r.expected_end is not None and r.expected_end > now]
     expires = min([plan_expires_at(waiting, active, now), *ends])
-    return AdmissionPlan(admitted=admitted, deferrals=deferrals, notes=notes, expires_at=expires)
+    return AdmissionPlan(admitted=admitted, deferrals=deferrals, notes=notes, expires_at=expires,
+                         preemptions=preemptions)
 
 
-def _began(task: TaskView, now: float) -> float:
-    """When the task's current attempt began, as far as the log knows."""
-    attempt = task.latest_attempt
-    if attempt is None:
-        return now
-    return attempt.started_at or attempt.submitted_at or attempt.decided_at

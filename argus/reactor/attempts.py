@@ -22,9 +22,15 @@ from projections import TaskView
 __all__ = ["outcome_events", "retry_delay"]
 
 
+_NOT_COUNTED = (FailureKind.INSUFFICIENT_RESOURCES, FailureKind.PREEMPTED)
+
+
 def retry_delay(task: TaskView, kind: FailureKind, config: SchedulerConfig) -> float:
     """Resource races back off exponentially over consecutive resource failures (capped);
-    a lost cluster is retried after the plain interval."""
+    a lost cluster is retried after the plain interval; a preempted attempt at once (its
+    task waits at its old place in line, behind the work it made room for)."""
+    if kind is FailureKind.PREEMPTED:
+        return 0.0
     if kind is not FailureKind.INSUFFICIENT_RESOURCES:
         return config.retry_interval_s
     streak = 0  # earlier consecutive resource failures; the latest attempt is ending now
@@ -40,13 +46,14 @@ def _may_retry(task: TaskView, kind: FailureKind, now: float, config: SchedulerC
     """INSUFFICIENT_RESOURCES is a race with other work, not the task's fault: retried
     without counting, until the task has waited ``max_pending_s`` since it was submitted
     (0: for ever). CLUSTER_LOST counts against ``max_attempts`` (attempts lost to resource
-    races do not). Nothing else is retried."""
+    races or preempted do not). A preempted attempt is always retried: the scheduler
+    stopped it, not the task. Nothing else is retried."""
+    if kind is FailureKind.PREEMPTED:
+        return True
     if kind is FailureKind.INSUFFICIENT_RESOURCES:
         return not config.max_pending_s or now - task.created_at < config.max_pending_s
     if kind is FailureKind.CLUSTER_LOST:
-        counted = sum(
-            1 for a in task.attempts if a.failure_kind is not FailureKind.INSUFFICIENT_RESOURCES
-        )
+        counted = sum(1 for a in task.attempts if a.failure_kind not in _NOT_COUNTED)
         return counted < task.max_attempts
     return False
 

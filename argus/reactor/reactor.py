@@ -17,12 +17,14 @@ import logging
 import os
 import signal
 import socket
+import sqlite3
 import time
 import uuid
 from typing import Callable
 
 from argus.config import ArgusConfig
 from argus.events import (
+    AttemptPreempted,
     AttemptRunning,
     AttemptStarting,
     AttemptTimeLimitReached,
@@ -46,11 +48,13 @@ from argus.rayjobs import RayPort, RayUnavailable
 from argus.reactor.admission import plan_admissions
 from argus.reactor.attempts import outcome_events
 from argus.reactor.classify import classify_failure
+from argus.scheduler import Preempt
 from argus.reactor.submitting import Submitting
 from argus.reactor.watchdog import PlacementWatchdog
 from argus.reactor.state import ReactorState
 from argus.store import AppendBatch, ConcurrencyConflict, EventStore, InvariantViolation
 from projections import TaskView
+from projections.usage import live_usage
 
 __all__ = ["CRASH_POINTS", "Reactor"]
 
@@ -84,7 +88,7 @@ class Reactor(Submitting):
         self.reactor_id = reactor_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.clock = clock
         self.meta = EventMeta(actor=f"reactor:{self.reactor_id}")
-        self.state = ReactorState()
+        self.state = ReactorState(self.sched.fairshare.half_life_s)
         self.capacity: list[NodeCapacity] | None = None  # None: unknown (Ray unreachable)
         self.is_leader = False
         self._stopping = asyncio.Event()
@@ -110,6 +114,9 @@ class Reactor(Submitting):
     async def stop(self) -> None:
         self._stopping.set()
 
+    def _load_state(self, db: sqlite3.Connection) -> ReactorState:
+        return ReactorState.load(db, self.sched.fairshare.half_life_s)
+
     async def _claim(self) -> bool:
         now = self.clock()
         elected = AppendBatch(
@@ -128,7 +135,7 @@ class Reactor(Submitting):
     async def _lead(self) -> None:
         self.is_leader = True
         log.info("reactor %s leads", self.reactor_id)
-        self.state = await self.store.read_snapshot(ReactorState.load)
+        self.state = await self.store.read_snapshot(self._load_state)
         # Unknown until the first turn observes the cluster; that turn then settles the
         # intents a crashed leader left (as it does whenever Ray comes back).
         self.capacity = None
@@ -145,7 +152,7 @@ class Reactor(Submitting):
             except Exception:  # a bug or a surprise from Ray must not end the leader: the
                 # next turn starts from the log again (the reactor keeps no other state)
                 log.exception("reactor turn failed; trying again after %.1f s", self.sched.poll_interval_s)
-                self.state = await self.store.read_snapshot(ReactorState.load)
+                self.state = await self.store.read_snapshot(self._load_state)
                 self.capacity = None
             try:
                 await asyncio.wait_for(signal_.wait(), self.sched.poll_interval_s)
@@ -289,6 +296,7 @@ class Reactor(Submitting):
                 evidence = ""
                 if observed.status != AttemptStatus.SUCCEEDED and attempt.stop_reason:  # we stopped it
                     kind = (FailureKind.TIME_LIMIT if attempt.time_limit_reached_at is not None
+                            else FailureKind.PREEMPTED if attempt.preempted_by
                             else FailureKind.INSUFFICIENT_RESOURCES)
                     evidence = f"{attempt.stop_reason} (Ray: {observed.status})"
                 elif observed.status != AttemptStatus.SUCCEEDED:
@@ -342,6 +350,18 @@ class Reactor(Submitting):
                 if current is not None and current.stream_version == task.stream_version:
                     await self._append(current, [event], expect=True)
 
+    async def _preempt(self, preemptions: list[tuple[TaskView, Preempt]], now: float) -> None:
+        """Record who is stopped for whom; the stop goes to Ray with the others (the
+        next turn follows at once, woken by this append)."""
+        for task, p in preemptions:
+            attempt = task.latest_attempt
+            if attempt is None or attempt.ended or attempt.stop_reason:
+                continue
+            await self._append(task, [AttemptPreempted(
+                task_id=task.task_id, attempt_no=attempt.attempt_no, submission_id=attempt.submission_id,
+                by_task_id=p.for_task, by_user=p.for_user, reason=p.reason, message=p.message,
+                preempted_at=now)], expect=True)
+
     async def _handle_cancels(self) -> None:
         """A cancel request on a task with no live Ray job ends it at once."""
         for task in list(self.state.tasks.values()):
@@ -366,11 +386,15 @@ class Reactor(Submitting):
         if not waiting:
             return
         active = self.state.active()
+        fair = self.sched.policy == "fairshare"
         plan = plan_admissions(
             waiting=waiting, active=active, capacity=self.capacity,
             now=now, config=self.sched, driver_cpus=self.config.entrypoint_num_cpus, runtimes=self.state.runtimes,
+            usage=self.state.usage.at(now, live_usage(active, now)) if fair else None,
         )
-        self._planned_on, self._plan_expires_at = inputs, plan.expires_at
+        # Usage grows with the clock alone: a fair-share order is made again within a minute.
+        self._planned_on, self._plan_expires_at = inputs, min(plan.expires_at, now + 60.0) if fair else plan.expires_at
+        await self._preempt(plan.preemptions, now)
         changed = [
             (task, TaskDeferred(task_id=task.task_id, reason=d.reason, message=d.message, needed=task.demand,
                                 free_gpus_per_node=list(d.free_gpus_per_node), reserved_from=d.reserved_from,

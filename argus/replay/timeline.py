@@ -46,6 +46,7 @@ SOURCES: dict[str, str] = {
     "AttemptRunning": "ray",
     "AttemptTimeLimitReached": "scheduler",
     "AttemptPlacementTimedOut": "scheduler",
+    "AttemptPreempted": "scheduler",
     "AttemptEnded": "ray",
     "TaskCanceled": "ray",
 }
@@ -176,6 +177,8 @@ def summarize(rec: Recorded) -> str:
     if t == "AttemptPlacementTimedOut":
         return (f"attempt {e.attempt_no}: placement group(s) {', '.join(e.placement_groups)} PENDING for "
                 f"{e.pending_s:.0f} s (timeout {e.timeout_s:g} s): stopping its Ray job, to retry")
+    if t == "AttemptPreempted":
+        return f"attempt {e.attempt_no} preempted ({e.reason}): {e.message}"
     if t == "AttemptTimeLimitReached":
         return (f"attempt {e.attempt_no} reached its time limit of {e.time_limit_s:g} s "
                 f"after {e.ran_s:.0f} s running: stopping its Ray job")

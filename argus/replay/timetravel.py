@@ -9,12 +9,14 @@ known capacity per node. ``read_world`` works on any database with projection ta
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 import msgspec
 
+from argus.config import SchedulerConfig
 from argus.replay.source import head_position, open_log, resolve_point, scratch_db
-from argus.scheduler.queue import read_queue
+from argus.scheduler.queue import FairView, read_queue
 from argus.store import event_recorded_at, read_transaction
 from projections import default_projections, rebuild_projections
 from projections.cluster import ClusterAt, NodeAt, cluster_at
@@ -41,20 +43,23 @@ class World(msgspec.Struct, frozen=True, kw_only=True):
     cluster: ClusterAt
 
 
-def world_at(db_path: str | Path, point: str | int | float | None = None, *, policy: str = "fifo") -> World:
+def world_at(db_path: str | Path, point: str | int | float | None = None, *, policy: str = "fifo",
+             sched: SchedulerConfig | None = None) -> World:
     """The world at ``point``: a position (int), a time (float UNIX seconds, ``@N``, or
-    ISO-8601 text), or None for the head of the log; its queue in ``policy``'s order."""
+    ISO-8601 text), or None for the head of the log; its queue in ``policy``'s order
+    (``sched``: the shares and quotas a ``fairshare`` order is computed with)."""
     with open_log(db_path) as source, read_transaction(source.conn) as conn:
         position = head_position(conn) if point is None else resolve_point(conn, point)
         with scratch_db() as scratch:
             with read_transaction(scratch):
                 if position > 0:
                     rebuild_projections(conn, scratch, default_projections(), until=position)
-            return read_world(scratch, position, event_recorded_at(conn, position), policy=policy)
+            return read_world(scratch, position, event_recorded_at(conn, position), policy=policy, sched=sched)
 
 
 def read_world(db: sqlite3.Connection, position: int, recorded_at: float | None = None, *,
-               policy: str = "fifo") -> World:
+               policy: str = "fifo", sched: SchedulerConfig | None = None) -> World:
     """Read the projections of ``db`` as a World (any database: scratch or live)."""
-    return World(position=position, recorded_at=recorded_at, tasks=tasks_at(db), queue=read_queue(db, policy),
+    fair = FairView(sched or SchedulerConfig(), recorded_at or time.time())  # the order as it was then
+    return World(position=position, recorded_at=recorded_at, tasks=tasks_at(db), queue=read_queue(db, policy, fair),
                  running=running_attempts(db), cluster=cluster_at(db))

@@ -64,3 +64,6 @@ register_order("fifo", SortKey("seq"))  # arrival only: priorities are ignored
 register_order("fifo-backfill", SortKey("seq"))  # arrival; a head that does not fit is passed
 register_order("reserve-backfill", SortKey("seq"))  # arrival; the first that does not fit is reserved for
 register_order("priority", SortKey("priority", descending=True), SortKey("seq"))  # FIFO within one
+# Each user's own line; which user goes next depends on usage (argus.scheduler.fairshare),
+# so the queue users are shown under fairshare is computed, not walked from an index.
+register_order("fairshare", SortKey("priority", descending=True), SortKey("seq"))

@@ -32,14 +32,17 @@ admitted the rest of the queue gets a shared, preformatted deferral.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Union
 
 import msgspec
 
-from argus.config import SchedulerConfig
-from argus.events.catalog import Demand, NodeCapacity
+from argus.scheduler.fairshare import FairShares, fair_order, fair_shares
+from argus.scheduler.model import (
+    Admit, Capacity, Decision, Defer, PolicyConfig, Preempt, QueuedTask, Reason, RunningTask,
+)
 from argus.scheduler.order import ORDERS, queue_order
-from argus.scheduler.reserve import Ending, Reservation, earliest_start, fmt_clock
+from argus.scheduler.placement import Pool, fmt_amount, needs
+from argus.scheduler.preempt import make_room
+from argus.scheduler.reserve import Ending, Reservation, fmt_clock
 
 __all__ = [
     "Admit",
@@ -47,98 +50,17 @@ __all__ = [
     "Decision",
     "Defer",
     "POLICIES",
+    "Preempt",
     "PolicyConfig",
     "QueuedTask",
     "Reason",
     "RunningTask",
     "decide",
+    "fmt_amount",
     "register_policy",
 ]
 
 
-class Reason:
-    """Deferral reason codes (stable strings: they are stored in TaskDeferred events)."""
-
-    NO_CAPACITY_PER_NODE = "no_capacity_per_node"
-    INSUFFICIENT_GPUS = "insufficient_gpus"
-    MAX_RUNNING = "max_running"
-    USER_LIMIT = "user_limit"
-    CAPACITY_UNKNOWN = "capacity_unknown"
-    RETRY_BACKOFF = "retry_backoff"
-    BLOCKED_BY_HEAD = "blocked_by_head"
-    NEVER_FITS = "never_fits"
-    BEHIND_RESERVATION = "behind_reservation"
-
-
-class QueuedTask(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """A waiting task (QUEUED or PENDING_RESOURCES). ``seq``: its submission's log
-    position (arrival order; tasks with equal ``seq`` keep the order they are given in)."""
-
-    task_id: str
-    demand: Demand
-    seq: int = 0
-    priority: int = 0
-    user: str = ""
-    next_run_at: float | None = None
-    estimate_s: float | None = None  # expected run time (time limit or history); None: the default
-
-
-class RunningTask(msgspec.Struct, frozen=True, kw_only=True):
-    """A task holding (or about to hold) a Ray job. ``node_ids``: where it was admitted,
-    when known. ``claimed=False`` means its resources may not show in Ray's free counts
-    yet (a job just handed to Ray reserves its GPUs seconds later): the policy then takes
-    its demand off ``node_ids``, or, where those are not known, off the nodes with the
-    most free GPUs (where Ray would put it), so the GPUs are not handed out twice."""
-
-    task_id: str
-    demand: Demand
-    user: str = ""
-    node_ids: tuple[str, ...] = ()
-    claimed: bool = True
-    expected_end: float | None = None  # start + time limit or estimate; None: now + the default
-
-
-class Capacity(msgspec.Struct, frozen=True, kw_only=True):
-    """Free resources of the alive worker nodes, as the Ray gateway observed them."""
-
-    nodes: tuple[NodeCapacity, ...]
-
-
-class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
-    policy: str = "fifo"
-    max_running_tasks: int = 8
-    max_running_per_user: int = 0  # 0: no per-user limit
-    backfill: bool = False
-    reserve: bool = False  # the first task that does not fit gets a reservation (argus.scheduler.reserve)
-    default_runtime_s: float = 3600.0  # a task's expected run time when nothing better is known
-
-    @classmethod
-    def from_scheduler(cls, cfg: SchedulerConfig, **overrides: object) -> "PolicyConfig":
-        settings: dict[str, object] = dict(
-            policy=cfg.policy, max_running_tasks=cfg.max_running_tasks,
-            max_running_per_user=cfg.max_running_per_user, backfill=cfg.backfill,
-            default_runtime_s=cfg.default_runtime_s)
-        return cls(**{**settings, **overrides})  # type: ignore[arg-type]
-
-
-# gc=False: a pass creates one decision per queued task; these hold only strings and
-# tuples (no cycles), and keeping them out of the cyclic GC avoids multi-ms collections.
-class Admit(msgspec.Struct, frozen=True, kw_only=True, tag="admit", gc=False):
-    task_id: str
-    node_ids: tuple[str, ...]  # one per gang member, distinct
-    note: str = ""  # why it may pass a reservation (backfill), when it does
-
-
-class Defer(msgspec.Struct, frozen=True, kw_only=True, tag="defer", gc=False):
-    task_id: str
-    reason: str
-    message: str
-    free_gpus_per_node: tuple[float, ...] = ()
-    reserved_from: float | None = None  # the head's reservation: when its gang is expected to fit
-    reserved_nodes: tuple[str, ...] = ()
-
-
-Decision = Union[Admit, Defer]
 PolicyFn = Callable[
     [Sequence[QueuedTask], Sequence[RunningTask], "Capacity | None", float, PolicyConfig], list[Decision]
 ]
@@ -166,135 +88,15 @@ def decide(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity
     return policy(queue_order(config.policy, queue), running, capacity, now, config)
 
 
-# ---------------------------------------------------------------------------------------
-
-
-def fmt_amount(x: float) -> str:
-    """A resource amount as people write it: 4, not 4.0; 0.5 stays 0.5."""
-    return str(int(x)) if float(x).is_integer() else f"{x:g}"
-
-
-def _list(values: Sequence[float], limit: int = 16) -> str:
-    shown = ", ".join(fmt_amount(v) for v in values[:limit])
-    more = f", …(+{len(values) - limit} more)" if len(values) > limit else ""
-    return f"[{shown}{more}]"
-
-
-def _needs(d: Demand) -> str:
-    return (f"needs {d.nnodes} node{'s' if d.nnodes != 1 else ''} × {d.n_gpus_per_node} GPUs "
-            f"(+{fmt_amount(d.cpus_per_node)} CPUs each)")
-
-
-class _Pool:
-    """Mutable free-resource view for one pass (arrays indexed like ``ids``)."""
-
-    def __init__(self, nodes: Sequence[NodeCapacity], running: Sequence[RunningTask]) -> None:
-        ordered = sorted(nodes, key=lambda n: n.node_id)
-        self.ids = [n.node_id for n in ordered]
-        self.gpus = [max(0.0, n.free_gpus) for n in ordered]
-        self.cpus = [max(0.0, n.free_cpus) for n in ordered]
-        unclaimed = [task for task in running if not task.claimed]
-        if unclaimed:
-            index = {nid: i for i, nid in enumerate(self.ids)}
-            for task in unclaimed:
-                self._reserve(task, index)
-        self._cache: dict[tuple[int, int, float], tuple[int, ...] | None] = {}
-        self._snapshot: tuple[float, ...] | None = None
-        self._totals = [(n.total_gpus, n.total_cpus) for n in ordered]
-        self._never: dict[tuple[int, int, float], Defer | None] = {}
-
-    def never_fits(self, d: Demand) -> Defer | None:
-        """Why ``d`` could not be placed even on idle nodes (by their totals), or None."""
-        key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node)
-        if key not in self._never:
-            big = sum(1 for g, c in self._totals if g >= d.n_gpus_per_node and c >= d.cpus_per_node)
-            largest = max(self._totals, default=(0.0, 0.0))
-            self._never[key] = None if big >= d.nnodes else Defer(
-                task_id="", reason=Reason.NEVER_FITS, free_gpus_per_node=self.free_gpus(), message=(
-                    f"{_needs(d)}; the {len(self._totals)} alive worker node(s) could not hold it even if "
-                    f"idle: {big} of them have ≥ {d.n_gpus_per_node} GPUs and ≥ {fmt_amount(d.cpus_per_node)} "
-                    f"CPUs in all (largest: {fmt_amount(largest[0])} GPUs, {fmt_amount(largest[1])} CPUs); "
-                    f"it holds no one back and starts when big enough nodes join"))
-        return self._never[key]
-
-    def _reserve(self, task: RunningTask, index: dict[str, int]) -> None:
-        """Take an unclaimed task's demand off the nodes it will hold (conservative: for a
-        few seconds, until Ray's snapshot shows it, a job may be counted twice)."""
-        d = task.demand
-        if task.node_ids:
-            nodes = [index[nid] for nid in task.node_ids if nid in index]
-        else:
-            nodes = sorted(range(len(self.ids)), key=lambda i: (-self.gpus[i], self.ids[i]))[: d.nnodes]
-        for i in nodes:
-            self.gpus[i] = max(0.0, self.gpus[i] - d.n_gpus_per_node)
-            self.cpus[i] = max(0.0, self.cpus[i] - d.cpus_per_node)
-
-    def free_gpus(self) -> tuple[float, ...]:
-        if self._snapshot is None:
-            self._snapshot = tuple(self.gpus)
-        return self._snapshot
-
-    def place_avoiding(self, d: Demand, avoid: frozenset[int]) -> tuple[int, ...] | None:
-        """Best-fit nodes for the gang among the nodes not in ``avoid``, or None."""
-        g, c = d.n_gpus_per_node, d.cpus_per_node
-        fits = [i for i in range(len(self.gpus)) if i not in avoid and self.gpus[i] >= g and self.cpus[i] >= c]
-        if len(fits) < d.nnodes or d.nnodes <= 0:
-            return None
-        fits.sort(key=lambda i: (self.gpus[i], self.cpus[i], self.ids[i]))
-        return tuple(fits[: d.nnodes])
-
-    def reservation(self, t: QueuedTask, endings: Sequence[Ending], now: float) -> Reservation | None:
-        """The earliest start of ``t``'s gang as ``endings`` free resources (see reserve.py)."""
-        found = earliest_start(
-            t.demand, now=now, ids=self.ids, free_gpus=self.gpus, free_cpus=self.cpus,
-            total_gpus=[g for g, _ in self._totals], total_cpus=[c for _, c in self._totals], endings=endings)
-        return None if found is None else Reservation(task_id=t.task_id, start=found[0], nodes=found[1])
-
-    def place(self, d: Demand) -> tuple[int, ...] | None:
-        """Best-fit nodes for the gang (fewest free GPUs first, then id), or None."""
-        key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node)
-        if key in self._cache:
-            return self._cache[key]
-        g, c = d.n_gpus_per_node, d.cpus_per_node
-        gpus, cpus = self.gpus, self.cpus
-        fits = [i for i in range(len(gpus)) if gpus[i] >= g and cpus[i] >= c]
-        result: tuple[int, ...] | None = None
-        if len(fits) >= d.nnodes > 0:
-            fits.sort(key=lambda i: (gpus[i], cpus[i], self.ids[i]))
-            result = tuple(fits[: d.nnodes])
-        self._cache[key] = result
-        return result
-
-    def take(self, picked: tuple[int, ...], d: Demand) -> None:
-        for i in picked:
-            self.gpus[i] -= d.n_gpus_per_node
-            self.cpus[i] -= d.cpus_per_node
-        # Free resources only shrink within a pass: a shape that did not fit still does not,
-        # so only the successful placements are forgotten.
-        self._cache = {k: v for k, v in self._cache.items() if v is None}
-        self._snapshot = None
-
-    def explain(self, d: Demand) -> Defer:
-        """Why ``d`` does not fit: not even in total, or only not per node."""
-        free = self.free_gpus()
-        total = sum(free)
-        if total < d.total_gpus:
-            return Defer(task_id="", reason=Reason.INSUFFICIENT_GPUS, free_gpus_per_node=free, message=(
-                f"{_needs(d)} = {d.total_gpus} GPUs; only {fmt_amount(total)} GPUs free in total "
-                f"on {len(free)} worker node(s); free GPUs per node: {_list(free)}"))
-        ok = sum(1 for i in range(len(free)) if free[i] >= d.n_gpus_per_node and self.cpus[i] >= d.cpus_per_node)
-        return Defer(task_id="", reason=Reason.NO_CAPACITY_PER_NODE, free_gpus_per_node=free, message=(
-            f"{_needs(d)}; fits in total ({fmt_amount(total)} ≥ {d.total_gpus} GPUs free) but not per node: "
-            f"only {ok} node(s) have ≥ {d.n_gpus_per_node} free GPUs and ≥ {fmt_amount(d.cpus_per_node)} "
-            f"free CPUs; free GPUs per node: {_list(free)}; free CPUs per node: {_list(self.cpus)}"))
-
-
 _BLOCKED_MSG = "waiting in line: an earlier task that does not fit yet is at the head of the FIFO queue"
 _UNKNOWN_MSG = "cluster capacity is unknown (Ray unreachable); nothing is admitted until it is observed"
 
 
+Outranks = Callable[[QueuedTask], Callable[[RunningTask], "str | None"]]
+
+
 def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
-         now: float, config: PolicyConfig) -> list[Decision]:
+         now: float, config: PolicyConfig, outranks: Outranks | None = None) -> list[Decision]:
     out: list[Decision] = []
     append = out.append
     if capacity is None:
@@ -306,7 +108,7 @@ def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: 
                 append(Defer(task_id=t.task_id, reason=Reason.CAPACITY_UNKNOWN, message=_UNKNOWN_MSG))
         return out
 
-    pool = _Pool(capacity.nodes, running)
+    pool = Pool(capacity.nodes, running)
     n_running = len(running)
     per_user: dict[str, int] = {}
     if config.max_running_per_user > 0:
@@ -322,6 +124,7 @@ def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: 
         endings = [Ending(at=r.expected_end if r.expected_end is not None else now + config.default_runtime_s,
                           demand=r.demand, nodes=tuple(index[n] for n in r.node_ids if n in index))
                    for r in running]
+    may_preempt = outranks is not None and config.preemption
     full_msg = f"{config.max_running_tasks} task(s) already running (max_running_tasks)"
     for t in queue:
         if t.next_run_at is not None and t.next_run_at > now:
@@ -375,6 +178,18 @@ def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: 
         # moment the shape was first found not to fit (they only shrink afterwards).
         if why is None:
             why = explained[key] = pool.explain(d)
+        if may_preempt and outranks is not None:  # the first that does not fit may make room
+            may_preempt = False
+            room = _make_room(t, why, pool, running, outranks(t), now, config)
+            if room is not None:
+                defer, preempts, room_nodes = room
+                out.extend(preempts)
+                append(defer)
+                if backfill:  # the room is its reservation: others pass only if they cannot delay it
+                    reserved = Reservation(task_id=t.task_id, start=now + config.preempt_grace_s, nodes=room_nodes)
+                else:
+                    blocked = True
+                continue
         if config.reserve and reserved is None:  # the first that does not fit: reserve for it
             reserved = pool.reservation(t, endings, now)
             if reserved is not None:
@@ -390,7 +205,37 @@ def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: 
     return out
 
 
-def _backfill(t: QueuedTask, picked: tuple[int, ...], pool: _Pool, reserved: Reservation, now: float,
+def _make_room(t: QueuedTask, why: Defer, pool: Pool, running: Sequence[RunningTask],
+               outranks: Callable[[RunningTask], str | None], now: float,
+               config: PolicyConfig) -> tuple[Defer, list[Preempt], tuple[int, ...]] | None:
+    """Stop preemptible tasks ``outranks`` allows so ``t`` fits (argus.scheduler.preempt):
+    its deferral, the preemptions, and the nodes it will have. None: no room to make."""
+    room = make_room(t.demand, running, outranks, ids=pool.ids, free_gpus=pool.gpus, free_cpus=pool.cpus,
+                     total_gpus=[g for g, _ in pool._totals], total_cpus=[c for _, c in pool._totals])
+    if room is None:
+        return None
+    if not room.victims:  # stops under way make it fit: wait for them
+        message = f"{why.message}; room is being made: preempted task(s) are stopping"
+    else:
+        message = (f"{why.message}; making room: preempting "
+                   + ", ".join(f"{r.task_id} ({r.user})" for r, _ in room.victims))
+    defer = Defer(task_id=t.task_id, reason=Reason.PREEMPTING, message=message,
+                  free_gpus_per_node=why.free_gpus_per_node)
+    preempts = [Preempt(task_id=r.task_id, for_task=t.task_id, for_user=t.user, reason=reason,
+                        message=_preempt_message(t, r, reason, config)) for r, reason in room.victims]
+    return defer, preempts, room.nodes
+
+
+def _preempt_message(t: QueuedTask, r: RunningTask, reason: str, config: PolicyConfig) -> str:
+    why = {"priority": f"its priority {t.priority} is higher than {r.priority}",
+           "quota": f"{t.user!r} is within its quota of {fmt_amount(config.quotas.get(t.user, 0))} GPUs "
+                    f"and {r.user!r} borrows beyond its own",
+           "fair_share": f"{t.user!r} is under its fair share and {r.user!r} over its own"}.get(reason, reason)
+    return (f"preempted to make room for {t.task_id} ({t.user}, {needs(t.demand)}): {why}; "
+            f"back to its place in line, to resume from its checkpoints")
+
+
+def _backfill(t: QueuedTask, picked: tuple[int, ...], pool: Pool, reserved: Reservation, now: float,
               config: PolicyConfig) -> tuple[tuple[int, ...] | None, str, Defer | None]:
     """May ``t``, which fits now on ``picked``, start without delaying ``reserved``? Yes if
     it is expected to end before the reservation starts, or fits on nodes the reservation
@@ -407,7 +252,7 @@ def _backfill(t: QueuedTask, picked: tuple[int, ...], pool: _Pool, reserved: Res
     # for every task behind the reservation.
     nodes = ", ".join(pool.ids[i] for i in reserved.nodes)
     return None, "", Defer(task_id=t.task_id, reason=Reason.BEHIND_RESERVATION, message=(
-        f"{_needs(t.demand)}; fits now, but would still run, by its expected run time, on nodes "
+        f"{needs(t.demand)}; fits now, but would still run, by its expected run time, on nodes "
         f"reserved for {reserved.task_id} ({nodes}) when that reservation starts"))
 
 
@@ -438,5 +283,41 @@ def reserve_backfill(queue: Sequence[QueuedTask], running: Sequence[RunningTask]
 @register_policy("priority")
 def priority(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
              now: float, config: PolicyConfig) -> list[Decision]:
-    """Higher ``priority`` first; FIFO within a priority (the order is ``queue_order``'s)."""
-    return _run(queue, running, capacity, now, config)
+    """Higher ``priority`` first; FIFO within a priority (the order is ``queue_order``'s).
+    With ``preemption``, a head that does not fit stops preemptible tasks of lower priority."""
+
+    def outranks(t: QueuedTask) -> Callable[[RunningTask], str | None]:
+        return lambda r: "priority" if r.priority < t.priority else None
+
+    return _run(queue, running, capacity, now, config, outranks)
+
+
+@register_policy("fairshare")
+def fairshare(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
+              now: float, config: PolicyConfig) -> list[Decision]:
+    """Users by recent GPU use per share, quotas first (argus.scheduler.fairshare), with
+    reservations and backfill as ``reserve-backfill``. With ``preemption``, the first
+    task that does not fit stops preemptible tasks of users beyond their quota (for a
+    user within theirs) or beyond their fair share (for one under theirs)."""
+    ordered = fair_order(queue, running, now, usage=config.usage, shares=config.shares, quotas=config.quotas,
+                         default_runtime_s=config.default_runtime_s)
+    total = sum(n.total_gpus for n in capacity.nodes) if capacity is not None else 0.0
+    shares = fair_shares(queue, running, total, config.shares, config.quotas)
+    return _run(ordered, running, capacity, now, msgspec.structs.replace(config, reserve=True),
+                lambda t: _fair_outranks(t, shares))
+
+
+def _fair_outranks(t: QueuedTask, shares: FairShares) -> Callable[[RunningTask], str | None]:
+    gpus = t.demand.total_gpus
+    in_quota, in_fair = shares.under_quota(t.user, gpus), shares.within_fair(t.user, gpus)
+
+    def outranks(r: RunningTask) -> str | None:
+        if r.user == t.user:
+            return None
+        if in_quota and shares.over_quota(r.user):
+            return "quota"
+        if in_fair and shares.over_fair(r.user):
+            return "fair_share"
+        return None
+
+    return outranks

@@ -5,21 +5,50 @@ The API's ``/queue`` and ``queue_position``, the WebUI (through the API) and
 ``argus replay at`` all read it here, so none of them can disagree with the reactor. Each
 page is a walk down the order's index from a cursor (keyset), so page 100 of a queue of
 10,000 costs what page 1 does.
+
+Under ``fairshare`` which user goes next depends on usage and on what runs, so no index
+holds the order: it is computed from the projections with the policy's own
+``fair_order`` (O(waiting) per page), and pages continue from the last position shown.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
+from typing import NamedTuple
 
 import msgspec
 
+from argus.config import ArgusConfig, SchedulerConfig
+from argus.lifecycle import TaskState
+from argus.scheduler.fairshare import fair_order
+from argus.scheduler.inputs import policy_inputs
 from argus.scheduler.order import ORDERS
 from projections.cursor import Cursor
 from projections.queue import (
     QueueEntry, QueuePage, waiting_ahead, waiting_count, waiting_entry, waiting_page,
 )
+from projections.runtime_stats import read_runtime_history
+from projections.tasks_read import tasks_in_states
+from projections.usage import live_usage, read_usage
 
-__all__ = ["QueueCursor", "queue_page", "queue_position", "read_queue"]
+__all__ = ["FairView", "QueueCursor", "fair_view", "queue_page", "queue_position", "read_queue"]
+
+
+class FairView(NamedTuple):
+    """What the fair-share order needs beyond the queue: the configuration and the time."""
+
+    sched: SchedulerConfig
+    now: float
+    driver_cpus: float = 0.0
+
+
+FAIRSHARE = "fairshare"
+
+
+def fair_view(config: ArgusConfig, now: float | None = None) -> FairView:
+    """The deployment's fair-share inputs, now (or at ``now``: replay)."""
+    return FairView(config.v2.scheduler, time.time() if now is None else now, config.entrypoint_num_cpus)
 
 
 class QueueCursor(Cursor, frozen=True):
@@ -47,12 +76,37 @@ def _values(entry: QueueEntry, policy: str) -> tuple[int, ...]:
     return tuple(getattr(entry, key.field) for key in ORDERS[policy])
 
 
-def queue_page(db: sqlite3.Connection, policy: str, *, limit: int, after: QueueCursor | None = None) -> QueuePage:
+def fair_queue(db: sqlite3.Connection, fair: FairView | None = None) -> list[QueueEntry]:
+    """Every waiting task in the ``fairshare`` policy's order, numbered."""
+    fair = fair or FairView(SchedulerConfig(policy="fairshare"), time.time())
+    sched, now = fair.sched, fair.now
+    waiting = tasks_in_states(db, [s for s in TaskState if s.is_waiting()])
+    active = tasks_in_states(db, [s for s in TaskState if s.holds_ray_job() or s is TaskState.CANCELING])
+    queue, running, _ = policy_inputs(waiting=waiting, active=active, capacity=None, now=now, config=sched,
+                                      driver_cpus=fair.driver_cpus, runtimes=read_runtime_history(db))
+    half_life = sched.fairshare.half_life_s
+    usage = read_usage(db, half_life, since=now - 20 * half_life).at(now, live_usage(active, now))
+    ordered = fair_order(queue, running, now, usage=usage, shares=sched.fairshare.shares,
+                         quotas=sched.fairshare.quotas, default_runtime_s=sched.default_runtime_s)
+    entries = {e.task_id: e for e in waiting_page(db, _order(FAIRSHARE), limit=len(waiting) + 1)}
+    return [msgspec.structs.replace(entries[t.task_id], position=i)
+            for i, t in enumerate((t for t in ordered if t.task_id in entries), start=1)]
+
+
+def queue_page(db: sqlite3.Connection, policy: str, *, limit: int, after: QueueCursor | None = None,
+               fair: FairView | None = None) -> QueuePage:
     """Up to ``limit`` waiting tasks in ``policy``'s order, after ``after`` (a cursor
-    made under another policy starts from the head again: the order changed)."""
+    made under another policy starts from the head again: the order changed). ``fair``:
+    the configuration and time the ``fairshare`` order is computed for."""
     if after is not None and after.policy != policy:
         after = None
     start = 0 if after is None else after.position
+    if policy == FAIRSHARE:
+        whole = fair_queue(db, fair)
+        page = whole[start:start + limit]
+        more = start + limit < len(whole)
+        cursor = QueueCursor(policy, _values(page[-1], policy), page[-1].position).encode() if more and page else None
+        return QueuePage(items=page, total=len(whole), limit=limit, next_cursor=cursor)
     # One more than the page: whether another page follows, without counting.
     entries = waiting_page(db, _order(policy), limit=limit + 1, after=None if after is None else after.values)
     page = [msgspec.structs.replace(e, position=start + i) for i, e in enumerate(entries[:limit], start=1)]
@@ -61,14 +115,16 @@ def queue_page(db: sqlite3.Connection, policy: str, *, limit: int, after: QueueC
     return QueuePage(items=page, total=waiting_count(db), limit=limit, next_cursor=cursor)
 
 
-def read_queue(db: sqlite3.Connection, policy: str) -> list[QueueEntry]:
+def read_queue(db: sqlite3.Connection, policy: str, fair: FairView | None = None) -> list[QueueEntry]:
     """The whole queue in ``policy``'s order, numbered (for replay and small queues)."""
-    return queue_page(db, policy, limit=max(1, waiting_count(db))).items
+    return queue_page(db, policy, limit=max(1, waiting_count(db)), fair=fair).items
 
 
-def queue_position(db: sqlite3.Connection, policy: str, task_id: str) -> int | None:
+def queue_position(db: sqlite3.Connection, policy: str, task_id: str, fair: FairView | None = None) -> int | None:
     """The task's place in line (1-based), or None when it is not waiting."""
     entry = waiting_entry(db, task_id)
     if entry is None:
         return None
+    if policy == FAIRSHARE:
+        return next((e.position for e in fair_queue(db, fair) if e.task_id == task_id), None)
     return waiting_ahead(db, _order(policy), _values(entry, policy)) + 1

@@ -205,7 +205,8 @@ class Commands:
                 command_raw=prepared.command_raw, command=prepared.command,
                 demand=prepared.demand, priority=prepared.priority,
                 max_attempts=prepared.max_attempts, warnings=list(prepared.warnings),
-                time_limit_s=prepared.time_limit_s, submitted_at=time.time(),
+                time_limit_s=prepared.time_limit_s, preemptible=prepared.preemptible,
+                submitted_at=time.time(),
             )
             batch = AppendBatch(stream=task_stream(task_id), expected_version=0,
                                 events=[event], owner=who.user_id, meta=meta)

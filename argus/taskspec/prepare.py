@@ -55,6 +55,7 @@ class PreparedTask(msgspec.Struct, frozen=True, kw_only=True):
     max_attempts: int
     warnings: list[str]
     time_limit_s: float | None = None  # per attempt, from when it runs
+    preemptible: bool = False
 
 
 def _check_component(value: str, field: str) -> None:
@@ -196,4 +197,5 @@ def prepare_task(
         max_attempts=spec.max_attempts,
         warnings=warnings,
         time_limit_s=time_limit_s,
+        preemptible=spec.preemptible,
     )

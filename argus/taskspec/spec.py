@@ -97,6 +97,9 @@ class BasicTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fi
     max_attempts: Attempts = 3
     name: TaskName = ""  # a label for people, shown beside the task id
     time_limit: TimeLimit | None = None  # per attempt, from when it runs (argus.taskspec.timelimit)
+    # May be stopped to make room for a higher-priority task, or for a user under its fair
+    # share; it goes back to its place in the queue and resumes from its checkpoints.
+    preemptible: bool = False
 
 
 class AdvancedTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -112,6 +115,9 @@ class AdvancedTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown
     max_attempts: Attempts = 3
     name: TaskName = ""  # a label for people, shown beside the task id
     time_limit: TimeLimit | None = None  # per attempt, from when it runs (argus.taskspec.timelimit)
+    # May be stopped to make room for a higher-priority task, or for a user under its fair
+    # share; it goes back to its place in the queue and resumes from its checkpoints.
+    preemptible: bool = False
 
 
 TaskSpec: TypeAlias = BasicTaskSpec | AdvancedTaskSpec
@@ -146,6 +152,7 @@ _ACCEPTS: dict[str, str] = {
     "priority": "an integer from -1000000 to 1000000 (higher runs first)",
     "max_attempts": "an integer from 1 to 100",
     "time_limit": TIME_LIMIT_ACCEPTS,
+    "preemptible": "true or false (false: never stopped to make room for other work)",
     "command": "a non-empty string: NAME=value assignments, then python3 -m <module> args",
 }
 _DEFAULT_ACCEPTS = "a positive integer"

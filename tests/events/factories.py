@@ -10,6 +10,7 @@ from argus.events import (
     AttemptRunning,
     AttemptTimeLimitReached,
     AttemptPlacementTimedOut,
+    AttemptPreempted,
     AttemptStarting,
     AttemptSubmitted,
     CapacityObserved,
@@ -93,6 +94,14 @@ def placement_timed_out(task_id: str, attempt_no: int = 1, at: float = T0) -> At
     return AttemptPlacementTimedOut(
         task_id=task_id, attempt_no=attempt_no, submission_id=submission_id_for(task_id, attempt_no),
         placement_groups=["global_pool:0"], pending_s=301.0, timeout_s=300.0, reached_at=at,
+    )
+
+
+def preempted(task_id: str, attempt_no: int = 1, at: float = T0, by: str = "t-high") -> AttemptPreempted:
+    return AttemptPreempted(
+        task_id=task_id, attempt_no=attempt_no, submission_id=submission_id_for(task_id, attempt_no),
+        by_task_id=by, by_user="bob", reason="priority",
+        message=f"preempted for {by} (priority 10 > 0)", preempted_at=at,
     )
 
 

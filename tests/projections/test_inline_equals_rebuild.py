@@ -33,6 +33,7 @@ def _task_event(kind: str, tid: str, attempt: int, at: float, draw: st.DrawFn) -
         "AttemptRunning": lambda: f.running(tid, attempt, at),
         "AttemptTimeLimitReached": lambda: f.time_limit_reached(tid, attempt, at),
         "AttemptPlacementTimedOut": lambda: f.placement_timed_out(tid, attempt, at),
+        "AttemptPreempted": lambda: f.preempted(tid, attempt, at),
         "AttemptEnded": lambda: f.ended(
             tid, attempt, draw(st.sampled_from(["SUCCEEDED", "FAILED", "STOPPED", "LOST"])),
             failure_kind=draw(st.none() | st.just(failure)), exit_code=draw(st.none() | st.integers(0, 2)), at=at,

@@ -22,13 +22,13 @@ from argus.config import SchedulerConfig
 from argus.events import NodeCapacity
 from argus.reactor.admission import plan_admissions
 from argus.scheduler import POLICIES
-from argus.scheduler.queue import QueueCursor, queue_page, queue_position, read_queue
+from argus.scheduler.queue import FairView, QueueCursor, queue_page, queue_position, read_queue
 from argus.store import migrate
-from projections import QueueProjection, TaskView
+from projections import QueueProjection, TaskView, TasksProjection
 from tests.events import factories as f
 
 NOW = 1_000.0
-BACKFILLING = {"fifo-backfill", "reserve-backfill"}  # policies that let a task pass a head that does not fit
+BACKFILLING = {"fifo-backfill", "reserve-backfill", "fairshare"}  # policies that let a task pass a head that does not fit
 
 
 def _views(items: list[tuple[int, int, int]]) -> list[TaskView]:
@@ -44,16 +44,18 @@ def _shown(views: list[TaskView], policy: str, page_size: int = 3) -> list[str]:
         db = sqlite3.connect(path)
         try:
             QueueProjection().write_all(db, {v.task_id: v for v in views})
+            TasksProjection().write_all(db, {v.task_id: v for v in views})  # fairshare reads the tasks
+            fair = FairView(SchedulerConfig(policy=policy, max_running_tasks=1000), NOW)
             queue, cursor = [], None
             while True:
-                page = queue_page(db, policy, limit=page_size, after=cursor)
+                page = queue_page(db, policy, limit=page_size, after=cursor, fair=fair)
                 assert page.total == len(views)
                 queue += page.items
                 if page.next_cursor is None:
                     break
                 cursor = QueueCursor.decode(page.next_cursor)
-            assert queue == read_queue(db, policy)
-            positions = {e.task_id: queue_position(db, policy, e.task_id or "") for e in queue}
+            assert queue == read_queue(db, policy, fair)
+            positions = {e.task_id: queue_position(db, policy, e.task_id or "", fair) for e in queue}
         finally:
             db.close()
     assert [e.position for e in queue] == list(range(1, len(queue) + 1))

@@ -1,0 +1,116 @@
+"""Fair share: users are served in order of their recent GPU use per share (Slurm's
+fair-share factor), guaranteed quotas first.
+
+A user's *usage* is their GPU-seconds, each decayed by half every ``half_life_s`` (so last
+week counts half as much as today with the default half-life of 7 days), as the log says
+(``projections.usage``). Each user has a *share* (1 unless configured); the fair-share
+order serves first the user whose usage per share is lowest. Within a pass, the work a
+user already runs and the tasks the order hands them count too, by their expected
+remaining run time: ``key = (usage + Σ GPUs × expected seconds) / share``. So two users
+with equal shares and no history alternate, and a user who ran 8 GPUs all week waits
+behind one who ran none.
+
+An optional *quota* (GPUs) is a guarantee: a task that keeps its user within their quota
+comes before every task that would borrow beyond one. Borrowing is allowed whenever GPUs
+are idle; borrowed GPUs are what preemption reclaims first (``argus.scheduler.preempt``).
+
+The order is computed per pass (it depends on usage and on what runs), as a k-way merge
+of each user's own line (priority, then arrival): O(n log users).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from argus.scheduler.order import order_key
+
+if TYPE_CHECKING:  # the policy's types; policy.py imports this module
+    from argus.scheduler.model import QueuedTask, RunningTask
+
+__all__ = ["FairShares", "fair_order", "fair_shares", "share_of"]
+
+
+class FairShares(msgspec.Struct, frozen=True, kw_only=True):
+    """Each user's entitlement in a pass: GPUs held now, quota, and fair share of GPUs."""
+
+    held: dict[str, float]  # GPUs of running tasks not being stopped
+    quota: dict[str, float]
+    fair: dict[str, float]  # total GPUs × share / Σ shares of users with work
+
+    def under_quota(self, user: str, gpus: float) -> bool:
+        """Would ``gpus`` more keep ``user`` within a configured quota?"""
+        return self.held.get(user, 0.0) + gpus <= self.quota.get(user, 0.0)
+
+    def over_quota(self, user: str) -> bool:
+        return self.held.get(user, 0.0) > self.quota.get(user, 0.0)
+
+    def within_fair(self, user: str, gpus: float) -> bool:
+        """Would ``gpus`` more keep ``user`` within their fair share of the cluster?"""
+        return self.held.get(user, 0.0) + gpus <= self.fair.get(user, 0.0) + 1e-9
+
+    def over_fair(self, user: str) -> bool:
+        return self.held.get(user, 0.0) > self.fair.get(user, 0.0) + 1e-9
+
+
+def share_of(user: str, shares: Mapping[str, float]) -> float:
+    return max(1e-9, float(shares.get(user, 1.0)))
+
+
+def fair_shares(queue: Sequence[QueuedTask], running: Sequence[RunningTask], total_gpus: float, shares: Mapping[str, float],
+                quotas: Mapping[str, float]) -> FairShares:
+    """Who holds what, and each active user's fair share of ``total_gpus``."""
+    held: dict[str, float] = {}
+    for r in running:
+        if not r.stopping:
+            held[r.user] = held.get(r.user, 0.0) + r.demand.total_gpus
+    active = {t.user for t in queue} | {r.user for r in running}
+    weight = sum(share_of(u, shares) for u in active) or 1.0
+    fair = {u: total_gpus * share_of(u, shares) / weight for u in active}
+    return FairShares(held=held, quota={u: float(q) for u, q in quotas.items()}, fair=fair)
+
+
+def fair_order(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now: float, *,
+               usage: Mapping[str, float], shares: Mapping[str, float], quotas: Mapping[str, float],
+               default_runtime_s: float) -> list[QueuedTask]:
+    """``queue`` in fair-share order (tasks still in a retry's backoff last, as they are
+    deferred anyway and must not count as handed out)."""
+    committed: dict[str, float] = dict(usage)
+    held: dict[str, float] = {}
+    for r in running:
+        if r.stopping:
+            continue
+        held[r.user] = held.get(r.user, 0.0) + r.demand.total_gpus
+        end = r.expected_end if r.expected_end is not None else now + default_runtime_s
+        committed[r.user] = committed.get(r.user, 0.0) + r.demand.total_gpus * max(0.0, end - now)
+    lines: dict[str, list[QueuedTask]] = {}
+    later: list[QueuedTask] = []
+    for t in sorted(queue, key=order_key("priority")):
+        if t.next_run_at is not None and t.next_run_at > now:
+            later.append(t)
+        else:
+            lines.setdefault(t.user, []).append(t)
+
+    def entry(user: str, k: int) -> tuple[int, float, int, int, str, int]:
+        t = lines[user][k]
+        gpus = t.demand.total_gpus
+        tier = 0 if held.get(user, 0.0) + gpus <= quotas.get(user, 0.0) else 1
+        # priority and arrival break ties between users with the same usage per share
+        return (tier, committed.get(user, 0.0) / share_of(user, shares), -t.priority, t.seq, user, k)
+
+    heap = [entry(user, 0) for user in lines]
+    heapq.heapify(heap)
+    out: list[QueuedTask] = []
+    while heap:
+        *_, user, k = heapq.heappop(heap)
+        t = lines[user][k]
+        out.append(t)
+        gpus = t.demand.total_gpus
+        held[user] = held.get(user, 0.0) + gpus
+        committed[user] = committed.get(user, 0.0) + gpus * (t.estimate_s or default_runtime_s)
+        if k + 1 < len(lines[user]):
+            heapq.heappush(heap, entry(user, k + 1))
+    return out + later

@@ -1,0 +1,123 @@
+"""The scheduling policy's values: what it is given (waiting and running tasks, the
+cluster's free capacity, its configuration) and what it decides (admit, defer, preempt).
+Plain frozen structs, so a pass is a pure function of them (``argus.scheduler.policy``)."""
+
+from __future__ import annotations
+
+from typing import Union
+
+import msgspec
+
+from argus.config import SchedulerConfig
+from argus.events.catalog import Demand, NodeCapacity
+
+__all__ = ["Admit", "Capacity", "Decision", "Defer", "PolicyConfig", "Preempt", "QueuedTask", "Reason", "RunningTask"]
+
+
+class Reason:
+    """Deferral reason codes (stable strings: they are stored in TaskDeferred events)."""
+
+    NO_CAPACITY_PER_NODE = "no_capacity_per_node"
+    INSUFFICIENT_GPUS = "insufficient_gpus"
+    MAX_RUNNING = "max_running"
+    USER_LIMIT = "user_limit"
+    CAPACITY_UNKNOWN = "capacity_unknown"
+    RETRY_BACKOFF = "retry_backoff"
+    BLOCKED_BY_HEAD = "blocked_by_head"
+    NEVER_FITS = "never_fits"
+    BEHIND_RESERVATION = "behind_reservation"
+    PREEMPTING = "preempting"  # preemptible tasks are being stopped to make room for it
+
+
+class QueuedTask(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A waiting task (QUEUED or PENDING_RESOURCES). ``seq``: its submission's log
+    position (arrival order; tasks with equal ``seq`` keep the order they are given in)."""
+
+    task_id: str
+    demand: Demand
+    seq: int = 0
+    priority: int = 0
+    user: str = ""
+    next_run_at: float | None = None
+    estimate_s: float | None = None  # expected run time (time limit or history); None: the default
+
+
+class RunningTask(msgspec.Struct, frozen=True, kw_only=True):
+    """A task holding (or about to hold) a Ray job. ``node_ids``: where it was admitted,
+    when known. ``claimed=False`` means its resources may not show in Ray's free counts
+    yet (a job just handed to Ray reserves its GPUs seconds later): the policy then takes
+    its demand off ``node_ids``, or, where those are not known, off the nodes with the
+    most free GPUs (where Ray would put it), so the GPUs are not handed out twice."""
+
+    task_id: str
+    demand: Demand
+    user: str = ""
+    node_ids: tuple[str, ...] = ()
+    claimed: bool = True
+    expected_end: float | None = None  # start + time limit or estimate; None: now + the default
+    priority: int = 0
+    preemptible: bool = False  # may be stopped to make room (argus.scheduler.preempt)
+    stopping: bool = False  # being stopped already (preempted, time limit, ...): gives its GPUs back soon
+    started_at: float | None = None
+
+
+class Capacity(msgspec.Struct, frozen=True, kw_only=True):
+    """Free resources of the alive worker nodes, as the Ray gateway observed them."""
+
+    nodes: tuple[NodeCapacity, ...]
+
+
+class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
+    policy: str = "fifo"
+    max_running_tasks: int = 8
+    max_running_per_user: int = 0  # 0: no per-user limit
+    backfill: bool = False
+    reserve: bool = False  # the first task that does not fit gets a reservation (argus.scheduler.reserve)
+    default_runtime_s: float = 3600.0  # a task's expected run time when nothing better is known
+    preemption: bool = False  # priority / fairshare may stop preemptible tasks (argus.scheduler.preempt)
+    preempt_grace_s: float = 30.0  # from the stop to the kill: when the victims' GPUs are back
+    shares: dict[str, float] = {}  # fairshare: each user's share (1 when not listed)
+    quotas: dict[str, float] = {}  # fairshare: GPUs guaranteed to a user
+    # fairshare: each user's decayed GPU-seconds now (projections.usage). An input of the
+    # pass like the queue, carried here so every policy keeps one signature.
+    usage: dict[str, float] = {}
+
+    @classmethod
+    def from_scheduler(cls, cfg: SchedulerConfig, **overrides: object) -> "PolicyConfig":
+        settings: dict[str, object] = dict(
+            policy=cfg.policy, max_running_tasks=cfg.max_running_tasks,
+            max_running_per_user=cfg.max_running_per_user, backfill=cfg.backfill,
+            default_runtime_s=cfg.default_runtime_s, preemption=cfg.preemption,
+            preempt_grace_s=cfg.preempt_grace_s, shares=dict(cfg.fairshare.shares),
+            quotas=dict(cfg.fairshare.quotas))
+        return cls(**{**settings, **overrides})  # type: ignore[arg-type]
+
+
+# gc=False: a pass creates one decision per queued task; these hold only strings and
+# tuples (no cycles), and keeping them out of the cyclic GC avoids multi-ms collections.
+class Admit(msgspec.Struct, frozen=True, kw_only=True, tag="admit", gc=False):
+    task_id: str
+    node_ids: tuple[str, ...]  # one per gang member, distinct
+    note: str = ""  # why it may pass a reservation (backfill), when it does
+
+
+class Defer(msgspec.Struct, frozen=True, kw_only=True, tag="defer", gc=False):
+    task_id: str
+    reason: str
+    message: str
+    free_gpus_per_node: tuple[float, ...] = ()
+    reserved_from: float | None = None  # the head's reservation: when its gang is expected to fit
+    reserved_nodes: tuple[str, ...] = ()
+
+
+class Preempt(msgspec.Struct, frozen=True, kw_only=True, tag="preempt", gc=False):
+    """Stop the running ``task_id`` to make room for the waiting ``for_task``."""
+
+    task_id: str
+    for_task: str
+    for_user: str
+    reason: str  # priority | quota | fair_share
+    message: str
+
+
+Decision = Union[Admit, Defer, Preempt]

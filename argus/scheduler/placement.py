@@ -1,0 +1,134 @@
+"""Where a gang fits in one pass: the free resources per node, best-fit placement, and
+why a gang does not fit (in words, with the numbers)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from argus.events.catalog import Demand, NodeCapacity
+from argus.scheduler.model import Defer, QueuedTask, Reason, RunningTask
+from argus.scheduler.reserve import Ending, Reservation, earliest_start
+
+__all__ = ["Pool", "fmt_amount", "needs"]
+
+
+def fmt_amount(x: float) -> str:
+    """A resource amount as people write it: 4, not 4.0; 0.5 stays 0.5."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _list(values: Sequence[float], limit: int = 16) -> str:
+    shown = ", ".join(fmt_amount(v) for v in values[:limit])
+    more = f", …(+{len(values) - limit} more)" if len(values) > limit else ""
+    return f"[{shown}{more}]"
+
+
+def needs(d: Demand) -> str:
+    return (f"needs {d.nnodes} node{'s' if d.nnodes != 1 else ''} × {d.n_gpus_per_node} GPUs "
+            f"(+{fmt_amount(d.cpus_per_node)} CPUs each)")
+
+
+class Pool:
+    """Mutable free-resource view for one pass (arrays indexed like ``ids``)."""
+
+    def __init__(self, nodes: Sequence[NodeCapacity], running: Sequence[RunningTask]) -> None:
+        ordered = sorted(nodes, key=lambda n: n.node_id)
+        self.ids = [n.node_id for n in ordered]
+        self.gpus = [max(0.0, n.free_gpus) for n in ordered]
+        self.cpus = [max(0.0, n.free_cpus) for n in ordered]
+        unclaimed = [task for task in running if not task.claimed]
+        if unclaimed:
+            index = {nid: i for i, nid in enumerate(self.ids)}
+            for task in unclaimed:
+                self._reserve(task, index)
+        self._cache: dict[tuple[int, int, float], tuple[int, ...] | None] = {}
+        self._snapshot: tuple[float, ...] | None = None
+        self._totals = [(n.total_gpus, n.total_cpus) for n in ordered]
+        self._never: dict[tuple[int, int, float], Defer | None] = {}
+
+    def never_fits(self, d: Demand) -> Defer | None:
+        """Why ``d`` could not be placed even on idle nodes (by their totals), or None."""
+        key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node)
+        if key not in self._never:
+            big = sum(1 for g, c in self._totals if g >= d.n_gpus_per_node and c >= d.cpus_per_node)
+            largest = max(self._totals, default=(0.0, 0.0))
+            self._never[key] = None if big >= d.nnodes else Defer(
+                task_id="", reason=Reason.NEVER_FITS, free_gpus_per_node=self.free_gpus(), message=(
+                    f"{needs(d)}; the {len(self._totals)} alive worker node(s) could not hold it even if "
+                    f"idle: {big} of them have ≥ {d.n_gpus_per_node} GPUs and ≥ {fmt_amount(d.cpus_per_node)} "
+                    f"CPUs in all (largest: {fmt_amount(largest[0])} GPUs, {fmt_amount(largest[1])} CPUs); "
+                    f"it holds no one back and starts when big enough nodes join"))
+        return self._never[key]
+
+    def _reserve(self, task: RunningTask, index: dict[str, int]) -> None:
+        """Take an unclaimed task's demand off the nodes it will hold (conservative: for a
+        few seconds, until Ray's snapshot shows it, a job may be counted twice)."""
+        d = task.demand
+        if task.node_ids:
+            nodes = [index[nid] for nid in task.node_ids if nid in index]
+        else:
+            nodes = sorted(range(len(self.ids)), key=lambda i: (-self.gpus[i], self.ids[i]))[: d.nnodes]
+        for i in nodes:
+            self.gpus[i] = max(0.0, self.gpus[i] - d.n_gpus_per_node)
+            self.cpus[i] = max(0.0, self.cpus[i] - d.cpus_per_node)
+
+    def free_gpus(self) -> tuple[float, ...]:
+        if self._snapshot is None:
+            self._snapshot = tuple(self.gpus)
+        return self._snapshot
+
+    def place_avoiding(self, d: Demand, avoid: frozenset[int]) -> tuple[int, ...] | None:
+        """Best-fit nodes for the gang among the nodes not in ``avoid``, or None."""
+        g, c = d.n_gpus_per_node, d.cpus_per_node
+        fits = [i for i in range(len(self.gpus)) if i not in avoid and self.gpus[i] >= g and self.cpus[i] >= c]
+        if len(fits) < d.nnodes or d.nnodes <= 0:
+            return None
+        fits.sort(key=lambda i: (self.gpus[i], self.cpus[i], self.ids[i]))
+        return tuple(fits[: d.nnodes])
+
+    def reservation(self, t: QueuedTask, endings: Sequence[Ending], now: float) -> Reservation | None:
+        """The earliest start of ``t``'s gang as ``endings`` free resources (see reserve.py)."""
+        found = earliest_start(
+            t.demand, now=now, ids=self.ids, free_gpus=self.gpus, free_cpus=self.cpus,
+            total_gpus=[g for g, _ in self._totals], total_cpus=[c for _, c in self._totals], endings=endings)
+        return None if found is None else Reservation(task_id=t.task_id, start=found[0], nodes=found[1])
+
+    def place(self, d: Demand) -> tuple[int, ...] | None:
+        """Best-fit nodes for the gang (fewest free GPUs first, then id), or None."""
+        key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node)
+        if key in self._cache:
+            return self._cache[key]
+        g, c = d.n_gpus_per_node, d.cpus_per_node
+        gpus, cpus = self.gpus, self.cpus
+        fits = [i for i in range(len(gpus)) if gpus[i] >= g and cpus[i] >= c]
+        result: tuple[int, ...] | None = None
+        if len(fits) >= d.nnodes > 0:
+            fits.sort(key=lambda i: (gpus[i], cpus[i], self.ids[i]))
+            result = tuple(fits[: d.nnodes])
+        self._cache[key] = result
+        return result
+
+    def take(self, picked: tuple[int, ...], d: Demand) -> None:
+        for i in picked:
+            self.gpus[i] -= d.n_gpus_per_node
+            self.cpus[i] -= d.cpus_per_node
+        # Free resources only shrink within a pass: a shape that did not fit still does not,
+        # so only the successful placements are forgotten.
+        self._cache = {k: v for k, v in self._cache.items() if v is None}
+        self._snapshot = None
+
+    def explain(self, d: Demand) -> Defer:
+        """Why ``d`` does not fit: not even in total, or only not per node."""
+        free = self.free_gpus()
+        total = sum(free)
+        if total < d.total_gpus:
+            return Defer(task_id="", reason=Reason.INSUFFICIENT_GPUS, free_gpus_per_node=free, message=(
+                f"{needs(d)} = {d.total_gpus} GPUs; only {fmt_amount(total)} GPUs free in total "
+                f"on {len(free)} worker node(s); free GPUs per node: {_list(free)}"))
+        ok = sum(1 for i in range(len(free)) if free[i] >= d.n_gpus_per_node and self.cpus[i] >= d.cpus_per_node)
+        return Defer(task_id="", reason=Reason.NO_CAPACITY_PER_NODE, free_gpus_per_node=free, message=(
+            f"{needs(d)}; fits in total ({fmt_amount(total)} ≥ {d.total_gpus} GPUs free) but not per node: "
+            f"only {ok} node(s) have ≥ {d.n_gpus_per_node} free GPUs and ≥ {fmt_amount(d.cpus_per_node)} "
+            f"free CPUs; free GPUs per node: {_list(free)}; free CPUs per node: {_list(self.cpus)}"))
+
+

@@ -1,0 +1,99 @@
+"""Preemption: which running tasks to stop so that a waiting one fits.
+
+Only tasks submitted with ``preemptible: true`` are ever stopped, and only for a task the
+policy's rule says outranks them (``priority``: a higher priority; ``fairshare``: a user
+within their quota or fair share, against a user beyond theirs). Only the first task in
+line that does not fit may preempt, once per pass.
+
+The choice: candidates in order of least loss (lowest priority, then the most recently
+started: the least work since its last checkpoint), taken one by one until the gang
+fits, then every victim not needed after all given back (the fewest stops that make it
+fit). Tasks already being stopped count as free first: while their stops are under way,
+nothing more is stopped for the same task.
+
+Ray does not say which nodes a job holds; a victim of unknown placement is assumed to
+free the nodes with the most GPUs in use (as reservations assume). If that was wrong,
+the task still does not fit when the victims are gone, and the next pass stops more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+import msgspec
+
+from argus.events.catalog import Demand
+
+if TYPE_CHECKING:  # the policy's types; policy.py imports this module
+    from argus.scheduler.model import RunningTask
+
+__all__ = ["Room", "make_room"]
+
+
+class Room(NamedTuple):
+    """How a waiting task gets its gang: ``victims`` (with why each) to stop, or none when
+    the stops already under way make it fit; ``nodes``: where it fits then (indices)."""
+
+    victims: tuple[tuple["RunningTask", str], ...]
+    nodes: tuple[int, ...]
+
+
+class _Nodes(msgspec.Struct, kw_only=True):
+    ids: Sequence[str]
+    gpus: list[float]
+    cpus: list[float]
+    total_gpus: Sequence[float]
+    total_cpus: Sequence[float]
+
+    def freed(self, tasks: Sequence[RunningTask]) -> "_Nodes":
+        """These nodes once ``tasks`` stopped."""
+        index = {nid: i for i, nid in enumerate(self.ids)}
+        gpus, cpus = list(self.gpus), list(self.cpus)
+        for r in tasks:
+            d = r.demand
+            nodes = [index[n] for n in r.node_ids if n in index] or sorted(
+                (i for i in range(len(gpus)) if self.total_gpus[i] - gpus[i] >= d.n_gpus_per_node),
+                key=lambda i: (gpus[i] - self.total_gpus[i], self.ids[i]))[: d.nnodes]
+            for i in nodes:
+                gpus[i] = min(self.total_gpus[i], gpus[i] + d.n_gpus_per_node)
+                cpus[i] = min(self.total_cpus[i], cpus[i] + d.cpus_per_node)
+        return _Nodes(ids=self.ids, gpus=gpus, cpus=cpus, total_gpus=self.total_gpus, total_cpus=self.total_cpus)
+
+    def place(self, d: Demand) -> tuple[int, ...] | None:
+        fits = [i for i in range(len(self.gpus)) if self.gpus[i] >= d.n_gpus_per_node and self.cpus[i] >= d.cpus_per_node]
+        if len(fits) < d.nnodes or d.nnodes <= 0:
+            return None
+        fits.sort(key=lambda i: (self.gpus[i], self.cpus[i], self.ids[i]))
+        return tuple(fits[: d.nnodes])
+
+
+def make_room(demand: Demand, running: Sequence[RunningTask], outranks: Callable[[RunningTask], str | None], *,
+              ids: Sequence[str], free_gpus: Sequence[float], free_cpus: Sequence[float],
+              total_gpus: Sequence[float], total_cpus: Sequence[float]) -> Room | None:
+    """The fewest preemptible tasks ``outranks`` allows to stop for ``demand`` to fit
+    (``outranks`` gives the reason, or None), or None when stopping them all would not do."""
+    now = _Nodes(ids=ids, gpus=list(free_gpus), cpus=list(free_cpus), total_gpus=total_gpus, total_cpus=total_cpus)
+    stopping = [r for r in running if r.stopping]
+    base = now.freed(stopping)
+    nodes = base.place(demand)
+    if nodes is not None:
+        return Room(victims=(), nodes=nodes)
+    candidates = sorted(
+        ((r, why) for r in running
+         if r.preemptible and r.claimed and not r.stopping and (why := outranks(r)) is not None),
+        key=lambda c: (c[0].priority, -(c[0].started_at or 0.0), c[0].task_id))
+    chosen: list[tuple[RunningTask, str]] = []
+    for candidate in candidates:
+        chosen.append(candidate)
+        nodes = base.freed([r for r, _ in chosen]).place(demand)
+        if nodes is not None:
+            break
+    else:
+        return None
+    for candidate in reversed(chosen[:-1]):  # give back the victims it fits without
+        fewer = [c for c in chosen if c is not candidate]
+        placed = base.freed([r for r, _ in fewer]).place(demand)
+        if placed is not None:
+            chosen, nodes = fewer, placed
+    return Room(victims=tuple(chosen), nodes=nodes)

@@ -1,0 +1,118 @@
+"""GPU use per user and hour: what the ``fairshare`` policy decays into a user's usage.
+
+Kept from the task fold: when an attempt ends, the GPUs of its gang times the seconds it
+ran (from when Ray reported it running, else accepted it, to its end) are added to the
+hours they fell in. Attempts still running are added by their readers, up to now.
+Decay is applied when read (``UsageLedger``), so changing the half-life needs no rebuild.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections.abc import Iterable, Sequence
+
+from projections.base import Change, EntityProjection
+from projections.tasks import TASK_FOLD, AttemptView, TaskView
+
+__all__ = ["UsageLedger", "UsageProjection", "attempt_usage", "live_usage", "read_usage"]
+
+HOUR = 3600.0
+_ADD = ("INSERT INTO gpu_usage VALUES (?, ?, ?) ON CONFLICT (user, hour) "
+        "DO UPDATE SET gpu_s = gpu_s + excluded.gpu_s")
+
+
+def _began(a: AttemptView) -> float | None:
+    return a.started_at or a.submitted_at
+
+
+def attempt_usage(task: TaskView, a: AttemptView, until: float | None = None) -> list[tuple[int, float]]:
+    """(hour, GPU-seconds) of one attempt, up to its end (or ``until``, while it runs)."""
+    began, end = _began(a), a.ended_at if a.ended_at is not None else until
+    if began is None or end is None or end <= began:
+        return []
+    gpus = task.demand.total_gpus
+    out: list[tuple[int, float]] = []
+    t = began
+    while t < end:
+        hour = int(t // HOUR)
+        upto = min(end, (hour + 1) * HOUR)
+        out.append((hour, gpus * (upto - t)))
+        t = upto
+    return out
+
+
+def live_usage(tasks: Iterable[TaskView], now: float) -> Iterable[tuple[str, int, float]]:
+    """(user, hour, GPU-seconds) of the attempts running now, up to ``now``."""
+    for task in tasks:
+        a = task.latest_attempt
+        if a is not None and not a.ended:
+            for hour, seconds in attempt_usage(task, a, now):
+                yield task.user, hour, seconds
+
+
+class UsageLedger:
+    """Each user's GPU-seconds decayed by half every ``half_life_s``: one running sum per
+    user, kept at a reference time (decay is a factor, so it need not be summed again)."""
+
+    def __init__(self, half_life_s: float) -> None:
+        self.half_life_s = max(1.0, half_life_s)
+        self._sums: dict[str, tuple[float, float]] = {}  # user -> (sum at ref, ref)
+
+    def _factor(self, dt: float) -> float:
+        return math.exp2(-dt / self.half_life_s)
+
+    def add(self, user: str, hour: int, gpu_s: float) -> None:
+        at = (hour + 0.5) * HOUR  # an hour's seconds count as used at its middle
+        total, ref = self._sums.get(user, (0.0, at))
+        if at >= ref:
+            self._sums[user] = (total * self._factor(at - ref) + gpu_s, at)
+        else:
+            self._sums[user] = (total + gpu_s * self._factor(ref - at), ref)
+
+    def at(self, now: float, live: Iterable[tuple[str, int, float]] = ()) -> dict[str, float]:
+        """Every user's decayed usage at ``now``, with ``live`` (running attempts) added."""
+        out = {user: total * self._factor(now - ref) if now >= ref else total
+               for user, (total, ref) in self._sums.items()}
+        for user, hour, gpu_s in live:
+            at = min(now, (hour + 0.5) * HOUR)
+            out[user] = out.get(user, 0.0) + gpu_s * self._factor(now - at)
+        return out
+
+
+class UsageProjection(EntityProjection[TaskView]):
+    name = "gpu_usage"
+    version = 1
+    tables = ("gpu_usage",)
+    fold = TASK_FOLD
+
+    def save(self, db: sqlite3.Connection, changes: Sequence[Change[TaskView]]) -> None:
+        rows = [row for _, before, after in changes if after is not None
+                for row in _ended_rows(before, after)]
+        if rows:
+            db.executemany(_ADD, rows)
+
+    def write_all(self, db: sqlite3.Connection, entities: dict[str, TaskView]) -> None:
+        db.executemany(_ADD, (row for v in entities.values() for a in v.attempts if a.ended
+                              for row in _rows(v, a)))
+
+
+def _rows(task: TaskView, a: AttemptView) -> list[tuple[str, int, float]]:
+    return [(task.user, hour, seconds) for hour, seconds in attempt_usage(task, a)]
+
+
+def _ended_rows(before: TaskView | None, after: TaskView) -> list[tuple[str, int, float]]:
+    """The rows of the attempts that ended in this change."""
+    was = {a.attempt_no: a.ended for a in before.attempts} if before is not None else {}
+    return [row for a in after.attempts if a.ended and not was.get(a.attempt_no, False)
+            for row in _rows(after, a)]
+
+
+def read_usage(db: sqlite3.Connection, half_life_s: float, *, since: float | None = None) -> UsageLedger:
+    """The ledger of every ended attempt (hours before ``since`` left out: after 20
+    half-lives they weigh less than a millionth)."""
+    ledger = UsageLedger(half_life_s)
+    first = -1 if since is None else int(since // HOUR)
+    for user, hour, gpu_s in db.execute("SELECT user, hour, gpu_s FROM gpu_usage WHERE hour >= ?", (first,)):
+        ledger.add(user, hour, gpu_s)
+    return ledger
