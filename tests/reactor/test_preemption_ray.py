@@ -1,0 +1,58 @@
+"""Preemption on the real Ray cluster (head without work resources, two workers with 4
+logical GPUs each): a preemptible task holding both workers is stopped for a
+higher-priority gang, goes back to the queue, and its second attempt resumes from the
+first attempt's checkpoint (the toy trainer says which step it resumed from)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from argus.events import AttemptPreempted, FailureKind
+from argus.lifecycle import TaskState
+from argus.rayjobs import job_dir, submission_id_for
+from argus.events import task_stream
+from tests.reactor.harness import submit_task, task_view, toy_command, unique_id, wait_state
+from tests.reactor.test_reactor_ray import reactor_on
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+async def test_a_preempted_task_requeues_and_resumes_from_its_checkpoint(ray_cluster: Any, tmp_path: Path) -> None:
+    async with reactor_on(ray_cluster, tmp_path, policy="priority", preempt_grace_s=3.0) as r:
+        store, shared = r.store, r.shared
+        low = await submit_task(store, unique_id("low"), nnodes=2, gpus=4, preemptible=True, command=toy_command(
+            shared, "alice", nnodes=2, gpus=4, steps=40, sleep_s=0.25, extra="trainer.save_freq=2"))
+        first_ckpt = Path(job_dir(str(shared), "alice", submission_id_for(low, 1))) / "checkpoints"
+        deadline = time.monotonic() + 120
+        while not (first_ckpt / "global_step_2").is_dir():  # it ran, and saved a checkpoint
+            assert time.monotonic() < deadline, "the preemptible task saved no checkpoint in 120 s"
+            await asyncio.sleep(0.2)
+        high = await submit_task(store, unique_id("high"), user="bob", nnodes=2, gpus=4, priority=10,
+                                 command=toy_command(shared, "bob", nnodes=2, gpus=4, steps=2))
+        done = await wait_state(store, high, {TaskState.SUCCEEDED, TaskState.FAILED}, timeout_s=120)
+        assert done.state is TaskState.SUCCEEDED, done
+
+        view = await task_view(store, low)
+        assert view is not None
+        first = view.attempts[0]
+        assert first.failure_kind is FailureKind.PREEMPTED and first.preempted_by == high, first
+        preempted = [r.event for r in await store.read_stream(task_stream(low)) if isinstance(r.event, AttemptPreempted)]
+        assert len(preempted) == 1 and preempted[0].by_task_id == high and preempted[0].reason == "priority"
+
+        view = await wait_state(store, low, {TaskState.SUCCEEDED, TaskState.FAILED}, timeout_s=180)
+        assert view.state is TaskState.SUCCEEDED, view
+        assert len(view.attempts) == 2
+        second_dir = Path(job_dir(str(shared), "alice", submission_id_for(low, 2)))
+        log = (second_dir / "driver.log").read_text(errors="replace")
+        resumed = [line for line in log.splitlines() if "resumed from checkpoint global_step_" in line]
+        assert resumed, log[-3000:]
+        step = int(resumed[0].rsplit("global_step_", 1)[1].split()[0])
+        assert step >= 2
+        assert (second_dir / "checkpoints" / "global_step_40").is_dir()  # the task's checkpoints, moved on
+        assert not first_ckpt.exists()
+        assert "moved to" in (first_ckpt.parent / "checkpoints.moved").read_text()
