@@ -30,6 +30,12 @@ __all__ = ["sim"]
               help="Compress arrivals so the tasks offer this fraction of the cluster's GPU capacity.")
 @click.option("--gang-mix", default=None, help="Turn a fraction of tasks into gangs, e.g. 0.1:2x8,0.05:4x8.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N tasks by arrival.")
+@click.option("--priority-mix", default=None,
+              help="Give a deterministic fraction of tasks a priority, e.g. 0.2:10 (the trace has none).")
+@click.option("--preemptible", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="The fraction of tasks submitted as preemptible (deterministic by task).")
+@click.option("--preemption", is_flag=True,
+              help="Let priority and fairshare stop preemptible tasks (v2.scheduler.preemption).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--fgd", is_flag=True,
               help="Placement quality the FGD way: arrivals only up to 1.3x capacity; random, bestfit, argus.")
@@ -38,12 +44,13 @@ __all__ = ["sim"]
                    "its error against the real start (0: off; each costs a forward run of the policy).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None, policies: tuple[str, ...], backfill: bool, nodes_subset: int | None,
-        load: float | None, gang_mix: str | None, limit: int | None, seed: int, fgd: bool, eta_every: int,
-        as_json: bool) -> None:
+        load: float | None, gang_mix: str | None, limit: int | None, priority_mix: str | None,
+        preemptible: float, preemption: bool, seed: int, fgd: bool, eta_every: int, as_json: bool) -> None:
     """Run a trace through the scheduler's own policies on a virtual clock and compare
     waits, utilisation and fairness (docs/scheduling.md)."""
     from argus.scheduler import POLICIES
     from argus.sim import GangMix, load_openb, measure, simulate
+    from argus.sim.trace import Marks
 
     chosen = sorted(POLICIES) if "all" in policies else list(dict.fromkeys(policies))
     unknown = [p for p in chosen if p not in POLICIES]
@@ -54,6 +61,10 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
         mix = GangMix.parse(gang_mix) if gang_mix else None
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--gang-mix") from exc
+    try:
+        marks = Marks.parse(priority_mix, preemptible)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--priority-mix") from exc
     if from_db is not None:
         if trace_pods or trace_nodes:
             raise click.UsageError("give either --from-db or --trace-pods/--trace-nodes, not both")
@@ -66,11 +77,12 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
         raise click.UsageError("give --trace-pods and --trace-nodes (an openb trace), or --from-db")
     else:
         trace = load_openb(trace_pods, trace_nodes, nodes_subset=nodes_subset, load=load, gang_mix=mix,
-                           seed=seed, limit=limit)
+                           marks=marks, seed=seed, limit=limit)
     if fgd:
         _fgd(trace, seed, as_json)
         return
-    results = [measure(simulate(trace, p, backfill=backfill, eta_every=eta_every)) for p in chosen]
+    results = [measure(simulate(trace, p, backfill=backfill, eta_every=eta_every, preemption=preemption))
+               for p in chosen]
     skipped = {"no_gpu": trace.skipped_no_gpu, "no_runtime": trace.skipped_no_runtime,
                "never_fits_the_cluster": trace.skipped_too_big}
     if as_json:
@@ -81,11 +93,12 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
     click.echo(f"{len(trace.tasks)} tasks on {len(trace.nodes)} nodes ({sum(n.gpus for n in trace.nodes):g} GPUs); "
                f"skipped: {', '.join(f'{k} {v}' for k, v in skipped.items())}"
                + ("; backfill on" if backfill else ""))
-    rows = [("policy", "util", "wait p50", "p90", "p99", "max", "big p99", "slowdown", "Jain", "never")]
+    rows = [("policy", "util", "wait p50", "p90", "p99", "max", "big p99", "slowdown", "Jain", "never", "preempted")]
     for m in results:
         rows.append((m.policy, f"{m.gpu_utilization:.3f}", _dur(m.wait_p50_s), _dur(m.wait_p90_s),
                      _dur(m.wait_p99_s), _dur(m.wait_max_s), _dur(m.big_gang_wait_p99_s),
-                     f"{m.bounded_slowdown_avg:.1f}", f"{m.jain_fairness:.3f}", str(m.never_admitted)))
+                     f"{m.bounded_slowdown_avg:.1f}", f"{m.jain_fairness:.3f}", str(m.never_admitted),
+                     str(m.preemptions)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths)))

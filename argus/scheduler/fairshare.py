@@ -34,12 +34,16 @@ if TYPE_CHECKING:  # the policy's types; policy.py imports this module
 __all__ = ["FairShares", "fair_order", "fair_shares", "share_of"]
 
 
-class FairShares(msgspec.Struct, frozen=True, kw_only=True):
+class FairShares(msgspec.Struct, kw_only=True):
     """Each user's entitlement in a pass: GPUs held now, quota, and fair share of GPUs."""
 
-    held: dict[str, float]  # GPUs of running tasks not being stopped
+    held: dict[str, float]  # GPUs of running tasks not being stopped (and this pass's grants)
     quota: dict[str, float]
     fair: dict[str, float]  # total GPUs × share / Σ shares of users with work
+
+    def grant(self, user: str, gpus: float) -> None:
+        """``user`` holds ``gpus`` more (fewer, when negative) from now in this pass."""
+        self.held[user] = self.held.get(user, 0.0) + gpus
 
     def under_quota(self, user: str, gpus: float) -> bool:
         """Would ``gpus`` more keep ``user`` within a configured quota?"""
@@ -97,7 +101,9 @@ def fair_order(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now:
     def entry(user: str, k: int) -> tuple[int, float, int, int, str, int]:
         t = lines[user][k]
         gpus = t.demand.total_gpus
-        tier = 0 if held.get(user, 0.0) + gpus <= quotas.get(user, 0.0) else 1
+        # A task others were stopped for goes first to the room made for it; then tasks
+        # within their user's quota; then the rest (borrowing).
+        tier = -1 if t.preempting else 0 if held.get(user, 0.0) + gpus <= quotas.get(user, 0.0) else 1
         # priority and arrival break ties between users with the same usage per share
         return (tier, committed.get(user, 0.0) / share_of(user, shares), -t.priority, t.seq, user, k)
 

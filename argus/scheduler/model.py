@@ -40,6 +40,7 @@ class QueuedTask(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     user: str = ""
     next_run_at: float | None = None
     estimate_s: float | None = None  # expected run time (time limit or history); None: the default
+    preempting: bool = False  # its last deferral made room for it: it goes first to that room
 
 
 class RunningTask(msgspec.Struct, frozen=True, kw_only=True):

@@ -43,18 +43,18 @@ class Pool:
                 self._reserve(task, index)
         self._cache: dict[tuple[int, int, float], tuple[int, ...] | None] = {}
         self._snapshot: tuple[float, ...] | None = None
-        self._totals = [(n.total_gpus, n.total_cpus) for n in ordered]
+        self.totals = [(n.total_gpus, n.total_cpus) for n in ordered]
         self._never: dict[tuple[int, int, float], Defer | None] = {}
 
     def never_fits(self, d: Demand) -> Defer | None:
         """Why ``d`` could not be placed even on idle nodes (by their totals), or None."""
         key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node)
         if key not in self._never:
-            big = sum(1 for g, c in self._totals if g >= d.n_gpus_per_node and c >= d.cpus_per_node)
-            largest = max(self._totals, default=(0.0, 0.0))
+            big = sum(1 for g, c in self.totals if g >= d.n_gpus_per_node and c >= d.cpus_per_node)
+            largest = max(self.totals, default=(0.0, 0.0))
             self._never[key] = None if big >= d.nnodes else Defer(
                 task_id="", reason=Reason.NEVER_FITS, free_gpus_per_node=self.free_gpus(), message=(
-                    f"{needs(d)}; the {len(self._totals)} alive worker node(s) could not hold it even if "
+                    f"{needs(d)}; the {len(self.totals)} alive worker node(s) could not hold it even if "
                     f"idle: {big} of them have ≥ {d.n_gpus_per_node} GPUs and ≥ {fmt_amount(d.cpus_per_node)} "
                     f"CPUs in all (largest: {fmt_amount(largest[0])} GPUs, {fmt_amount(largest[1])} CPUs); "
                     f"it holds no one back and starts when big enough nodes join"))
@@ -90,7 +90,7 @@ class Pool:
         """The earliest start of ``t``'s gang as ``endings`` free resources (see reserve.py)."""
         found = earliest_start(
             t.demand, now=now, ids=self.ids, free_gpus=self.gpus, free_cpus=self.cpus,
-            total_gpus=[g for g, _ in self._totals], total_cpus=[c for _, c in self._totals], endings=endings)
+            total_gpus=[g for g, _ in self.totals], total_cpus=[c for _, c in self.totals], endings=endings)
         return None if found is None else Reservation(task_id=t.task_id, start=found[0], nodes=found[1])
 
     def place(self, d: Demand) -> tuple[int, ...] | None:

@@ -32,6 +32,7 @@ admitted the rest of the queue gets a shared, preformatted deferral.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import msgspec
 
@@ -41,7 +42,7 @@ from argus.scheduler.model import (
 )
 from argus.scheduler.order import ORDERS, queue_order
 from argus.scheduler.placement import Pool, fmt_amount, needs
-from argus.scheduler.preempt import make_room
+from argus.scheduler.preempt import RoomPlanner
 from argus.scheduler.reserve import Ending, Reservation, fmt_clock
 
 __all__ = [
@@ -92,7 +93,14 @@ _BLOCKED_MSG = "waiting in line: an earlier task that does not fit yet is at the
 _UNKNOWN_MSG = "cluster capacity is unknown (Ray unreachable); nothing is admitted until it is observed"
 
 
-Outranks = Callable[[QueuedTask], Callable[[RunningTask], "str | None"]]
+class Outranks(Protocol):
+    """Who may be stopped for whom, as a policy sees it (``priority``, ``fairshare``)."""
+
+    def rule(self, t: QueuedTask) -> Callable[[RunningTask], str | None]:
+        """For waiting ``t``: why a running task may be stopped for it, or None."""
+
+    def granted(self, t: QueuedTask, victims: Sequence[RunningTask]) -> None:
+        """``t`` was admitted, or got room by stopping ``victims``, in this pass."""
 
 
 def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
@@ -124,7 +132,8 @@ def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: 
         endings = [Ending(at=r.expected_end if r.expected_end is not None else now + config.default_runtime_s,
                           demand=r.demand, nodes=tuple(index[n] for n in r.node_ids if n in index))
                    for r in running]
-    may_preempt = outranks is not None and config.preemption
+    planner: RoomPlanner | None = None  # made when a task first needs room (preemption)
+    no_room: set[tuple[tuple[int, int, float], str, int]] = set()
     full_msg = f"{config.max_running_tasks} task(s) already running (max_running_tasks)"
     for t in queue:
         if t.next_run_at is not None and t.next_run_at > now:
@@ -151,45 +160,57 @@ def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: 
         d = t.demand
         key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node)
         why = explained.get(key)
-        if why is not None and (reserved is not None or not config.reserve):
+        if why is None:
+            picked = pool.place(d)
+            note = ""
+            if picked is not None and reserved is not None:
+                picked, note, behind = _backfill(t, picked, pool, reserved, now, config)
+                if behind is not None:
+                    append(behind)
+                    continue
+            if picked is not None:
+                if config.reserve:
+                    endings.append(Ending(at=now + (t.estimate_s or config.default_runtime_s), demand=d, nodes=picked))
+                pool.take(picked, d)
+                if planner is not None:
+                    planner.admitted(picked, d)
+                if outranks is not None:
+                    outranks.granted(t, ())
+                n_running += 1
+                if config.max_running_per_user > 0:
+                    per_user[t.user] = per_user.get(t.user, 0) + 1
+                append(Admit(task_id=t.task_id, node_ids=tuple(pool.ids[i] for i in picked), note=note))
+                continue
+            # Explained once per shape and pass: the message shows the free resources at the
+            # moment the shape was first found not to fit (they only shrink afterwards).
+            why = explained[key] = pool.explain(d)
+            seen_before = False
+        else:
+            seen_before = True
+        if outranks is not None and config.preemption and (key, t.user, t.priority) not in no_room:
+            if planner is None:
+                planner = RoomPlanner(running, ids=pool.ids, free_gpus=pool.gpus, free_cpus=pool.cpus,
+                                      total_gpus=[g for g, _ in pool.totals], total_cpus=[c for _, c in pool.totals])
+            room = _make_room(t, why, planner, outranks.rule(t), config)
+            if room is None:
+                no_room.add((key, t.user, t.priority))  # the same task would find none either
+            else:
+                defer, preempts, room_nodes = room
+                outranks.granted(t, [r for r in running if r.task_id in {p.task_id for p in preempts}])
+                out.extend(preempts)
+                append(defer)
+                if backfill and reserved is None:  # the room is a reservation: others pass only if they cannot delay it
+                    reserved = Reservation(task_id=t.task_id, start=now + config.preempt_grace_s, nodes=room_nodes)
+                elif not backfill:
+                    blocked = True
+                continue
+        if seen_before and (reserved is not None or not config.reserve):
             # this shape already failed in this pass: it still fails
             append(Defer(task_id=t.task_id, reason=why.reason, message=why.message,
                          free_gpus_per_node=why.free_gpus_per_node))
             if not backfill:
                 blocked = True
             continue
-        picked = pool.place(d) if why is None else None
-        note = ""
-        if picked is not None and reserved is not None:
-            picked, note, behind = _backfill(t, picked, pool, reserved, now, config)
-            if behind is not None:
-                append(behind)
-                continue
-        if picked is not None:
-            if config.reserve:
-                endings.append(Ending(at=now + (t.estimate_s or config.default_runtime_s), demand=d, nodes=picked))
-            pool.take(picked, d)
-            n_running += 1
-            if config.max_running_per_user > 0:
-                per_user[t.user] = per_user.get(t.user, 0) + 1
-            append(Admit(task_id=t.task_id, node_ids=tuple(pool.ids[i] for i in picked), note=note))
-            continue
-        # Explained once per shape and pass: the message shows the free resources at the
-        # moment the shape was first found not to fit (they only shrink afterwards).
-        if why is None:
-            why = explained[key] = pool.explain(d)
-        if may_preempt and outranks is not None:  # the first that does not fit may make room
-            may_preempt = False
-            room = _make_room(t, why, pool, running, outranks(t), now, config)
-            if room is not None:
-                defer, preempts, room_nodes = room
-                out.extend(preempts)
-                append(defer)
-                if backfill:  # the room is its reservation: others pass only if they cannot delay it
-                    reserved = Reservation(task_id=t.task_id, start=now + config.preempt_grace_s, nodes=room_nodes)
-                else:
-                    blocked = True
-                continue
         if config.reserve and reserved is None:  # the first that does not fit: reserve for it
             reserved = pool.reservation(t, endings, now)
             if reserved is not None:
@@ -205,13 +226,11 @@ def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: 
     return out
 
 
-def _make_room(t: QueuedTask, why: Defer, pool: Pool, running: Sequence[RunningTask],
-               outranks: Callable[[RunningTask], str | None], now: float,
+def _make_room(t: QueuedTask, why: Defer, planner: RoomPlanner, outranks: Callable[[RunningTask], str | None],
                config: PolicyConfig) -> tuple[Defer, list[Preempt], tuple[int, ...]] | None:
     """Stop preemptible tasks ``outranks`` allows so ``t`` fits (argus.scheduler.preempt):
     its deferral, the preemptions, and the nodes it will have. None: no room to make."""
-    room = make_room(t.demand, running, outranks, ids=pool.ids, free_gpus=pool.gpus, free_cpus=pool.cpus,
-                     total_gpus=[g for g, _ in pool._totals], total_cpus=[c for _, c in pool._totals])
+    room = planner.make_room(t.demand, outranks)
     if room is None:
         return None
     if not room.victims:  # stops under way make it fit: wait for them
@@ -286,38 +305,58 @@ def priority(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
     """Higher ``priority`` first; FIFO within a priority (the order is ``queue_order``'s).
     With ``preemption``, a head that does not fit stops preemptible tasks of lower priority."""
 
-    def outranks(t: QueuedTask) -> Callable[[RunningTask], str | None]:
+    return _run(queue, running, capacity, now, config, _ByPriority())
+
+
+class _ByPriority:
+    """A preemptible task of lower priority may be stopped for a higher one."""
+
+    def rule(self, t: QueuedTask) -> Callable[[RunningTask], str | None]:
         return lambda r: "priority" if r.priority < t.priority else None
 
-    return _run(queue, running, capacity, now, config, outranks)
+    def granted(self, t: QueuedTask, victims: Sequence[RunningTask]) -> None:
+        pass
 
 
 @register_policy("fairshare")
 def fairshare(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
               now: float, config: PolicyConfig) -> list[Decision]:
     """Users by recent GPU use per share, quotas first (argus.scheduler.fairshare), with
-    reservations and backfill as ``reserve-backfill``. With ``preemption``, the first
-    task that does not fit stops preemptible tasks of users beyond their quota (for a
-    user within theirs) or beyond their fair share (for one under theirs)."""
+    reservations and backfill as ``reserve-backfill``. With ``preemption``, a task that
+    does not fit stops preemptible tasks of users beyond their quota (for a user within
+    theirs) or beyond their fair share (for one within theirs)."""
     ordered = fair_order(queue, running, now, usage=config.usage, shares=config.shares, quotas=config.quotas,
                          default_runtime_s=config.default_runtime_s)
     total = sum(n.total_gpus for n in capacity.nodes) if capacity is not None else 0.0
     shares = fair_shares(queue, running, total, config.shares, config.quotas)
-    return _run(ordered, running, capacity, now, msgspec.structs.replace(config, reserve=True),
-                lambda t: _fair_outranks(t, shares))
+    return _run(ordered, running, capacity, now, msgspec.structs.replace(config, reserve=True), _ByShare(shares))
 
 
-def _fair_outranks(t: QueuedTask, shares: FairShares) -> Callable[[RunningTask], str | None]:
-    gpus = t.demand.total_gpus
-    in_quota, in_fair = shares.under_quota(t.user, gpus), shares.within_fair(t.user, gpus)
+class _ByShare:
+    """A preemptible task of a user beyond its quota may be stopped for a user within its
+    own; of a user beyond its fair share, for a user within its own. What each user holds
+    counts this pass's admissions and stops, so a user is never granted past its share in
+    one pass (two users would then stop each other's tasks in turn)."""
 
-    def outranks(r: RunningTask) -> str | None:
-        if r.user == t.user:
+    def __init__(self, shares: FairShares) -> None:
+        self.shares = shares
+
+    def rule(self, t: QueuedTask) -> Callable[[RunningTask], str | None]:
+        shares, gpus = self.shares, t.demand.total_gpus
+        in_quota, in_fair = shares.under_quota(t.user, gpus), shares.within_fair(t.user, gpus)
+
+        def outranks(r: RunningTask) -> str | None:
+            if r.user == t.user:
+                return None
+            if in_quota and shares.over_quota(r.user):
+                return "quota"
+            if in_fair and shares.over_fair(r.user):
+                return "fair_share"
             return None
-        if in_quota and shares.over_quota(r.user):
-            return "quota"
-        if in_fair and shares.over_fair(r.user):
-            return "fair_share"
-        return None
 
-    return outranks
+        return outranks
+
+    def granted(self, t: QueuedTask, victims: Sequence[RunningTask]) -> None:
+        self.shares.grant(t.user, t.demand.total_gpus)
+        for r in victims:
+            self.shares.grant(r.user, -r.demand.total_gpus)

@@ -2,8 +2,7 @@
 
 Only tasks submitted with ``preemptible: true`` are ever stopped, and only for a task the
 policy's rule says outranks them (``priority``: a higher priority; ``fairshare``: a user
-within their quota or fair share, against a user beyond theirs). Only the first task in
-line that does not fit may preempt, once per pass.
+within their quota or fair share, against a user beyond theirs).
 
 The choice: candidates in order of least loss (lowest priority, then the most recently
 started: the least work since its last checkpoint), taken one by one until the gang
@@ -28,7 +27,7 @@ from argus.events.catalog import Demand
 if TYPE_CHECKING:  # the policy's types; policy.py imports this module
     from argus.scheduler.model import RunningTask
 
-__all__ = ["Room", "make_room"]
+__all__ = ["Room", "RoomPlanner"]
 
 
 class Room(NamedTuple):
@@ -67,33 +66,56 @@ class _Nodes(msgspec.Struct, kw_only=True):
         fits.sort(key=lambda i: (self.gpus[i], self.cpus[i], self.ids[i]))
         return tuple(fits[: d.nnodes])
 
+    def take(self, nodes: Sequence[int], d: Demand) -> None:
+        for i in nodes:
+            self.gpus[i] -= d.n_gpus_per_node
+            self.cpus[i] -= d.cpus_per_node
 
-def make_room(demand: Demand, running: Sequence[RunningTask], outranks: Callable[[RunningTask], str | None], *,
-              ids: Sequence[str], free_gpus: Sequence[float], free_cpus: Sequence[float],
-              total_gpus: Sequence[float], total_cpus: Sequence[float]) -> Room | None:
-    """The fewest preemptible tasks ``outranks`` allows to stop for ``demand`` to fit
-    (``outranks`` gives the reason, or None), or None when stopping them all would not do."""
-    now = _Nodes(ids=ids, gpus=list(free_gpus), cpus=list(free_cpus), total_gpus=total_gpus, total_cpus=total_cpus)
-    stopping = [r for r in running if r.stopping]
-    base = now.freed(stopping)
-    nodes = base.place(demand)
-    if nodes is not None:
-        return Room(victims=(), nodes=nodes)
-    candidates = sorted(
-        ((r, why) for r in running
-         if r.preemptible and r.claimed and not r.stopping and (why := outranks(r)) is not None),
-        key=lambda c: (c[0].priority, -(c[0].started_at or 0.0), c[0].task_id))
-    chosen: list[tuple[RunningTask, str]] = []
-    for candidate in candidates:
-        chosen.append(candidate)
-        nodes = base.freed([r for r, _ in chosen]).place(demand)
-        if nodes is not None:
-            break
-    else:
-        return None
-    for candidate in reversed(chosen[:-1]):  # give back the victims it fits without
-        fewer = [c for c in chosen if c is not candidate]
-        placed = base.freed([r for r, _ in fewer]).place(demand)
-        if placed is not None:
-            chosen, nodes = fewer, placed
-    return Room(victims=tuple(chosen), nodes=nodes)
+
+class RoomPlanner:
+    """The cluster as it will be once the stops under way and the ones decided in this
+    pass are done, and the tasks they make room for hold their gangs: several waiting
+    tasks may each get room in one pass without counting the same GPUs twice."""
+
+    def __init__(self, running: Sequence[RunningTask], *, ids: Sequence[str], free_gpus: Sequence[float],
+                 free_cpus: Sequence[float], total_gpus: Sequence[float], total_cpus: Sequence[float]) -> None:
+        self.running = running
+        now = _Nodes(ids=ids, gpus=list(free_gpus), cpus=list(free_cpus), total_gpus=total_gpus, total_cpus=total_cpus)
+        self.view = now.freed([r for r in running if r.stopping])
+        self.chosen: set[str] = set()  # victims of this pass
+
+    def admitted(self, nodes: Sequence[int], d: Demand) -> None:
+        """A task admitted in this pass holds ``nodes`` in the future too."""
+        self.view.take(nodes, d)
+
+    def make_room(self, demand: Demand, outranks: Callable[[RunningTask], str | None]) -> Room | None:
+        """The fewest preemptible tasks ``outranks`` allows to stop for ``demand`` to fit
+        (``outranks`` gives the reason, or None), or None when stopping them all would not do."""
+        base = self.view
+        nodes = base.place(demand)
+        if nodes is None:
+            candidates = sorted(
+                ((r, why) for r in self.running
+                 if r.preemptible and r.claimed and not r.stopping and r.task_id not in self.chosen
+                 and (why := outranks(r)) is not None),
+                key=lambda c: (c[0].priority, -(c[0].started_at or 0.0), c[0].task_id))
+            chosen: list[tuple[RunningTask, str]] = []
+            for candidate in candidates:
+                chosen.append(candidate)
+                nodes = base.freed([r for r, _ in chosen]).place(demand)
+                if nodes is not None:
+                    break
+            else:
+                return None
+            for candidate in reversed(chosen[:-1]):  # give back the victims it fits without
+                fewer = [c for c in chosen if c is not candidate]
+                placed = base.freed([r for r, _ in fewer]).place(demand)
+                if placed is not None:
+                    chosen, nodes = fewer, placed
+            self.view = base.freed([r for r, _ in chosen])
+            self.chosen.update(r.task_id for r, _ in chosen)
+        else:
+            chosen = []
+        assert nodes is not None
+        self.view.take(nodes, demand)
+        return Room(victims=tuple(chosen), nodes=nodes)

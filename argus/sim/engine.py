@@ -16,16 +16,20 @@ its start plus that estimate.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 
 import msgspec
 
+from argus.config import FairShareConfig
 from argus.events import NodeCapacity
-from argus.scheduler import Admit, Capacity, PolicyConfig, QueuedTask, RunningTask, decide
+from argus.scheduler import Admit, Capacity, Defer, PolicyConfig, Preempt, QueuedTask, Reason, RunningTask, decide
 from argus.scheduler.eta import estimate_starts
 from argus.sim.trace import SimTask, Trace
+from projections.usage import UsageLedger
 
 __all__ = ["SimResult", "TaskOutcome", "simulate"]
 
+Observer = Callable[[float, list[QueuedTask], list[RunningTask]], None]
 _END, _ARRIVAL = 0, 1  # at one instant, ends free resources before arrivals are decided
 
 
@@ -36,8 +40,9 @@ class TaskOutcome(msgspec.Struct, frozen=True, kw_only=True):
     gpus: int  # the whole gang
     arrival: float
     runtime: float
-    start: float | None = None  # None: never admitted
+    start: float | None = None  # None: never admitted (the first start, when it was preempted)
     end: float | None = None
+    preempted: int = 0  # times it was stopped to make room
 
 
 class SimResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,13 +57,24 @@ class SimResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, backfill: bool = False,
-             max_running_per_user: int = 0, default_runtime_s: float = 3600.0, eta_every: int = 0) -> SimResult:
+             max_running_per_user: int = 0, default_runtime_s: float = 3600.0, eta_every: int = 0,
+             preemption: bool = False, grace_s: float = 30.0, fairshare: FairShareConfig | None = None,
+             observe: Observer | None = None) -> SimResult:
     """Run ``trace`` through ``policy`` on the trace's nodes; every task's start and end.
     ``eta_every`` N > 0: every Nth arriving task that has to wait is given an ETA
-    (``argus.scheduler.eta``, as a user would see it) to compare with its real start."""
+    (``argus.scheduler.eta``, as a user would see it) to compare with its real start.
+    ``preemption``: the policy may stop preemptible tasks; a victim stops ``grace_s``
+    later, goes back to its place in line and later runs only what it had left (it
+    resumes from a checkpoint taken at the stop: an optimistic model of lost work).
+    ``fairshare``: half-life, shares and quotas of the ``fairshare`` policy.
+    ``observe(now, waiting, running)``: called after each instant's decisions (tests)."""
+    fair = fairshare or FairShareConfig()
     config = PolicyConfig(policy=policy, max_running_tasks=max_running_tasks, backfill=backfill,
-                          max_running_per_user=max_running_per_user, default_runtime_s=default_runtime_s)
+                          max_running_per_user=max_running_per_user, default_runtime_s=default_runtime_s,
+                          preemption=preemption, preempt_grace_s=grace_s, shares=dict(fair.shares),
+                          quotas=dict(fair.quotas))
     history: dict[tuple[str, int, int], tuple[int, float]] = {}  # (user, shape) -> finished runs
+    usage = UsageLedger(fair.half_life_s)
 
     def estimate(task: SimTask) -> float:
         n, total = history.get((task.user, task.demand.nnodes, task.demand.n_gpus_per_node), (0, 0.0))
@@ -67,50 +83,88 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
     free = {n.node_id: [n.gpus, n.cpus] for n in trace.nodes}
     totals = {n.node_id: (n.gpus, n.cpus) for n in trace.nodes}
     tasks = {t.task_id: t for t in trace.tasks}
-    events: list[tuple[float, int, int, str]] = []
+    events: list[tuple[float, int, int, str]] = []  # (time, kind, arrival seq or run token, task)
+    seqs: dict[str, int] = {}
     for seq, task in enumerate(trace.tasks, start=1):
         heapq.heappush(events, (task.arrival, _ARRIVAL, seq, task.task_id))
+        seqs[task.task_id] = seq
     waiting: dict[str, QueuedTask] = {}
     running: dict[str, tuple[RunningTask, tuple[str, ...]]] = {}
-    started: dict[str, float] = {}
+    left = {t.task_id: t.runtime for t in trace.tasks}  # run time still to go
+    token: dict[str, int] = {}  # the current run of each task: ends of earlier runs are stale
+    started: dict[str, float] = {}  # first start
+    run_began: dict[str, float] = {}
     ended: dict[str, float] = {}
+    preempted: dict[str, int] = {}
+    making_room: set[str] = set()  # waiting tasks the last pass stopped others for
     decisions = 0
     arrivals = 0
     predicted: dict[str, float | None] = {}
     while events:
         now = events[0][0]
         while events and events[0][0] == now:  # everything that happens at this instant
-            _, kind, seq, task_id = heapq.heappop(events)
+            _, kind, number, task_id = heapq.heappop(events)
             task = tasks[task_id]
             if kind == _ARRIVAL:
-                waiting[task_id] = QueuedTask(task_id=task_id, demand=task.demand, seq=seq,
-                                              priority=task.priority, user=task.user)
+                waiting[task_id] = _queued(task, number)
                 arrivals += 1
                 if eta_every and arrivals % eta_every == 0:
                     predicted[task_id] = None  # asked for below, if it has to wait
-            else:
-                _, nodes = running.pop(task_id)
-                _give(free, nodes, task, +1)
-                ended[task_id] = now
-                key = (task.user, task.demand.nnodes, task.demand.n_gpus_per_node)
-                n, total = history.get(key, (0, 0.0))
-                history[key] = (n + 1, total + task.runtime)
+                continue
+            if token.get(task_id) != number:
+                continue  # a run that was cut short by a preemption
+            r, nodes = running.pop(task_id)
+            _give(free, nodes, task, +1)
+            ran = now - run_began[task_id]
+            usage.add(task.user, int((now - ran / 2) // 3600), task.demand.total_gpus * ran)
+            left[task_id] -= ran
+            if r.stopping and left[task_id] > 1e-6:  # preempted: back to its place in line
+                waiting[task_id] = _queued(task, seqs[task_id])
+                continue
+            ended[task_id] = now
+            key = (task.user, task.demand.nnodes, task.demand.n_gpus_per_node)
+            n, total = history.get(key, (0, 0.0))
+            history[key] = (n + 1, total + task.runtime)
         if not waiting:
             continue
         capacity = _capacity(free, totals)
         decisions += 1
-        queue = [msgspec.structs.replace(q, estimate_s=estimate(tasks[q.task_id])) for q in waiting.values()]
+        queue = [msgspec.structs.replace(q, estimate_s=estimate(tasks[q.task_id]), preempting=q.task_id in making_room)
+                 for q in waiting.values()]
+        if policy == "fairshare":
+            live = [(r.user, int(((now + run_began[t]) / 2) // 3600), r.demand.total_gpus * (now - run_began[t]))
+                    for t, (r, _) in running.items()]
+            config = msgspec.structs.replace(config, usage=usage.at(now, live))
+        making_room.clear()
         for decision in decide(queue, [r for r, _ in running.values()], capacity, now, config):
+            if isinstance(decision, Defer) and decision.reason == Reason.PREEMPTING:
+                making_room.add(decision.task_id)
+            if isinstance(decision, Preempt):
+                r, nodes = running[decision.task_id]
+                if r.stopping:
+                    continue
+                running[decision.task_id] = (msgspec.structs.replace(r, stopping=True), nodes)
+                preempted[decision.task_id] = preempted.get(decision.task_id, 0) + 1
+                end = min(now + grace_s, run_began[decision.task_id] + left[decision.task_id])
+                token[decision.task_id] = token.get(decision.task_id, 0) + 1
+                heapq.heappush(events, (end, _END, token[decision.task_id], decision.task_id))
+                continue
             if not isinstance(decision, Admit):
                 continue
             task = tasks[decision.task_id]
             del waiting[task.task_id]
             running[task.task_id] = (RunningTask(task_id=task.task_id, demand=task.demand, user=task.user,
-                                                 node_ids=decision.node_ids, expected_end=now + estimate(task)),
+                                                 node_ids=decision.node_ids, expected_end=now + estimate(task),
+                                                 priority=task.priority, preemptible=task.preemptible,
+                                                 started_at=now),
                                      decision.node_ids)
             _give(free, decision.node_ids, task, -1)
-            started[task.task_id] = now
-            heapq.heappush(events, (now + task.runtime, _END, 0, task.task_id))
+            started.setdefault(task.task_id, now)
+            run_began[task.task_id] = now
+            token[task.task_id] = token.get(task.task_id, 0) + 1
+            heapq.heappush(events, (now + left[task.task_id], _END, token[task.task_id], task.task_id))
+        if observe is not None:
+            observe(now, list(waiting.values()), [r for r, _ in running.values()])
         asked = [t for t, eta in predicted.items() if eta is None and t in waiting]
         if asked:
             still = [q for q in queue if q.task_id in waiting]  # estimates unchanged since the decision
@@ -121,11 +175,15 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
             del predicted[t]  # admitted at arrival: nothing to estimate
     outcomes = [TaskOutcome(task_id=t.task_id, user=t.user, nnodes=t.demand.nnodes, gpus=t.demand.total_gpus,
                             arrival=t.arrival, runtime=t.runtime, start=started.get(t.task_id),
-                            end=ended.get(t.task_id)) for t in trace.tasks]
+                            end=ended.get(t.task_id), preempted=preempted.get(t.task_id, 0)) for t in trace.tasks]
     errors = [abs(started[t] - eta) for t, eta in predicted.items() if eta is not None and eta >= 0 and t in started]
     return SimResult(policy=policy, outcomes=outcomes, capacity_gpus=sum(n.gpus for n in trace.nodes),
                      decisions=decisions, eta_errors=errors,
                      eta_unknown=sum(1 for eta in predicted.values() if eta is not None and eta < 0))
+
+
+def _queued(task: SimTask, seq: int) -> QueuedTask:
+    return QueuedTask(task_id=task.task_id, demand=task.demand, seq=seq, priority=task.priority, user=task.user)
 
 
 def _capacity(free: dict[str, list[float]], totals: dict[str, tuple[float, float]]) -> Capacity:

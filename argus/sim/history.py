@@ -41,6 +41,7 @@ def load_history(db_path: str | Path) -> Trace:
         began, ended = ran[-1]
         d = v.demand
         tasks.append(SimTask(task_id=v.task_id, user=v.user, arrival=v.created_at, priority=v.priority,
+                             preemptible=v.preemptible,
                              runtime=max(0.001, ended - began),  # type: ignore[operator]
                              demand=Demand(nnodes=d.nnodes, n_gpus_per_node=d.n_gpus_per_node,
                                            cpus_per_node=d.cpus_per_node)))

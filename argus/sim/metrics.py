@@ -30,6 +30,7 @@ class PolicyMetrics(msgspec.Struct, frozen=True, kw_only=True):
     bounded_slowdown_avg: float
     jain_fairness: float  # over users' GPU-hours: 1 = equal shares
     decisions: int
+    preemptions: int = 0  # stops to make room
     eta_samples: int = 0  # waiting tasks given an ETA at arrival (argus sim --eta N)
     eta_abs_error_p50_s: float | None = None
     eta_abs_error_p90_s: float | None = None
@@ -49,7 +50,8 @@ def measure(result: SimResult) -> PolicyMetrics:
     first = min((o.arrival for o in result.outcomes), default=0.0)
     last = max((o.end or o.start or o.arrival for o in result.outcomes), default=0.0)
     busy = max(last - first, 1e-9)
-    used = sum(o.gpus * ((o.end if o.end is not None else last) - start) for o, start in done)
+    # A preempted task's span holds its time back in line: it used only its run time.
+    used = sum(o.gpus * min(o.runtime, (o.end if o.end is not None else last) - start) for o, start in done)
     cut = _pct([float(o.gpus) for o in result.outcomes], 0.9)
     big = [start - o.arrival for o, start in done if o.gpus >= cut]
     slowdowns = [max(1.0, (start - o.arrival + o.runtime) / max(o.runtime, SLOWDOWN_FLOOR_S)) for o, start in done]
@@ -65,7 +67,7 @@ def measure(result: SimResult) -> PolicyMetrics:
         wait_p99_s=_pct(waits, 0.99), wait_max_s=max(waits, default=0.0),
         big_gang_wait_p99_s=_pct(big, 0.99), big_gang_wait_max_s=max(big, default=0.0),
         bounded_slowdown_avg=sum(slowdowns) / len(slowdowns) if slowdowns else 0.0,
-        jain_fairness=jain, decisions=result.decisions,
+        jain_fairness=jain, decisions=result.decisions, preemptions=sum(o.preempted for o in result.outcomes),
         eta_samples=len(result.eta_errors), eta_unknown=result.eta_unknown,
         eta_abs_error_p50_s=_pct(result.eta_errors, 0.5) if result.eta_errors else None,
         eta_abs_error_p90_s=_pct(result.eta_errors, 0.9) if result.eta_errors else None,

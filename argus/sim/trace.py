@@ -18,7 +18,7 @@ import msgspec
 
 from argus.events import Demand
 
-__all__ = ["GangMix", "SimNode", "SimTask", "Trace", "load_openb"]
+__all__ = ["GangMix", "Marks", "SimNode", "SimTask", "Trace", "load_openb"]
 
 
 class SimTask(msgspec.Struct, frozen=True, kw_only=True):
@@ -28,6 +28,7 @@ class SimTask(msgspec.Struct, frozen=True, kw_only=True):
     runtime: float
     demand: Demand
     priority: int = 0
+    preemptible: bool = False
 
 
 class SimNode(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,6 +67,41 @@ class GangMix(msgspec.Struct, frozen=True):
         return cls(tuple(parts))
 
 
+class Marks(msgspec.Struct, frozen=True, kw_only=True):
+    """Priorities and preemptibility the trace does not have, given to deterministic
+    fractions of its tasks: ``priorities`` (share, priority) pairs (``0.2:10`` gives 20% of
+    tasks priority 10), ``preemptible`` the fraction that may be preempted."""
+
+    priorities: tuple[tuple[float, int], ...] = ()
+    preemptible: float = 0.0
+
+    @classmethod
+    def parse(cls, priority_mix: str | None, preemptible: float) -> "Marks":
+        parts = []
+        for item in filter(None, (p.strip() for p in (priority_mix or "").split(","))):
+            try:
+                share, priority = item.split(":")
+                parts.append((float(share), int(priority)))
+            except ValueError as exc:
+                raise ValueError(f"priority mix {item!r}: write SHARE:PRIORITY, e.g. 0.2:10") from exc
+        if sum(p[0] for p in parts) > 1:
+            raise ValueError("priority mix: the shares add up to more than 1")
+        if not 0 <= preemptible <= 1:
+            raise ValueError("preemptible: a fraction from 0 to 1")
+        return cls(priorities=tuple(parts), preemptible=preemptible)
+
+    def apply(self, task: SimTask, seed: int) -> SimTask:
+        u = _unit("priority:" + task.task_id, seed)
+        priority = task.priority
+        for share, value in self.priorities:
+            if u < share:
+                priority = value
+                break
+            u -= share
+        preemptible = _unit("preemptible:" + task.task_id, seed) < self.preemptible
+        return msgspec.structs.replace(task, priority=priority, preemptible=preemptible)
+
+
 def _unit(text: str, seed: int) -> float:
     """A deterministic number in [0, 1) for ``text``."""
     return int(hashlib.sha256(f"{seed}:{text}".encode()).hexdigest()[:12], 16) / 16**12
@@ -82,6 +118,7 @@ def load_openb(
     nodes_subset: int | None = None,
     load: float | None = None,
     gang_mix: GangMix | None = None,
+    marks: Marks | None = None,
     seed: int = 0,
     users: int = 16,
     limit: int | None = None,
@@ -117,6 +154,8 @@ def load_openb(
     tasks.sort(key=lambda t: (t.arrival, t.task_id))
     if gang_mix is not None:
         tasks = [_as_gang(t, gang_mix, seed) for t in tasks]
+    if marks is not None:
+        tasks = [marks.apply(t, seed) for t in tasks]
     # A gang no set of nodes of this cluster could ever hold is refused at submit in Argus
     # (the first-contact rule): skipped here, and counted.
     fits = [t for t in tasks if _can_ever_fit(t, node_list)]
