@@ -31,7 +31,7 @@ admitted the rest of the queue gets a shared, preformatted deferral.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Protocol
 
 import msgspec
@@ -102,6 +102,9 @@ class Outranks(Protocol):
     def granted(self, t: QueuedTask, victims: Sequence[RunningTask]) -> None:
         """``t`` was admitted, or got room by stopping ``victims``, in this pass."""
 
+    def same_rule(self, t: QueuedTask) -> Hashable:
+        """Tasks with equal values here (and one shape) find the same room, or none."""
+
 
 def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
          now: float, config: PolicyConfig, outranks: Outranks | None = None) -> list[Decision]:
@@ -133,7 +136,7 @@ def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: 
                           demand=r.demand, nodes=tuple(index[n] for n in r.node_ids if n in index))
                    for r in running]
     planner: RoomPlanner | None = None  # made when a task first needs room (preemption)
-    no_room: set[tuple[tuple[int, int, float], str, int]] = set()
+    no_room: set[tuple[tuple[int, int, float], Hashable]] = set()
     full_msg = f"{config.max_running_tasks} task(s) already running (max_running_tasks)"
     for t in queue:
         if t.next_run_at is not None and t.next_run_at > now:
@@ -187,13 +190,13 @@ def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: 
             seen_before = False
         else:
             seen_before = True
-        if outranks is not None and config.preemption and (key, t.user, t.priority) not in no_room:
+        if outranks is not None and config.preemption and (key, outranks.same_rule(t)) not in no_room:
             if planner is None:
                 planner = RoomPlanner(running, ids=pool.ids, free_gpus=pool.gpus, free_cpus=pool.cpus,
                                       total_gpus=[g for g, _ in pool.totals], total_cpus=[c for _, c in pool.totals])
             room = _make_room(t, why, planner, outranks.rule(t), config)
             if room is None:
-                no_room.add((key, t.user, t.priority))  # the same task would find none either
+                no_room.add((key, outranks.same_rule(t)))  # its like would find none either
             else:
                 defer, preempts, room_nodes = room
                 outranks.granted(t, [r for r in running if r.task_id in {p.task_id for p in preempts}])
@@ -317,6 +320,9 @@ class _ByPriority:
     def granted(self, t: QueuedTask, victims: Sequence[RunningTask]) -> None:
         pass
 
+    def same_rule(self, t: QueuedTask) -> Hashable:
+        return t.priority
+
 
 @register_policy("fairshare")
 def fairshare(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
@@ -355,6 +361,9 @@ class _ByShare:
             return None
 
         return outranks
+
+    def same_rule(self, t: QueuedTask) -> Hashable:
+        return t.user, self.shares.held.get(t.user, 0.0)  # a grant changes what the user may claim
 
     def granted(self, t: QueuedTask, victims: Sequence[RunningTask]) -> None:
         self.shares.grant(t.user, t.demand.total_gpus)

@@ -3,7 +3,8 @@
     python tests/bench/bench_policy.py
 
 Scenarios: strict FIFO with a blocked head (the common busy case), FIFO where many admits
-happen, backfill over a fragmented cluster, priority ordering, and unknown capacity.
+happen, backfill over a fragmented cluster, priority ordering, reservations, fair share
+(with and without preemption on a full cluster), and unknown capacity.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import msgspec  # noqa: E402
 
 from argus.events.catalog import Demand, NodeCapacity  # noqa: E402
 from argus.scheduler import Capacity, PolicyConfig, QueuedTask, RunningTask, decide  # noqa: E402
@@ -65,6 +68,16 @@ def main() -> None:
           PolicyConfig(max_running_tasks=500, backfill=True))
     bench("priority+backfill, fragmented", q, running, cluster(rng, 0.5),
           PolicyConfig(policy="priority", max_running_tasks=500, backfill=True))
+    bench("reserve-backfill, fragmented", q, running, cluster(rng, 0.5),
+          PolicyConfig(policy="reserve-backfill", max_running_tasks=500))
+    usage = {f"u{i}": 3600.0 * i for i in range(17)}
+    bench("fairshare, fragmented", q, running, cluster(rng, 0.5),
+          PolicyConfig(policy="fairshare", max_running_tasks=500, usage=usage))
+    preemptible = [msgspec.structs.replace(r, preemptible=True, user=f"u{i % 3}") for i, r in enumerate(running)]
+    bench("fairshare + preemption, full cluster", q, preemptible, cluster(rng, 1.0),
+          PolicyConfig(policy="fairshare", max_running_tasks=500, usage=usage, preemption=True))
+    bench("priority + preemption, full cluster", q, preemptible, cluster(rng, 1.0),
+          PolicyConfig(policy="priority", max_running_tasks=500, preemption=True))
     bench("capacity unknown", q, running, None, PolicyConfig())
 
 
