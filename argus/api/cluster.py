@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from litestar import get
@@ -17,10 +18,11 @@ from litestar.params import Parameter
 
 from argus.api.schemas import ClusterOut, QueuePage
 from argus.scheduler.queue import QueueCursor, fair_view, queue_page
+from argus.scheduler.standing import Standing, read_standing
 from argus.service import Principal
 from projections.cluster import read_cluster
 
-__all__ = ["cluster_view", "queue_view"]
+__all__ = ["cluster_view", "queue_view", "shares_view"]
 
 
 @get("/queue", tags=["cluster"])
@@ -45,6 +47,19 @@ async def queue_view(
         page.items = [e if e.user == who.user_id else msgspec.structs.replace(e, task_id=None, user=None)
                       for e in page.items]
     return page
+
+
+@get("/shares", tags=["cluster"])
+async def shares_view(state: State, who: Principal) -> Standing:
+    """Each user's standing under fair share: share, quota, fair share of the GPUs, GPUs
+    held, tasks waiting and running, and recent GPU-hours (decayed by half every
+    ``half_life_s``). Users see their own row; admins see every user's."""
+    sched = state.config.v2.scheduler
+    now = time.time()
+    standing = await state.store.read_snapshot(lambda db: read_standing(db, sched, now))
+    if not who.is_admin:
+        standing = msgspec.structs.replace(standing, users=[u for u in standing.users if u.user == who.user_id])
+    return standing
 
 
 def _head(state: State) -> dict[str, Any] | None:

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "watch": "argus.cli.tasks_cmd:watch",
     "queue": "argus.cli.cluster_cmd:queue",
     "cluster": "argus.cli.cluster_cmd:cluster",
+    "shares": "argus.cli.cluster_cmd:shares",
     "users": "argus.cli.admin_cmd:users",
     "tokens": "argus.cli.admin_cmd:tokens",
     "files": "argus.cli.admin_cmd:files",

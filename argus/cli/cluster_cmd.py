@@ -1,5 +1,6 @@
-"""Client commands for what is shared: ``argus queue`` (who waits, why) and ``argus cluster``
-(the worker nodes as the reactor last saw them)."""
+"""Client commands for what is shared: ``argus queue`` (who waits, why), ``argus cluster``
+(the worker nodes as the reactor last saw them) and ``argus shares`` (each user's share
+and recent use, as fair share weighs them)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import click
 from argus.cli.client import Client, client_options, fmt_age, fmt_time, print_table
 from argus.scheduler.policy import fmt_amount
 
-__all__ = ["cluster", "queue"]
+__all__ = ["cluster", "queue", "shares"]
 
 
 @click.command()
@@ -61,5 +62,27 @@ def cluster(client: Client) -> None:
         print_table(["node", "ip", "gpus free/total", "cpus free/total"], [
             [n["node_id"][:12], n["ip"], f"{fmt_amount(n['free_gpus'])}/{fmt_amount(n['total_gpus'])}",
              f"{fmt_amount(n['free_cpus'])}/{fmt_amount(n['total_cpus'])}"] for n in d["nodes"]])
+
+    client.out(d, human)
+
+
+@click.command()
+@client_options
+def shares(client: Client) -> None:
+    """Each user's share, quota, fair share of the GPUs, GPUs held and recent GPU-hours
+    (decayed by half every half-life): yours, or everyone's for an admin."""
+    d = client.request("GET", "/shares").json()
+
+    def human(d: dict[str, Any]) -> None:
+        days = d["half_life_s"] / 86400
+        click.echo(f"policy {d['policy']}; {fmt_amount(d['total_gpus'])} GPUs; "
+                   f"usage halves every {days:g} day(s)")
+        if not d["users"]:
+            click.echo("no user has work or recent use")
+            return
+        print_table(["user", "share", "quota", "fair GPUs", "holds", "running", "waiting", "GPU-h (decayed)"], [
+            [u["user"], fmt_amount(u["share"]), fmt_amount(u["quota_gpus"]) if u["quota_gpus"] else "-",
+             f"{u['fair_gpus']:.1f}", fmt_amount(u["held_gpus"]), u["running_tasks"], u["waiting_tasks"],
+             f"{u['usage_gpu_hours']:.1f}"] for u in d["users"]])
 
     client.out(d, human)

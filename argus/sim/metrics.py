@@ -29,6 +29,9 @@ class PolicyMetrics(msgspec.Struct, frozen=True, kw_only=True):
     big_gang_wait_max_s: float
     bounded_slowdown_avg: float
     jain_fairness: float  # over users' GPU-hours: 1 = equal shares
+    # over users' mean bounded slowdown: 1 = every user is slowed down alike (GPU-hours are
+    # the same under every policy once every task has run; who waited is not)
+    jain_slowdown: float = 1.0
     decisions: int
     preemptions: int = 0  # stops to make room
     eta_samples: int = 0  # waiting tasks given an ETA at arrival (argus sim --eta N)
@@ -42,6 +45,11 @@ def _pct(values: list[float], p: float) -> float:
         return 0.0
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, math.ceil(p * len(ordered)) - 1))]
+
+
+def _jain(values: list[float]) -> float:
+    """Jain's fairness index: 1 when all are equal, 1/n when one has everything."""
+    return (sum(values) ** 2 / (len(values) * sum(x * x for x in values))) if values and any(values) else 1.0
 
 
 def measure(result: SimResult) -> PolicyMetrics:
@@ -58,8 +66,11 @@ def measure(result: SimResult) -> PolicyMetrics:
     hours: dict[str, float] = {}
     for o, _ in done:
         hours[o.user] = hours.get(o.user, 0.0) + o.gpus * o.runtime / 3600
-    shares = list(hours.values())
-    jain = (sum(shares) ** 2 / (len(shares) * sum(x * x for x in shares))) if shares and any(shares) else 1.0
+    jain = _jain(list(hours.values()))
+    per_user: dict[str, list[float]] = {}
+    for (o, _), slowdown in zip(done, slowdowns):
+        per_user.setdefault(o.user, []).append(slowdown)
+    jain_slowdown = _jain([sum(v) / len(v) for v in per_user.values()])
     return PolicyMetrics(
         policy=result.policy, tasks=len(result.outcomes), never_admitted=len(result.outcomes) - len(done),
         gpu_utilization=used / (result.capacity_gpus * busy) if result.capacity_gpus else 0.0,
@@ -67,7 +78,7 @@ def measure(result: SimResult) -> PolicyMetrics:
         wait_p99_s=_pct(waits, 0.99), wait_max_s=max(waits, default=0.0),
         big_gang_wait_p99_s=_pct(big, 0.99), big_gang_wait_max_s=max(big, default=0.0),
         bounded_slowdown_avg=sum(slowdowns) / len(slowdowns) if slowdowns else 0.0,
-        jain_fairness=jain, decisions=result.decisions, preemptions=sum(o.preempted for o in result.outcomes),
+        jain_fairness=jain, jain_slowdown=jain_slowdown, decisions=result.decisions, preemptions=sum(o.preempted for o in result.outcomes),
         eta_samples=len(result.eta_errors), eta_unknown=result.eta_unknown,
         eta_abs_error_p50_s=_pct(result.eta_errors, 0.5) if result.eta_errors else None,
         eta_abs_error_p90_s=_pct(result.eta_errors, 0.9) if result.eta_errors else None,

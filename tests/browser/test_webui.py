@@ -266,6 +266,11 @@ def test_waiting_task_shows_its_reason_and_can_be_canceled(pages: Pages, stack: 
     shot(page, "11-task-waiting")
     page.click("a[data-route=queue]")
     page.wait_for_selector(f'#queue-table tr[data-task-id="{task_id}"]')
+    # Her standing under fair share: her row only (the blocker runs, this task waits).
+    page.wait_for_selector('#shares-table tr[data-user="alice"]')
+    assert page.locator("#shares-table tbody tr").count() == 1
+    cells = page.locator('#shares-table tr[data-user="alice"] td').all_inner_texts()
+    assert cells[5:7] == ["1", "1"], cells  # running, waiting
     shot(page, "06-queue")
     page.go_back()
     page.wait_for_selector("#cancel-task")

@@ -93,6 +93,10 @@ def test_tasks_queue_cluster_watch(server: Server) -> None:
     out = run(server, "show", running).output
     assert '"tiny toy run"' in out, out
 
+    out = run(server, "shares").output  # admin: one GPU running, one task waiting
+    row = next(line for line in out.splitlines() if line.startswith("admin"))
+    assert "4 GPUs" in out and row.split()[1:8] == ["1", "-", "4.0", "1", "1", "1", "0.0"], out
+
 
 def test_watch_prints_one_readable_line_per_event(server: Server) -> None:
     from argus.cli.tasks_cmd import event_line

@@ -1,5 +1,7 @@
 // Queue: the tasks waiting for resources, in the order the scheduler looks at them, each
-// with the reason it waits (other users' entries come anonymised from the API).
+// with the reason it waits (other users' entries come anonymised from the API); below it,
+// each user's share and recent GPU use as fair share weighs them (yours; every user's for
+// an admin).
 
 import { get, errorText } from "../api.js";
 import { onEvent, taskIdOf } from "../events.js";
@@ -12,6 +14,8 @@ export async function render(main, _params, ctx) {
   const tbody = h("tbody");
   const status = h("p", { class: "muted", role: "status", "aria-live": "polite" });
   const errorBox = h("div");
+  const sharesBody = h("tbody");
+  const sharesNote = h("p", { class: "help" });
   replace(main,
     h("div", { class: "page-head" }, h("h1", {}, "Queue")),
     h("p", { class: "help" }, "Tasks waiting for their whole GPU gang, first in line at the top. ",
@@ -29,7 +33,37 @@ export async function render(main, _params, ctx) {
         h("th", { scope: "col", class: "col-state" }, "State"),
         h("th", { scope: "col", class: "num col-priority" }, "Priority"),
         h("th", { scope: "col", class: "col-next", title: "When the scheduler looks at it again" }, "Next try"))),
-      tbody)));
+      tbody)),
+    h("h2", {}, "Shares"), sharesNote,
+    h("div", { class: "table-wrap" }, h("table", { class: "data", id: "shares-table" },
+      h("caption", { class: "visually-hidden" }, "Each user's share and recent GPU use"),
+      h("thead", {}, h("tr", {},
+        h("th", { scope: "col" }, "User"),
+        h("th", { scope: "col", class: "num", title: "Relative to the other users' shares" }, "Share"),
+        h("th", { scope: "col", class: "num", title: "GPUs guaranteed" }, "Quota"),
+        h("th", { scope: "col", class: "num", title: "The cluster's GPUs split by the shares of users with work" }, "Fair GPUs"),
+        h("th", { scope: "col", class: "num" }, "Holds"),
+        h("th", { scope: "col", class: "num" }, "Running"),
+        h("th", { scope: "col", class: "num" }, "Waiting"),
+        h("th", { scope: "col", class: "num", title: "GPU-hours, each counting half after every half-life" }, "Recent GPU-h"))),
+      sharesBody)));
+
+  async function loadShares() {
+    const d = await get("/shares");
+    const days = d.half_life_s / 86400;
+    sharesNote.textContent = `Policy ${d.policy}. Under fairshare, the user with the least recent GPU use ` +
+      `per share goes first; usage counts half after ${+days.toFixed(2)} day(s).`;
+    replace(sharesBody, (d.users || []).map((u) => h("tr", { "data-user": u.user },
+      h("td", {}, u.user),
+      h("td", { class: "num" }, String(u.share)),
+      h("td", { class: "num" }, u.quota_gpus ? String(u.quota_gpus) : "—"),
+      h("td", { class: "num" }, u.fair_gpus.toFixed(1)),
+      h("td", { class: "num" }, String(u.held_gpus)),
+      h("td", { class: "num" }, String(u.running_tasks)),
+      h("td", { class: "num" }, String(u.waiting_tasks)),
+      h("td", { class: "num" }, u.usage_gpu_hours.toFixed(1)))));
+    if (!(d.users || []).length) sharesBody.append(h("tr", {}, h("td", { colspan: 8, class: "empty" }, "No work and no recent use.")));
+  }
 
   async function load() {
     try {
@@ -59,6 +93,7 @@ export async function render(main, _params, ctx) {
       }));
       if (!items.length) tbody.append(h("tr", {}, h("td", { colspan: 9, class: "empty" }, "Nothing is waiting.")));
       status.textContent = items.length ? `${items.length} waiting` : "";
+      await loadShares();
     } catch (err) {
       replace(errorBox, notice("error", errorText(err)));
     }
