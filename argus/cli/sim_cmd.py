@@ -107,6 +107,8 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
         if eta_every:
             err = (f"median {_dur(m.eta_abs_error_p50_s)}, p90 {_dur(m.eta_abs_error_p90_s)}"
                    if m.eta_abs_error_p50_s is not None and m.eta_abs_error_p90_s is not None else "-")
+            if m.eta_rel_error_p50 is not None:
+                err += f" (median {m.eta_rel_error_p50:.0%} of the actual wait)"
             click.echo(f"ETA error ({m.policy}): {err} over {m.eta_samples} waiting tasks; "
                        f"{m.eta_unknown} got no estimate")
 

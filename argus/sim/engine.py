@@ -53,6 +53,7 @@ class SimResult(msgspec.Struct, frozen=True, kw_only=True):
     # ETAs given at arrival to sampled tasks that had to wait: |estimated - actual start|,
     # and how many sampled waiting tasks got no estimate (past the horizon, or never).
     eta_errors: list[float] = []
+    eta_waits: list[float] = []  # the same tasks' actual waits
     eta_unknown: int = 0
 
 
@@ -176,9 +177,11 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
     outcomes = [TaskOutcome(task_id=t.task_id, user=t.user, nnodes=t.demand.nnodes, gpus=t.demand.total_gpus,
                             arrival=t.arrival, runtime=t.runtime, start=started.get(t.task_id),
                             end=ended.get(t.task_id), preempted=preempted.get(t.task_id, 0)) for t in trace.tasks]
-    errors = [abs(started[t] - eta) for t, eta in predicted.items() if eta is not None and eta >= 0 and t in started]
+    sampled = [(t, eta) for t, eta in predicted.items() if eta is not None and eta >= 0 and t in started]
+    errors = [abs(started[t] - eta) for t, eta in sampled]
+    waits = [started[t] - tasks[t].arrival for t, _ in sampled]
     return SimResult(policy=policy, outcomes=outcomes, capacity_gpus=sum(n.gpus for n in trace.nodes),
-                     decisions=decisions, eta_errors=errors,
+                     decisions=decisions, eta_errors=errors, eta_waits=waits,
                      eta_unknown=sum(1 for eta in predicted.values() if eta is not None and eta < 0))
 
 

@@ -38,6 +38,7 @@ class PolicyMetrics(msgspec.Struct, frozen=True, kw_only=True):
     eta_abs_error_p50_s: float | None = None
     eta_abs_error_p90_s: float | None = None
     eta_unknown: int = 0  # sampled waiting tasks that got no estimate
+    eta_rel_error_p50: float | None = None  # |ETA - start| / actual wait (waits under a minute count as one)
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -82,4 +83,6 @@ def measure(result: SimResult) -> PolicyMetrics:
         eta_samples=len(result.eta_errors), eta_unknown=result.eta_unknown,
         eta_abs_error_p50_s=_pct(result.eta_errors, 0.5) if result.eta_errors else None,
         eta_abs_error_p90_s=_pct(result.eta_errors, 0.9) if result.eta_errors else None,
+        eta_rel_error_p50=_pct([e / max(w, 60.0) for e, w in zip(result.eta_errors, result.eta_waits)], 0.5)
+        if result.eta_errors else None,
     )

@@ -171,6 +171,9 @@ def build_overrides(spec: BasicTaskSpec, *, user: str, task_id: str) -> dict[str
     o["trainer.project_name"] = f"argus-{user}"
     o["trainer.experiment_name"] = task_id
     if rl:
+        # A later attempt (a retry, or back from preemption) finds the task's checkpoints
+        # in its own job dir (the driver moves them there) and resumes from the latest.
+        o["trainer.resume_mode"] = "auto"
         o["+ray_kwargs.ray_init.address"] = "auto"
         # The PPO logger lives in verl's TaskRunner actor, which does not inherit the
         # driver's environment; pass the path through the Ray runtime env as well.
