@@ -21,6 +21,7 @@ import msgspec
 from argus.events.catalog import Demand, NodeCapacity
 from argus.scheduler.order import queue_order
 from argus.scheduler.policy import Admit, Capacity, PolicyConfig, QueuedTask, RunningTask, decide
+from argus.scheduler.reserve import expected_end
 
 __all__ = ["DEFAULT_HORIZON", "estimate_starts"]
 
@@ -43,7 +44,7 @@ def estimate_starts(queue: Sequence[QueuedTask], running: Sequence[RunningTask],
     live: dict[str, RunningTask] = {}
     known = [0.0] * len(ids)  # GPUs in use by tasks whose nodes are known
     for k, r in enumerate(running):
-        at = max(now, r.expected_end if r.expected_end is not None else now + default)
+        at = expected_end(r.expected_end, r.started_at, now, default)
         placed = tuple(index[n] for n in r.node_ids if n in index)
         for i in placed:
             known[i] += r.demand.n_gpus_per_node
@@ -68,7 +69,8 @@ def estimate_starts(queue: Sequence[QueuedTask], running: Sequence[RunningTask],
                 free[i][1] -= task.demand.cpus_per_node
                 known[i] += task.demand.n_gpus_per_node
             live[task.task_id] = RunningTask(task_id=task.task_id, demand=task.demand, user=task.user,
-                                             node_ids=d.node_ids, expected_end=clock + (task.estimate_s or default))
+                                             node_ids=d.node_ids, expected_end=clock + (task.estimate_s or default),
+                                             started_at=clock)
             order += 1
             heapq.heappush(ends, (clock + (task.estimate_s or default), order, task.task_id, task.demand, picked))
         if not waiting:

@@ -22,12 +22,10 @@ lines: O(n log n), about 6 ms for 10,000 waiting tasks.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
-
 import msgspec
 
-if TYPE_CHECKING:  # the policy's types; policy.py imports this module
-    from argus.scheduler.model import QueuedTask, RunningTask
+from argus.scheduler.model import QueuedTask, RunningTask
+from argus.scheduler.reserve import expected_end
 
 __all__ = ["FairShares", "fair_order", "fair_shares", "share_of"]
 
@@ -86,7 +84,7 @@ def fair_order(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now:
         if r.stopping:
             continue
         held[r.user] = held.get(r.user, 0.0) + r.demand.total_gpus
-        end = r.expected_end if r.expected_end is not None else now + default_runtime_s
+        end = expected_end(r.expected_end, r.started_at, now, default_runtime_s)
         committed[r.user] = committed.get(r.user, 0.0) + r.demand.total_gpus * max(0.0, end - now)
     lines: dict[str, list[QueuedTask]] = {}
     later: list[QueuedTask] = []

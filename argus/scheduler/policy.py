@@ -43,7 +43,7 @@ from argus.scheduler.model import (
 from argus.scheduler.order import ORDERS, queue_order
 from argus.scheduler.placement import Pool, fmt_amount, needs
 from argus.scheduler.preempt import RoomPlanner
-from argus.scheduler.reserve import Ending, Reservation, fmt_clock
+from argus.scheduler.reserve import Ending, Reservation, expected_end, fmt_clock
 
 __all__ = [
     "Admit",
@@ -132,7 +132,7 @@ def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: 
     endings: list[Ending] = []
     if config.reserve:
         index = {nid: i for i, nid in enumerate(pool.ids)}
-        endings = [Ending(at=r.expected_end if r.expected_end is not None else now + config.default_runtime_s,
+        endings = [Ending(at=expected_end(r.expected_end, r.started_at, now, config.default_runtime_s),
                           demand=r.demand, nodes=tuple(index[n] for n in r.node_ids if n in index))
                    for r in running]
     planner: RoomPlanner | None = None  # made when a task first needs room (preemption)

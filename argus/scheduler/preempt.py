@@ -18,14 +18,13 @@ the task still does not fit when the victims are gone, and the next pass stops m
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import msgspec
 
 from argus.events.catalog import Demand
 
-if TYPE_CHECKING:  # the policy's types; policy.py imports this module
-    from argus.scheduler.model import RunningTask
+from argus.scheduler.model import RunningTask
 
 __all__ = ["Room", "RoomPlanner"]
 
@@ -34,7 +33,7 @@ class Room(NamedTuple):
     """How a waiting task gets its gang: ``victims`` (with why each) to stop, or none when
     the stops already under way make it fit; ``nodes``: where it fits then (indices)."""
 
-    victims: tuple[tuple["RunningTask", str], ...]
+    victims: tuple[tuple[RunningTask, str], ...]
     nodes: tuple[int, ...]
 
 

@@ -22,7 +22,7 @@ import msgspec
 
 from argus.events.catalog import Demand
 
-__all__ = ["Ending", "Reservation", "earliest_start", "fmt_clock"]
+__all__ = ["Ending", "Reservation", "earliest_start", "expected_end", "fmt_clock"]
 
 
 class Ending(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -40,6 +40,20 @@ class Reservation(msgspec.Struct, frozen=True, kw_only=True):
     task_id: str
     start: float
     nodes: tuple[int, ...]
+
+
+def expected_end(end: float | None, started: float | None, now: float, default_s: float) -> float:
+    """When a running task is expected to end: its start plus its time limit or estimate;
+    ``now + default_s`` when nothing is known. A task already past that has shown its
+    estimate was short: it is expected to run as long again as it has so far (run times
+    are heavy-tailed: the longer a job has run, the longer it is likely to run on), not
+    to end at once (the simulator saw ETAs of "now" for tasks that waited hours)."""
+    if end is None:
+        return now + default_s
+    if end > now:
+        return end
+    ran = now - started if started is not None and started < now else 0.0
+    return now + max(ran, 60.0)
 
 
 def fmt_clock(t: float) -> str:
