@@ -93,9 +93,10 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
     click.echo(f"{len(trace.tasks)} tasks on {len(trace.nodes)} nodes ({sum(n.gpus for n in trace.nodes):g} GPUs); "
                f"skipped: {', '.join(f'{k} {v}' for k, v in skipped.items())}"
                + ("; backfill on" if backfill else ""))
-    rows = [("policy", "util", "wait p50", "p90", "p99", "max", "big p99", "slowdown", "Jain", "Jain sd", "never", "preempted")]
+    rows = [("policy", "util", "util busy", "wait p50", "p90", "p99", "max", "big p99", "slowdown", "Jain", "Jain sd", "never", "preempted")]
     for m in results:
-        rows.append((m.policy, f"{m.gpu_utilization:.3f}", _dur(m.wait_p50_s), _dur(m.wait_p90_s),
+        rows.append((m.policy, f"{m.gpu_utilization:.3f}", f"{m.contended_utilization:.3f}",
+                     _dur(m.wait_p50_s), _dur(m.wait_p90_s),
                      _dur(m.wait_p99_s), _dur(m.wait_max_s), _dur(m.big_gang_wait_p99_s),
                      f"{m.bounded_slowdown_avg:.1f}", f"{m.jain_fairness:.3f}", f"{m.jain_slowdown:.3f}",
                      str(m.never_admitted),

@@ -52,6 +52,10 @@ class SimResult(msgspec.Struct, frozen=True, kw_only=True):
     decisions: int  # calls of the policy
     # ETAs given at arrival to sampled tasks that had to wait: |estimated - actual start|,
     # and how many sampled waiting tasks got no estimate (past the horizon, or never).
+    # GPU-seconds in use, and offered, while some task waited: how much of the cluster the
+    # policy used when there was work to give it.
+    contended_used_gpu_s: float = 0.0
+    contended_capacity_gpu_s: float = 0.0
     eta_errors: list[float] = []
     eta_waits: list[float] = []  # the same tasks' actual waits
     eta_unknown: int = 0
@@ -101,8 +105,14 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
     decisions = 0
     arrivals = 0
     predicted: dict[str, float | None] = {}
+    busy_used = busy_capacity = 0.0  # GPU-seconds used / offered while some task waited
+    last, capacity_gpus = 0.0, sum(n.gpus for n in trace.nodes)
     while events:
         now = events[0][0]
+        if waiting:  # since the last instant, nothing changed: integrate its state
+            busy_used += (now - last) * sum(r.demand.total_gpus for r, _ in running.values())
+            busy_capacity += (now - last) * capacity_gpus
+        last = now
         while events and events[0][0] == now:  # everything that happens at this instant
             _, kind, number, task_id = heapq.heappop(events)
             task = tasks[task_id]
@@ -180,7 +190,8 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
     sampled = [(t, eta) for t, eta in predicted.items() if eta is not None and eta >= 0 and t in started]
     errors = [abs(started[t] - eta) for t, eta in sampled]
     waits = [started[t] - tasks[t].arrival for t, _ in sampled]
-    return SimResult(policy=policy, outcomes=outcomes, capacity_gpus=sum(n.gpus for n in trace.nodes),
+    return SimResult(policy=policy, outcomes=outcomes, capacity_gpus=capacity_gpus,
+                     contended_used_gpu_s=busy_used, contended_capacity_gpu_s=busy_capacity,
                      decisions=decisions, eta_errors=errors, eta_waits=waits,
                      eta_unknown=sum(1 for eta in predicted.values() if eta is not None and eta < 0))
 

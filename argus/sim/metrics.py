@@ -20,6 +20,9 @@ class PolicyMetrics(msgspec.Struct, frozen=True, kw_only=True):
     tasks: int
     never_admitted: int
     gpu_utilization: float  # GPU-seconds used / (GPUs x busy period)
+    # GPU-seconds used / offered while some task was waiting: the busy period above is set by
+    # the longest tasks and is the same under every policy on a trace where all finish
+    contended_utilization: float = 0.0
     makespan_s: float  # first arrival to last end
     wait_p50_s: float
     wait_p90_s: float
@@ -75,6 +78,8 @@ def measure(result: SimResult) -> PolicyMetrics:
     return PolicyMetrics(
         policy=result.policy, tasks=len(result.outcomes), never_admitted=len(result.outcomes) - len(done),
         gpu_utilization=used / (result.capacity_gpus * busy) if result.capacity_gpus else 0.0,
+        contended_utilization=(result.contended_used_gpu_s / result.contended_capacity_gpu_s
+                               if result.contended_capacity_gpu_s else 0.0),
         makespan_s=last - first, wait_p50_s=_pct(waits, 0.5), wait_p90_s=_pct(waits, 0.9),
         wait_p99_s=_pct(waits, 0.99), wait_max_s=max(waits, default=0.0),
         big_gang_wait_p99_s=_pct(big, 0.99), big_gang_wait_max_s=max(big, default=0.0),
