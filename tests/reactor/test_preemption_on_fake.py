@@ -9,7 +9,9 @@ there is room.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
+from typing import AsyncIterator
 
 from argus.events import AttemptPreempted, FailureKind, RetryScheduled
 from argus.lifecycle import TaskState
@@ -27,6 +29,17 @@ async def submit(w: World, who: Principal, gpus: int, *, priority: int = 0, pree
     return (await w.commands.submit(who, spec)).task_id
 
 
+@contextlib.asynccontextmanager
+async def world(tmp_path: Path, nodes: int, policy: str) -> AsyncIterator[World]:
+    """A reactor on the fake Ray with ``nodes`` nodes of 4 GPUs, under ``policy``."""
+    w = await make_world(tmp_path, nodes=nodes, gpus=4, policy=policy)  # type: ignore[arg-type]
+    try:
+        yield w
+    finally:
+        await w.commands.close()
+        await w.store.close()
+
+
 async def settle(w: World, seconds: float = 20.0) -> None:
     """Past the in-flight window: Ray's counts now include the running jobs."""
     w.clock.advance(seconds)
@@ -34,8 +47,7 @@ async def settle(w: World, seconds: float = 20.0) -> None:
 
 
 async def test_a_higher_priority_task_preempts_a_preemptible_one_which_requeues_uncounted(tmp_path: Path) -> None:
-    w = await make_world(tmp_path, nodes=1, gpus=4, policy="priority")  # type: ignore[arg-type]
-    try:
+    async with world(tmp_path, 1, "priority") as w:
         low = await submit(w, ALICE, 4, preemptible=True)
         low_sid = await w.running(low)
         await settle(w)
@@ -64,14 +76,10 @@ async def test_a_higher_priority_task_preempts_a_preemptible_one_which_requeues_
         await w.turn(2)
         assert (await w.view(low)).state is TaskState.SUBMITTED  # second attempt, when there is room
         assert len((await w.view(low)).attempts) == 2
-    finally:
-        await w.commands.close()
-        await w.store.close()
 
 
 async def test_nothing_is_preempted_that_is_not_preemptible_or_not_outranked(tmp_path: Path) -> None:
-    w = await make_world(tmp_path, nodes=1, gpus=4, policy="priority")  # type: ignore[arg-type]
-    try:
+    async with world(tmp_path, 1, "priority") as w:
         firm = await submit(w, ALICE, 4, priority=0, preemptible=False)
         await w.running(firm)
         await settle(w)
@@ -82,14 +90,10 @@ async def test_nothing_is_preempted_that_is_not_preemptible_or_not_outranked(tmp
         assert (await w.view(firm)).state is TaskState.RUNNING
         assert (await w.view(high)).wait_reason != "preempting"
         assert (await w.view(same)).state is TaskState.PENDING_RESOURCES
-    finally:
-        await w.commands.close()
-        await w.store.close()
 
 
 async def test_fairshare_preempts_a_user_beyond_its_share_for_one_within_its_own(tmp_path: Path) -> None:
-    w = await make_world(tmp_path, nodes=2, gpus=4, policy="fairshare")  # type: ignore[arg-type]
-    try:
+    async with world(tmp_path, 2, "fairshare") as w:
         mine = [await submit(w, ALICE, 4, preemptible=True) for _ in range(2)]
         await w.turn()  # both admitted: the cluster is idle, alice may borrow it all
         for t in mine:
@@ -106,6 +110,3 @@ async def test_fairshare_preempts_a_user_beyond_its_share_for_one_within_its_own
         await w.turn(2)
         # alice now holds her fair share (4 of 8): nothing more is stopped for anyone
         assert len([e for t in mine for e in await w.events(t) if isinstance(e, AttemptPreempted)]) == 1
-    finally:
-        await w.commands.close()
-        await w.store.close()
