@@ -10,8 +10,13 @@ Order matters and is deliberate:
    service retries on purpose (seed 002 §6.3), and it appears inside a RayTaskError whose
    traceback also mentions actors, so cluster patterns must not shadow it.
 4. Cluster loss (supervisor/node/GCS gone) is retryable and not the user's fault.
-5. User errors (bad paths, bad config, bad command) are not retried.
-6. Any other non-zero exit is a runtime error; a failure without evidence is UNKNOWN.
+5. No usable GPU where the job needed one (a CPU-only torch, no driver, no NCCL): a runtime
+   error, named as such. verl on a node without GPUs gets through Hydra, its TaskRunner and
+   its placement groups, then fails here; it would fail the same way again.
+6. User errors (bad paths, bad config, bad command) are not retried. Python warnings are
+   not evidence: verl warns ``ModuleNotFoundError("No module named 'megatron'")`` for
+   every optional engine it lacks, on every run.
+7. Any other non-zero exit is a runtime error; a failure without evidence is UNKNOWN.
 
 Evidence is the matching line (≤ 500 chars) so the log answers "why" without the logs.
 """
@@ -85,6 +90,19 @@ _USER = [
     re.compile(r"runtime_env setup failed"),
 ]
 
+# The job needed a GPU and found none it could use (torch's and NCCL's own words).
+_NO_GPU = [
+    re.compile(r"Distributed package doesn't have NCCL built in"),
+    re.compile(r"No CUDA GPUs are available"),
+    re.compile(r"Found no NVIDIA driver on your system"),
+    re.compile(r"Torch not compiled with CUDA enabled"),
+    re.compile(r"CUDA driver initialization failed"),
+    re.compile(r"no CUDA-capable device is detected"),
+]
+
+# A Python warning line (or the source line it quotes): says what is missing, not what failed.
+_WARNING_LINE = re.compile(r"^.*(?:\b\w*Warning: |warnings\.warn\().*$\n?", re.M)
+
 # Shell convention: 2 = misuse/usage (argparse, Hydra), 126 = not executable, 127 = not found.
 _USER_EXIT_CODES = frozenset({2, 126, 127})
 
@@ -154,6 +172,10 @@ def classify_failure(
         return FailureKind.CLUSTER_LOST, hit
     if status == AttemptStatus.LOST:
         return FailureKind.CLUSTER_LOST, _trim(message) or "Ray has no record of the job"
+    log_tail, message = _WARNING_LINE.sub("", log_tail), _WARNING_LINE.sub("", message)
+    hit = _search(_NO_GPU, log_tail, message)
+    if hit:
+        return FailureKind.RUNTIME_ERROR, f"no usable GPU: {hit}"[:EVIDENCE_MAX]
     hit = _search(_USER, log_tail, message)
     if hit:
         return FailureKind.USER_ERROR, hit

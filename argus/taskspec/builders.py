@@ -38,6 +38,7 @@ JOB_DIR = "${ARGUS_JOB_DIR}"
 # (verl/utils/tracking.py, FileLogger); Argus reads progress from it.
 PROGRESS_FILE = "metrics.jsonl"
 CHECKPOINT_SUBDIR = "checkpoints"
+WORKER_RESOURCE = "worker_node"  # the custom resource only worker nodes have (DESIGN.md)
 # CPUs verl puts in each GPU bundle (verl 0.9: ResourcePoolManager.max_colocate_count = 3
 # for PPO/GRPO; sft_trainer_ray reserves 10 CPUs per GPU worker).
 MAX_COLOCATE_BY_WORKLOAD = {"ppo": 3, "grpo": 3, "sft": 10}
@@ -175,6 +176,10 @@ def build_overrides(spec: BasicTaskSpec, *, user: str, task_id: str) -> dict[str
         # in its own job dir (the driver moves them there) and resumes from the latest.
         o["trainer.resume_mode"] = "auto"
         o["+ray_kwargs.ray_init.address"] = "auto"
+        # verl >= 0.9 spreads its TransferQueue storage actors over every alive node, the
+        # head included; on a head without CPUs (as Argus runs it) they are unschedulable
+        # and the run dies in TaskRunner. Only worker nodes carry this resource.
+        o["++transfer_queue.backend.SimpleStorage.required_node_resource"] = WORKER_RESOURCE
         # The PPO logger lives in verl's TaskRunner actor, which does not inherit the
         # driver's environment; pass the path through the Ray runtime env as well.
         env_key = "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"

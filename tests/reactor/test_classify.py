@@ -159,3 +159,35 @@ def test_attempt_status_members_classify_like_their_strings():
 
     assert classify_failure(AttemptStatus.STOPPED, "", "", None)[0] is K.CANCELED
     assert classify_failure(AttemptStatus.LOST, "", "", None)[0] is K.CLUSTER_LOST
+
+
+# The end of a real verl 0.9.1 GRPO run on a node without GPUs (torch 2.13.0+cpu): every
+# optional engine it lacks is a UserWarning naming a ModuleNotFoundError, and the failure
+# is NCCL's, where its workers first need the device.
+VERL_ON_CPU = """\
+(TaskRunnerV1 pid=31884) /venv/lib/python3.11/site-packages/verl/workers/engine/__init__.py:32: UserWarning: \
+torchtitan engine is not available: ModuleNotFoundError("No module named 'torchtitan'")
+(TaskRunnerV1 pid=31884)   warnings.warn(f"torchtitan engine is not available: {e!r}", stacklevel=1)
+  File "/venv/lib/python3.11/site-packages/verl/utils/distributed.py", line 93, in initialize_global_process_group_ray
+    torch.distributed.init_process_group(
+  File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2181, in _new_process_group_helper
+    raise RuntimeError("Distributed package doesn't have NCCL built in")
+RuntimeError: Distributed package doesn't have NCCL built in
+
+Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.
+(WorkerDict pid=848) /venv/lib/python3.11/site-packages/verl/workers/engine/__init__.py:60: UserWarning: \
+mindspeed engine is not available: ModuleNotFoundError("No module named 'megatron'")
+"""
+
+
+def test_no_gpu_is_a_runtime_error_named_as_such_and_warnings_are_not_evidence():
+    kind, evidence = classify_failure("FAILED", "Job entrypoint command failed with exit code 1", VERL_ON_CPU, 1)
+    assert kind is K.RUNTIME_ERROR and not kind.is_retryable()
+    assert evidence == "no usable GPU: RuntimeError: Distributed package doesn't have NCCL built in"
+    for said in ("RuntimeError: No CUDA GPUs are available",
+                 "AssertionError: Torch not compiled with CUDA enabled",
+                 "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU"):
+        assert classify_failure("FAILED", "", said, 1)[0] is K.RUNTIME_ERROR
+    # A warning alone is no user error: the run failed for a reason the log does not give.
+    only_warning = VERL_ON_CPU.split("  File")[0]
+    assert classify_failure("FAILED", "", only_warning, 1)[0] is K.RUNTIME_ERROR
