@@ -39,6 +39,8 @@ JOB_DIR = "${ARGUS_JOB_DIR}"
 PROGRESS_FILE = "metrics.jsonl"
 CHECKPOINT_SUBDIR = "checkpoints"
 WORKER_RESOURCE = "worker_node"  # the custom resource only worker nodes have (DESIGN.md)
+# Where verl >= 0.9's TransferQueue may put its storage actors (see build_overrides).
+TRANSFER_QUEUE_NODES = "transfer_queue.backend.SimpleStorage.required_node_resource"
 # CPUs verl puts in each GPU bundle (verl 0.9: ResourcePoolManager.max_colocate_count = 3
 # for PPO/GRPO; sft_trainer_ray reserves 10 CPUs per GPU worker).
 MAX_COLOCATE_BY_WORKLOAD = {"ppo": 3, "grpo": 3, "sft": 10}
@@ -179,7 +181,7 @@ def build_overrides(spec: BasicTaskSpec, *, user: str, task_id: str) -> dict[str
         # verl >= 0.9 spreads its TransferQueue storage actors over every alive node, the
         # head included; on a head without CPUs (as Argus runs it) they are unschedulable
         # and the run dies in TaskRunner. Only worker nodes carry this resource.
-        o["++transfer_queue.backend.SimpleStorage.required_node_resource"] = WORKER_RESOURCE
+        o[f"++{TRANSFER_QUEUE_NODES}"] = WORKER_RESOURCE
         # The PPO logger lives in verl's TaskRunner actor, which does not inherit the
         # driver's environment; pass the path through the Ray runtime env as well.
         env_key = "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"

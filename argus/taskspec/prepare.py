@@ -17,7 +17,7 @@ import msgspec
 
 from argus.config import TaskSpecConfig
 from argus.events.catalog import Demand
-from argus.taskspec.builders import build_basic_command, demand_for
+from argus.taskspec.builders import TRANSFER_QUEUE_NODES, WORKER_RESOURCE, build_basic_command, demand_for
 from argus.taskspec.checks import check_command, check_override_paths
 from argus.taskspec.command import ParsedCommand
 from argus.taskspec.timelimit import time_limit_seconds
@@ -186,6 +186,11 @@ def prepare_task(
         except ValueError as exc:
             raise TaskSpecError("time_limit", str(exc)) from exc
     command = with_interpreter(command, parsed_command, config.python)
+    if kind == "advanced" and parsed_command.module == "verl.trainer.main_ppo" and TRANSFER_QUEUE_NODES not in command:
+        # As the basic builder does (build_overrides): on Argus's CPU-less head verl's
+        # TransferQueue storage would be unschedulable and the run would die in TaskRunner.
+        # Shown in the expanded command, like the interpreter (docs/taskspec.md).
+        command = f"{command.rstrip()} ++{TRANSFER_QUEUE_NODES}={WORKER_RESOURCE}"
     return PreparedTask(
         kind=kind,
         workload=spec.workload,
