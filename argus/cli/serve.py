@@ -236,7 +236,7 @@ def report_progress(config: Any, stopping: "threading.Event", echo: Callable[[st
         if nodes:
             gpus, cpus = sum(n.total_gpus for n in nodes), sum(n.total_cpus for n in nodes)
             # Say plainly how much can run at once: CPUs, not GPUs, may be the limit.
-            at_once = int(min(gpus, cpus // CPUS_PER_LOCAL_GPU))
+            at_once = int(min(gpus, cpus // (CPUS_PER_LOCAL_GPU + TRANSFER_QUEUE_CPUS)))
             say("ready", f"worker joined: {len(nodes)} node(s), {gpus:g} GPUs, {cpus:g} CPUs "
                          f"(up to {at_once} one-GPU PPO/GRPO tasks at once); "
                          "cluster ready: submitted tasks will run")
@@ -250,6 +250,15 @@ UP_DATA_DIR = Path(".argus")
 # A 1-GPU PPO/GRPO task takes verl's bundle (1 GPU + 3 CPUs), its TaskRunner (1 CPU) and
 # the job's driver (entrypoint_num_cpus, 1): 5 logical CPUs per GPU keep every GPU usable.
 CPUS_PER_LOCAL_GPU = 5
+# verl >= 0.9 also starts, for each PPO/GRPO run, a TransferQueue: 8 storage actors and a
+# controller, 1 CPU each, outside its placement groups (tests/verl saw them). Without room
+# for them the run waits for ever, so the local worker has it for one run per GPU.
+TRANSFER_QUEUE_CPUS = 9
+
+
+def local_worker_cpus(gpus: int) -> int:
+    """The logical CPUs of ``argus up``'s worker: every GPU usable by a verl run."""
+    return max(8, (CPUS_PER_LOCAL_GPU + TRANSFER_QUEUE_CPUS) * gpus)
 
 
 def admin_token_for(data_dir: Path, env_name: str) -> tuple[str, Path | None]:
@@ -275,9 +284,10 @@ def admin_token_for(data_dir: Path, env_name: str) -> tuple[str, Path | None]:
               show_default=True, help="Database, shared files, logs and the admin token.")
 @click.option("--gpus", type=int, default=2, show_default=True, help="Logical GPUs of the worker.")
 @click.option("--cpus", type=int, default=None,
-              help="Logical CPUs of the worker (default: 5 per GPU, at least 8, so that every "
+              help="Logical CPUs of the worker (default: 14 per GPU, at least 8, so that every "
                    "GPU can run a 1-GPU PPO/GRPO task at once: verl puts 3 CPUs in each GPU "
-                   "bundle, plus 1 for its TaskRunner and 1 for the job's driver).")
+                   "bundle, plus 1 for its TaskRunner, 1 for the job's driver and 9 for "
+                   "verl >= 0.9's TransferQueue).")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=None, help="API port (default: v2.api.port).")
 def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, host: str,
@@ -302,7 +312,7 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, hos
     from argus.store import migrate
 
     migrate(config.v2.sqlite.db_path)
-    stack = Stack(data_dir, config, gpus, cpus if cpus is not None else max(8, CPUS_PER_LOCAL_GPU * gpus))
+    stack = Stack(data_dir, config, gpus, cpus if cpus is not None else local_worker_cpus(gpus))
     sched = config.v2.scheduler
     if sched.assumed_nodes == 0:  # judge gangs at submit before the worker has joined
         sched.assumed_nodes, sched.assumed_node_gpus, sched.assumed_node_cpus = 1, gpus, stack.cpus

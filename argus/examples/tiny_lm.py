@@ -6,8 +6,8 @@ verl to load a model, tokenize a dataset and build its workers, with nothing dow
 Writes a random-init Qwen2-shaped model (2 layers, hidden size 32) with a word-level
 tokenizer over a small vocabulary and a chat template, and ``train.parquet`` /
 ``val.parquet`` in the layouts verl's RL dataset (``prompt`` as chat messages,
-``reward_model.ground_truth``, ``data_source``) and its SFT dataset (``question`` /
-``answer``) read. Needs ``transformers``, ``tokenizers`` and ``pyarrow`` (``.[verl]``).
+``reward_model.ground_truth``, ``data_source``) and its SFT datasets (``messages``, or
+``question`` / ``answer``) read. Needs ``transformers``, ``tokenizers`` and ``pyarrow`` (``.[verl]``).
 """
 
 from __future__ import annotations
@@ -64,6 +64,8 @@ def make_tiny_data(dest: Path, rows: int = 16) -> tuple[Path, Path]:
                 "reward_model": {"style": "rule", "ground_truth": answer},
                 "extra_info": {"split": split, "index": i, "question": question, "answer": f"# {answer}"},
                 "question": question, "answer": f"the answer is # {answer}",
+                "messages": [{"role": "user", "content": question},
+                             {"role": "assistant", "content": f"the answer is # {answer}"}],
             })
         return pa.Table.from_pylist(items)
 

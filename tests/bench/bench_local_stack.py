@@ -44,7 +44,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from argus.cli.serve import CPUS_PER_LOCAL_GPU  # noqa: E402
+from argus.cli.serve import local_worker_cpus  # noqa: E402
 from argus.config import ArgusConfig  # noqa: E402
 from argus.examples.toy_policy import make_example_dataset  # noqa: E402
 from argus.procs import free_ports, kill_group  # noqa: E402
@@ -204,7 +204,7 @@ def run_argus(n: int, gpus: int, steps: int, work: Path) -> tuple[Side, str]:
 
 def run_ray(n: int, gpus: int, command: str, work: Path) -> Side:
     temp_dir = Path(tempfile.mkdtemp(prefix="rb", dir="/tmp"))  # short: unix socket paths
-    cluster = OneWorkerCluster(temp_dir, work / "ray-shared", gpus, max(8, CPUS_PER_LOCAL_GPU * gpus))
+    cluster = OneWorkerCluster(temp_dir, work / "ray-shared", gpus, local_worker_cpus(gpus))
     try:
         started = time.monotonic()
         cluster.start()

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The real-verl tests (tests/verl): verl 0.9.1 with torch 2.13.0's CPU build, run through
+# Argus on the usual test cluster up to verl's first GPU call. Their own virtualenv
+# (.venv-verl, about 2.3 GB: torch, transformers, verl's dependencies), so the main suite's
+# environment stays light; a separate CI step (README "Tests"), about 5 minutes.
+#
+# Python: $PYTHON if set, else ./.venv-verl (created if missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-.venv-verl/bin/python}
+[ -x "$PY" ] || python3 -m venv .venv-verl
+PATH="$(cd "$(dirname "$PY")" && pwd):$PATH"
+export PATH
+
+$PY -m pip install -q -e '.[test,verl]'
+exec $PY -m pytest -m verl tests/verl "$@"
