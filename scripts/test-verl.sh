@@ -13,5 +13,8 @@ PY=${PYTHON:-.venv-verl/bin/python}
 PATH="$(cd "$(dirname "$PY")" && pwd):$PATH"
 export PATH
 
-$PY -m pip install -q -e '.[test,verl]'
+# In two steps: resolved together, pip backtracks for many minutes over the test extras
+# and verl's dependencies; one after the other it takes a few minutes in all.
+$PY -m pip install -q -e '.[test]'
+$PY -m pip install -q -e '.[verl]'
 exec $PY -m pytest -m verl tests/verl "$@"
