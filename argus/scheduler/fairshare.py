@@ -95,20 +95,22 @@ def fair_order(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now:
             lines.setdefault(t.user, []).append(t)
     # Each user's line gets its keys from running sums; the merge of the lines by key is
     # then one sort (keys only grow along a line, so the sort keeps each line's order).
-    keyed: list[tuple[int, float, int, int, QueuedTask]] = []
+    keyed: list[tuple[int, float, int, int, int, QueuedTask]] = []
+    append = keyed.append
     for user, line in lines.items():
         line.sort(key=lambda t: (-t.priority, t.seq))
         share, quota = share_of(user, shares), quotas.get(user, 0.0)
         used, holds, tier = committed.get(user, 0.0), held.get(user, 0.0), 0
         for t in line:
-            gpus = t.demand.total_gpus
+            d = t.demand
+            gpus = d.nnodes * d.n_gpus_per_node
             holds += gpus
             if holds > quota:
                 tier = 1  # from here on this user borrows (what it holds only grows)
             # A task others were stopped for goes first to the room made for it; then
             # tasks within their user's quota; then the rest.
-            keyed.append((-1 if t.preempting else tier, used / share, -t.priority, t.seq, t))
+            append((-1 if t.preempting else tier, used / share, -t.priority, t.seq, len(keyed), t))
             used += gpus * (t.estimate_s or default_runtime_s)
-    keyed.sort(key=lambda k: k[:4])
-    out = [k[4] for k in keyed]
+    keyed.sort()  # the running index is unique: the task itself is never compared
+    out = [k[5] for k in keyed]
     return out + later
