@@ -61,18 +61,32 @@ export async function render(main, params, ctx) {
       h("a", { class: "btn btn-primary", href: "#/tasks/new" }, "New task")),
     form, errorBox, status, h("div", { class: "table-wrap" }, table), pager);
 
-  let abort = null;
+  // One load at a time; a reload asked for meanwhile runs once when it ends. (Aborting the
+  // load in flight for each new event starved the list on a busy server: events kept
+  // coming faster than a load could finish, and the page never drew.)
+  const abort = new AbortController();  // on leaving the page
+  let inFlight = null;
+  let again = false;
   async function load() {
-    if (abort) abort.abort();
-    abort = new AbortController();
-    try {
-      const page = await get(`/tasks${query({ state: filters.state, user: filters.user, limit: PAGE_SIZE, cursor: filters.cursor })}`, { signal: abort.signal });
-      replace(errorBox);
-      draw(page);
-    } catch (err) {
-      if (err.name === "AbortError") return;
-      replace(errorBox, notice("error", errorText(err)));
+    if (inFlight) {
+      again = true;
+      return inFlight;
     }
+    inFlight = (async () => {
+      try {
+        do {
+          again = false;
+          const page = await get(`/tasks${query({ state: filters.state, user: filters.user, limit: PAGE_SIZE, cursor: filters.cursor })}`, { signal: abort.signal });
+          replace(errorBox);
+          draw(page);
+        } while (again && !abort.signal.aborted);
+      } catch (err) {
+        if (err.name !== "AbortError") replace(errorBox, notice("error", errorText(err)));
+      } finally {
+        inFlight = null;
+      }
+    })();
+    return inFlight;
   }
 
   function draw(page) {
@@ -106,7 +120,7 @@ export async function render(main, params, ctx) {
   // Ages and run times move on between loads.
   const ticker = setInterval(() => tick(tbody), 5000);
   await load();
-  return () => { off(); clearInterval(timer); clearInterval(ticker); if (abort) abort.abort(); };
+  return () => { off(); clearInterval(timer); clearInterval(ticker); abort.abort(); };
 }
 
 function row(t, isAdmin) {
