@@ -42,6 +42,21 @@ SMALL = ("data.train_batch_size=4 data.val_batch_size=4 data.max_prompt_length=3
          "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2 "
          "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2")
 
+GRPO = f"""\
+workload: grpo
+nnodes: 1
+n_gpus_per_node: 2
+model_id: $HOME/models/tiny
+train_file: $HOME/datasets/tiny/train.parquet
+val_file: $HOME/datasets/tiny/val.parquet
+total_training_steps: 2
+ppo_mini_batch_size: 4
+max_prompt_length: 32
+max_response_length: 16
+rollout_n: 2
+extra_overrides: [{", ".join(repr(o) for o in SMALL.split())}]
+"""
+
 
 @pytest.fixture(scope="module")
 def stack(argus_stack: Stack) -> Stack:
@@ -108,20 +123,7 @@ def assert_reached_the_gpu_boundary(stack: Stack, task: dict[str, Any], runner: 
 
 
 def test_basic_grpo_reaches_the_gpu_boundary_and_is_not_retried(stack: Stack) -> None:
-    task_id = submit(stack, f"""\
-workload: grpo
-nnodes: 1
-n_gpus_per_node: 2
-model_id: $HOME/models/tiny
-train_file: $HOME/datasets/tiny/train.parquet
-val_file: $HOME/datasets/tiny/val.parquet
-total_training_steps: 2
-ppo_mini_batch_size: 4
-max_prompt_length: 32
-max_response_length: 16
-rollout_n: 2
-extra_overrides: [{", ".join(repr(o) for o in SMALL.split())}]
-""")
+    task_id = submit(stack, GRPO)
     assert_reached_the_gpu_boundary(stack, wait_ended(stack, task_id))
 
 
@@ -164,19 +166,7 @@ def test_gpus_taken_by_a_foreign_job_after_admission_fail_verls_check_and_are_re
     """Seed 002's race: Argus saw the GPUs free and admitted the task; before verl checked,
     a job Argus does not know took them. verl's own ValueError comes back, the attempt is
     INSUFFICIENT_RESOURCES, and the task is retried (here: canceled while it waits)."""
-    task_id = submit(stack, f"""\
-workload: grpo
-nnodes: 1
-n_gpus_per_node: 2
-model_id: $HOME/models/tiny
-train_file: $HOME/datasets/tiny/train.parquet
-total_training_steps: 2
-ppo_mini_batch_size: 4
-max_prompt_length: 32
-max_response_length: 16
-rollout_n: 2
-extra_overrides: [{", ".join(repr(o) for o in SMALL.split())}]
-""")
+    task_id = submit(stack, GRPO)
     jobs = JobSubmissionClient(stack.config.address)
     script = stack.shared_root / "hog.py"
     script.write_text(HOG)
