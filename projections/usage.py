@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from projections.base import Change, EntityProjection
 from projections.tasks import TASK_FOLD, AttemptView, TaskView
 
-__all__ = ["UsageLedger", "UsageProjection", "attempt_usage", "live_usage", "read_usage"]
+__all__ = ["UsageLedger", "UsageProjection", "attempt_usage", "ended_usage", "live_usage", "read_usage"]
 
 HOUR = 3600.0
 _ADD = ("INSERT INTO gpu_usage VALUES (?, ?, ?) ON CONFLICT (user, hour) "
@@ -88,7 +88,7 @@ class UsageProjection(EntityProjection[TaskView]):
 
     def save(self, db: sqlite3.Connection, changes: Sequence[Change[TaskView]]) -> None:
         rows = [row for _, before, after in changes if after is not None
-                for row in _ended_rows(before, after)]
+                for row in ended_usage(before, after)]
         if rows:
             db.executemany(_ADD, rows)
 
@@ -101,18 +101,18 @@ def _rows(task: TaskView, a: AttemptView) -> list[tuple[str, int, float]]:
     return [(task.user, hour, seconds) for hour, seconds in attempt_usage(task, a)]
 
 
-def _ended_rows(before: TaskView | None, after: TaskView) -> list[tuple[str, int, float]]:
-    """The rows of the attempts that ended in this change."""
+def ended_usage(before: TaskView | None, after: TaskView) -> list[tuple[str, int, float]]:
+    """(user, hour, GPU-seconds) of the attempts that ended between ``before`` and ``after``."""
     was = {a.attempt_no: a.ended for a in before.attempts} if before is not None else {}
     return [row for a in after.attempts if a.ended and not was.get(a.attempt_no, False)
             for row in _rows(after, a)]
 
 
-def read_usage(db: sqlite3.Connection, half_life_s: float, *, since: float | None = None) -> UsageLedger:
-    """The ledger of every ended attempt (hours before ``since`` left out: after 20
-    half-lives they weigh less than a millionth)."""
+def read_usage(db: sqlite3.Connection, half_life_s: float, *, now: float | None = None) -> UsageLedger:
+    """The ledger of every ended attempt (with ``now``: hours more than 20 half-lives
+    before it left out, as they weigh less than a millionth)."""
     ledger = UsageLedger(half_life_s)
-    first = -1 if since is None else int(since // HOUR)
+    first = -1 if now is None else int((now - 20 * half_life_s) // HOUR)
     for user, hour, gpu_s in db.execute("SELECT user, hour, gpu_s FROM gpu_usage WHERE hour >= ?", (first,)):
         ledger.add(user, hour, gpu_s)
     return ledger

@@ -19,14 +19,14 @@ from projections.cluster import read_cluster
 from projections.runtime_stats import RuntimeHistory, read_runtime_history, run_key, run_seconds
 from projections.tasks import TASK_EVENT_TYPES
 from projections.tasks_read import unfinished_tasks
-from projections.usage import UsageLedger, attempt_usage, read_usage
+from projections.usage import UsageLedger, ended_usage, read_usage
 
 __all__ = ["ReactorState"]
 
 class ReactorState:
     """Unfinished tasks by id, plus the last capacity the reactor recorded."""
 
-    def __init__(self, half_life_s: float = 7 * 24 * 3600.0) -> None:
+    def __init__(self, half_life_s: float) -> None:
         self.tasks: dict[str, TaskView] = {}
         self.position = 0
         self.last_capacity: tuple[NodeCapacity, ...] | None = None
@@ -35,11 +35,11 @@ class ReactorState:
         self.usage = UsageLedger(half_life_s)  # ended attempts' GPU-seconds, decayed (fairshare)
 
     @classmethod
-    def load(cls, db: sqlite3.Connection, half_life_s: float = 7 * 24 * 3600.0) -> "ReactorState":
+    def load(cls, db: sqlite3.Connection, half_life_s: float) -> "ReactorState":
         """Snapshot the unfinished tasks and the last cluster observation, consistently."""
         state = cls(half_life_s)
         with read_transaction(db):
-            state.usage = read_usage(db, half_life_s, since=time.time() - 20 * half_life_s)
+            state.usage = read_usage(db, half_life_s, now=time.time())
             state.position = projection_checkpoint(db, "tasks")
             state.tasks = {task.task_id: task for task in unfinished_tasks(db)}
             state.runtimes = read_runtime_history(db)
@@ -60,8 +60,9 @@ class ReactorState:
                 return  # a task that ended before our snapshot: nothing to do
             before = self.tasks.get(task_id)
             view = evolve_task(before, rec)
-            if rec.type == "AttemptEnded":
-                self._add_usage(before, view)
+            if rec.type == "AttemptEnded":  # as the gpu_usage projection adds it
+                for user, hour, gpu_s in ended_usage(before, view):
+                    self.usage.add(user, hour, gpu_s)
             if view.state.is_terminal():
                 self.tasks.pop(task_id, None)
                 seconds = run_seconds(view) if view.state is TaskState.SUCCEEDED else None
@@ -74,14 +75,6 @@ class ReactorState:
             self.cluster_reachable = True
         elif isinstance(rec.event, ClusterUnreachable):
             self.cluster_reachable = False
-
-    def _add_usage(self, before: TaskView | None, after: TaskView) -> None:
-        ended = after.latest_attempt
-        if ended is None or not ended.ended or (before is not None and before.latest_attempt is not None
-                                                and before.latest_attempt.ended):
-            return
-        for hour, gpu_s in attempt_usage(after, ended):
-            self.usage.add(after.user, hour, gpu_s)
 
     def waiting(self) -> list[TaskView]:
         """Tasks not yet handed to Ray, in FIFO order (submission position)."""

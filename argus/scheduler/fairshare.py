@@ -60,13 +60,19 @@ def share_of(user: str, shares: Mapping[str, float]) -> float:
     return max(1e-9, float(shares.get(user, 1.0)))
 
 
-def fair_shares(queue: Sequence[QueuedTask], running: Sequence[RunningTask], total_gpus: float, shares: Mapping[str, float],
-                quotas: Mapping[str, float]) -> FairShares:
-    """Who holds what, and each active user's fair share of ``total_gpus``."""
+def held_gpus(running: Sequence[RunningTask]) -> dict[str, float]:
+    """GPUs each user holds in running tasks that are not being stopped."""
     held: dict[str, float] = {}
     for r in running:
         if not r.stopping:
             held[r.user] = held.get(r.user, 0.0) + r.demand.total_gpus
+    return held
+
+
+def fair_shares(queue: Sequence[QueuedTask], running: Sequence[RunningTask], total_gpus: float, shares: Mapping[str, float],
+                quotas: Mapping[str, float]) -> FairShares:
+    """Who holds what, and each active user's fair share of ``total_gpus``."""
+    held = held_gpus(running)
     active = {t.user for t in queue} | {r.user for r in running}
     weight = sum(share_of(u, shares) for u in active) or 1.0
     fair = {u: total_gpus * share_of(u, shares) / weight for u in active}
@@ -79,11 +85,10 @@ def fair_order(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now:
     """``queue`` in fair-share order (tasks still in a retry's backoff last, as they are
     deferred anyway and must not count as handed out)."""
     committed: dict[str, float] = dict(usage)
-    held: dict[str, float] = {}
+    held = held_gpus(running)
     for r in running:
         if r.stopping:
             continue
-        held[r.user] = held.get(r.user, 0.0) + r.demand.total_gpus
         end = expected_end(r.expected_end, r.started_at, now, default_runtime_s)
         committed[r.user] = committed.get(r.user, 0.0) + r.demand.total_gpus * max(0.0, end - now)
     lines: dict[str, list[QueuedTask]] = {}

@@ -13,6 +13,9 @@ The reactor (``argus.reactor.admission``), the API's ETAs and the queue shown un
 
 from __future__ import annotations
 
+import sqlite3
+from typing import NamedTuple
+
 import msgspec
 
 from argus.config import SchedulerConfig
@@ -20,9 +23,11 @@ from argus.events import Demand, NodeCapacity
 from argus.lifecycle import AttemptStatus, TaskState
 from argus.scheduler.model import Capacity, QueuedTask, RunningTask
 from projections import TaskView
-from projections.runtime_stats import RuntimeHistory
+from projections.runtime_stats import RuntimeHistory, read_runtime_history
+from projections.tasks_read import tasks_in_states
+from projections.usage import live_usage, read_usage
 
-__all__ = ["SETTLE_S", "policy_inputs", "settles_at", "with_driver"]
+__all__ = ["SETTLE_S", "FairInputs", "policy_inputs", "read_fair_inputs", "settles_at", "with_driver"]
 
 SETTLE_S = 15.0
 
@@ -102,3 +107,26 @@ def _began(task: TaskView, now: float) -> float:
     if attempt is None:
         return now
     return attempt.started_at or attempt.submitted_at or attempt.decided_at
+
+
+class FairInputs(NamedTuple):
+    """What the fair-share order is computed from, read from the projections at ``now``:
+    the waiting and active tasks, as the policy sees them, and each user's decayed usage."""
+
+    waiting: list[TaskView]
+    active: list[TaskView]
+    queue: list[QueuedTask]
+    running: list[RunningTask]
+    usage: dict[str, float]
+
+
+def read_fair_inputs(db: sqlite3.Connection, config: SchedulerConfig, now: float,
+                     driver_cpus: float = 0.0) -> FairInputs:
+    """For the queue shown under ``fairshare`` and each user's standing (the reactor keeps
+    the same inputs in memory)."""
+    waiting = tasks_in_states(db, [s for s in TaskState if s.is_waiting()])
+    active = tasks_in_states(db, [s for s in TaskState if s.holds_ray_job() or s is TaskState.CANCELING])
+    queue, running, _ = policy_inputs(waiting=waiting, active=active, capacity=None, now=now, config=config,
+                                      driver_cpus=driver_cpus, runtimes=read_runtime_history(db))
+    usage = read_usage(db, config.fairshare.half_life_s, now=now).at(now, live_usage(active, now))
+    return FairInputs(waiting=waiting, active=active, queue=queue, running=running, usage=usage)

@@ -25,6 +25,7 @@ import msgspec
 from argus.events.catalog import Demand
 
 from argus.scheduler.model import RunningTask
+from argus.scheduler.reserve import best_fit
 
 __all__ = ["Room", "RoomPlanner"]
 
@@ -59,11 +60,7 @@ class _Nodes(msgspec.Struct, kw_only=True):
         return _Nodes(ids=self.ids, gpus=gpus, cpus=cpus, total_gpus=self.total_gpus, total_cpus=self.total_cpus)
 
     def place(self, d: Demand) -> tuple[int, ...] | None:
-        fits = [i for i in range(len(self.gpus)) if self.gpus[i] >= d.n_gpus_per_node and self.cpus[i] >= d.cpus_per_node]
-        if len(fits) < d.nnodes or d.nnodes <= 0:
-            return None
-        fits.sort(key=lambda i: (self.gpus[i], self.cpus[i], self.ids[i]))
-        return tuple(fits[: d.nnodes])
+        return best_fit(self.gpus, self.cpus, self.ids, d)
 
     def take(self, nodes: Sequence[int], d: Demand) -> None:
         for i in nodes:

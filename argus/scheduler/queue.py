@@ -20,17 +20,13 @@ from typing import NamedTuple
 import msgspec
 
 from argus.config import ArgusConfig, SchedulerConfig
-from argus.lifecycle import TaskState
 from argus.scheduler.fairshare import fair_order
-from argus.scheduler.inputs import policy_inputs
+from argus.scheduler.inputs import read_fair_inputs
 from argus.scheduler.order import ORDERS
 from projections.cursor import Cursor
 from projections.queue import (
     QueueEntry, QueuePage, waiting_ahead, waiting_count, waiting_entry, waiting_page,
 )
-from projections.runtime_stats import read_runtime_history
-from projections.tasks_read import tasks_in_states
-from projections.usage import live_usage, read_usage
 
 __all__ = ["FairView", "QueueCursor", "fair_view", "queue_page", "queue_position", "read_queue"]
 
@@ -80,15 +76,10 @@ def fair_queue(db: sqlite3.Connection, fair: FairView | None = None) -> list[Que
     """Every waiting task in the ``fairshare`` policy's order, numbered."""
     fair = fair or FairView(SchedulerConfig(policy="fairshare"), time.time())
     sched, now = fair.sched, fair.now
-    waiting = tasks_in_states(db, [s for s in TaskState if s.is_waiting()])
-    active = tasks_in_states(db, [s for s in TaskState if s.holds_ray_job() or s is TaskState.CANCELING])
-    queue, running, _ = policy_inputs(waiting=waiting, active=active, capacity=None, now=now, config=sched,
-                                      driver_cpus=fair.driver_cpus, runtimes=read_runtime_history(db))
-    half_life = sched.fairshare.half_life_s
-    usage = read_usage(db, half_life, since=now - 20 * half_life).at(now, live_usage(active, now))
-    ordered = fair_order(queue, running, now, usage=usage, shares=sched.fairshare.shares,
+    inputs = read_fair_inputs(db, sched, now, fair.driver_cpus)
+    ordered = fair_order(inputs.queue, inputs.running, now, usage=inputs.usage, shares=sched.fairshare.shares,
                          quotas=sched.fairshare.quotas, default_runtime_s=sched.default_runtime_s)
-    entries = {e.task_id: e for e in waiting_page(db, _order(FAIRSHARE), limit=len(waiting) + 1)}
+    entries = {e.task_id: e for e in waiting_page(db, _order(FAIRSHARE), limit=len(inputs.waiting) + 1)}
     return [msgspec.structs.replace(entries[t.task_id], position=i)
             for i, t in enumerate((t for t in ordered if t.task_id in entries), start=1)]
 

@@ -22,7 +22,7 @@ import msgspec
 
 from argus.events.catalog import Demand
 
-__all__ = ["Ending", "Reservation", "earliest_start", "expected_end", "fmt_clock"]
+__all__ = ["Ending", "Reservation", "best_fit", "earliest_start", "expected_end", "fmt_clock"]
 
 
 class Ending(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -61,7 +61,7 @@ def fmt_clock(t: float) -> str:
     return time.strftime("%H:%M", time.gmtime(t)) + " UTC"
 
 
-def _fits(gpus: list[float], cpus: list[float], ids: Sequence[str], d: Demand) -> tuple[int, ...] | None:
+def best_fit(gpus: Sequence[float], cpus: Sequence[float], ids: Sequence[str], d: Demand) -> tuple[int, ...] | None:
     """Best-fit nodes (fewest free GPUs first), like the policy's placement."""
     fits = [i for i in range(len(gpus)) if gpus[i] >= d.n_gpus_per_node and cpus[i] >= d.cpus_per_node]
     if len(fits) < d.nnodes or d.nnodes <= 0:
@@ -92,7 +92,7 @@ def earliest_start(
         for i in nodes:
             gpus[i] = min(total_gpus[i], gpus[i] + e.n_gpus_per_node)
             cpus[i] = min(total_cpus[i], cpus[i] + e.cpus_per_node)
-        picked = _fits(gpus, cpus, ids, d)
+        picked = best_fit(gpus, cpus, ids, d)
         if picked is not None:
             return max(now, ending.at), picked
     return None

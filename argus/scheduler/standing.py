@@ -9,12 +9,9 @@ import sqlite3
 import msgspec
 
 from argus.config import SchedulerConfig
-from argus.lifecycle import TaskState
 from argus.scheduler.fairshare import fair_shares, share_of
-from argus.scheduler.inputs import policy_inputs
+from argus.scheduler.inputs import read_fair_inputs
 from projections.cluster import read_cluster
-from projections.tasks_read import tasks_in_states
-from projections.usage import live_usage, read_usage
 
 __all__ = ["Standing", "UserStanding", "read_standing"]
 
@@ -40,14 +37,11 @@ class Standing(msgspec.Struct, frozen=True, kw_only=True):
 
 def read_standing(db: sqlite3.Connection, sched: SchedulerConfig, now: float) -> Standing:
     """Every user with work now, recent use, a share or a quota, by name."""
-    waiting = tasks_in_states(db, [s for s in TaskState if s.is_waiting()])
-    active = tasks_in_states(db, [s for s in TaskState if s.holds_ray_job() or s is TaskState.CANCELING])
-    queue, running, _ = policy_inputs(waiting=waiting, active=active, capacity=None, now=now, config=sched)
+    waiting, active, queue, running, usage = read_fair_inputs(db, sched, now)
     cluster = read_cluster(db)
     total = sum(n.total_gpus for n in cluster.nodes) if cluster is not None else 0.0
     fair = sched.fairshare
     shares = fair_shares(queue, running, total, fair.shares, fair.quotas)
-    usage = read_usage(db, fair.half_life_s, since=now - 20 * fair.half_life_s).at(now, live_usage(active, now))
     users = sorted({t.user for t in waiting} | {t.user for t in active} | set(fair.shares) | set(fair.quotas)
                    | {u for u, v in usage.items() if v >= 1.0})
     return Standing(policy=sched.policy, half_life_s=fair.half_life_s, total_gpus=total, at=now, users=[

@@ -106,11 +106,11 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
     arrivals = 0
     predicted: dict[str, float | None] = {}
     busy_used = busy_capacity = 0.0  # GPU-seconds used / offered while some task waited
-    last, capacity_gpus = 0.0, sum(n.gpus for n in trace.nodes)
+    last, capacity_gpus, in_use = 0.0, sum(n.gpus for n in trace.nodes), 0.0  # in_use: GPUs of running tasks
     while events:
         now = events[0][0]
         if waiting:  # since the last instant, nothing changed: integrate its state
-            busy_used += (now - last) * sum(r.demand.total_gpus for r, _ in running.values())
+            busy_used += (now - last) * in_use
             busy_capacity += (now - last) * capacity_gpus
         last = now
         while events and events[0][0] == now:  # everything that happens at this instant
@@ -126,6 +126,7 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
                 continue  # a run that was cut short by a preemption
             r, nodes = running.pop(task_id)
             _give(free, nodes, task, +1)
+            in_use -= task.demand.total_gpus
             ran = now - run_began[task_id]
             usage.add(task.user, int((now - ran / 2) // 3600), task.demand.total_gpus * ran)
             left[task_id] -= ran
@@ -170,6 +171,7 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
                                                  started_at=now),
                                      decision.node_ids)
             _give(free, decision.node_ids, task, -1)
+            in_use += task.demand.total_gpus
             started.setdefault(task.task_id, now)
             run_began[task.task_id] = now
             token[task.task_id] = token.get(task.task_id, 0) + 1
