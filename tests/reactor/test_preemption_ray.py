@@ -25,8 +25,10 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 async def test_a_preempted_task_requeues_and_resumes_from_its_checkpoint(ray_cluster: Any, tmp_path: Path) -> None:
     async with reactor_on(ray_cluster, tmp_path, policy="priority", preempt_grace_s=3.0) as r:
         store, shared = r.store, r.shared
+        # Long enough to still run when it becomes preemptible: a running task is a candidate
+        # only once it has settled into Ray's counts, SETTLE_S (15 s) after it was seen running.
         low = await submit_task(store, unique_id("low"), nnodes=2, gpus=4, preemptible=True, command=toy_command(
-            shared, "alice", nnodes=2, gpus=4, steps=40, sleep_s=0.25, extra="trainer.save_freq=2"))
+            shared, "alice", nnodes=2, gpus=4, steps=60, sleep_s=0.5, extra="trainer.save_freq=2"))
         first_ckpt = Path(job_dir(str(shared), "alice", submission_id_for(low, 1))) / "checkpoints"
         deadline = time.monotonic() + 120
         while not (first_ckpt / "global_step_2").is_dir():  # it ran, and saved a checkpoint
@@ -53,6 +55,6 @@ async def test_a_preempted_task_requeues_and_resumes_from_its_checkpoint(ray_clu
         assert resumed, log[-3000:]
         step = int(resumed[0].rsplit("global_step_", 1)[1].split()[0])
         assert step >= 2
-        assert (second_dir / "checkpoints" / "global_step_40").is_dir()  # the task's checkpoints, moved on
+        assert (second_dir / "checkpoints" / "global_step_60").is_dir()  # the task's checkpoints, moved on
         assert not first_ckpt.exists()
         assert "moved to" in (first_ckpt.parent / "checkpoints.moved").read_text()
