@@ -42,10 +42,13 @@ __all__ = ["sim"]
 @click.option("--eta", "eta_every", type=click.IntRange(min=0), default=0, show_default=True,
               help="Give every Nth arriving task that has to wait an ETA, as users see it, and report "
                    "its error against the real start (0: off; each costs a forward run of the policy).")
+@click.option("--placement", type=click.Choice(["bestfit", "fragmentation"]), default="bestfit", show_default=True,
+              help="Where the policies put a gang: best-fit (Argus's), or fragmentation-aware "
+                   "(argus.scheduler.fragmentation; tried, and lost on the trace).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None, policies: tuple[str, ...], backfill: bool, nodes_subset: int | None,
         load: float | None, gang_mix: str | None, limit: int | None, priority_mix: str | None,
-        preemptible: float, preemption: bool, seed: int, fgd: bool, eta_every: int, as_json: bool) -> None:
+        preemptible: float, preemption: bool, seed: int, fgd: bool, eta_every: int, placement: str, as_json: bool) -> None:
     """Run a trace through the scheduler's own policies on a virtual clock and compare
     waits, utilisation and fairness (docs/scheduling.md)."""
     from argus.scheduler import POLICIES
@@ -81,7 +84,8 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
     if fgd:
         _fgd(trace, seed, as_json)
         return
-    results = [measure(simulate(trace, p, backfill=backfill, eta_every=eta_every, preemption=preemption))
+    results = [measure(simulate(trace, p, backfill=backfill, eta_every=eta_every, preemption=preemption,
+                                placement=placement))
                for p in chosen]
     skipped = {"no_gpu": trace.skipped_no_gpu, "no_runtime": trace.skipped_no_runtime,
                "never_fits_the_cluster": trace.skipped_too_big}
@@ -133,4 +137,5 @@ def _fgd(trace: "Trace", seed: int, as_json: bool) -> None:
     click.echo(f"FGD procedure on {len(trace.nodes)} nodes ({sum(n.gpus for n in trace.nodes):g} GPUs), seed {seed}: "
                "GPUs allocated when arrived requests reach 100 % and 130 % of capacity")
     for r in results:
-        click.echo(f"  {r.placement:8} {r.allocated_at_100:6.1%} {r.allocated_at_130:6.1%}  ({r.failed} tasks not placed)")
+        click.echo(f"  {r.placement:13} {r.allocated_at_100:6.2%} {r.allocated_at_130:6.2%}  "
+                   f"({r.unallocated_gpus:g} GPUs left free; {r.failed} tasks not placed)")

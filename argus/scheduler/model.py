@@ -82,6 +82,12 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     # fairshare: each user's decayed GPU-seconds now (projections.usage). An input of the
     # pass like the queue, carried here so every policy keeps one signature.
     usage: dict[str, float] = {}
+    # Placement: "bestfit" (fewest free GPUs left), or "fragmentation" (argus.scheduler.
+    # fragmentation: for the simulator only; it lost to best-fit on the trace, see there).
+    placement: str = "bestfit"
+    # fragmentation: how often each per-node shape (GPUs, CPUs, weight) comes, when known
+    # from elsewhere (the FGD mode); empty: the pass's own queue front and running tasks.
+    shape_mix: tuple[tuple[float, float, float], ...] = ()
 
     @classmethod
     def from_scheduler(cls, cfg: SchedulerConfig, **overrides: object) -> "PolicyConfig":

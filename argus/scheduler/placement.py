@@ -3,9 +3,10 @@ why a gang does not fit (in words, with the numbers)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from argus.events.catalog import Demand, NodeCapacity
+from argus.scheduler.fragmentation import ShapeMix
 from argus.scheduler.model import Defer, QueuedTask, Reason, RunningTask
 from argus.scheduler.reserve import Ending, Reservation, earliest_start
 
@@ -29,9 +30,11 @@ def needs(d: Demand) -> str:
 
 
 class Pool:
-    """Mutable free-resource view for one pass (arrays indexed like ``ids``)."""
+    """Mutable free-resource view for one pass (arrays indexed like ``ids``). Gangs are
+    placed fragmentation-aware against ``mix`` (made on first need), else best-fit."""
 
-    def __init__(self, nodes: Sequence[NodeCapacity], running: Sequence[RunningTask]) -> None:
+    def __init__(self, nodes: Sequence[NodeCapacity], running: Sequence[RunningTask],
+                 mix: Callable[[], ShapeMix] | None = None) -> None:
         ordered = sorted(nodes, key=lambda n: n.node_id)
         self.ids = [n.node_id for n in ordered]
         self.gpus = [max(0.0, n.free_gpus) for n in ordered]
@@ -45,6 +48,17 @@ class Pool:
         self._snapshot: tuple[float, ...] | None = None
         self.totals = [(n.total_gpus, n.total_cpus) for n in ordered]
         self._never: dict[tuple[int, int, float], Defer | None] = {}
+        self._make_mix = mix
+        self._mix: ShapeMix | None = None
+
+    def _order(self, fits: list[int], d: Demand) -> list[int]:
+        """Where to put a gang's members first, among the nodes that fit one."""
+        if self._make_mix is not None:
+            if self._mix is None:
+                self._mix = self._make_mix()
+            return self._mix.order(fits, self.gpus, self.cpus, self.ids, d)
+        gpus, cpus, ids = self.gpus, self.cpus, self.ids
+        return sorted(fits, key=lambda i: (gpus[i], cpus[i], ids[i]))  # best-fit
 
     def never_fits(self, d: Demand) -> Defer | None:
         """Why ``d`` could not be placed even on idle nodes (by their totals), or None."""
@@ -78,13 +92,12 @@ class Pool:
         return self._snapshot
 
     def place_avoiding(self, d: Demand, avoid: frozenset[int]) -> tuple[int, ...] | None:
-        """Best-fit nodes for the gang among the nodes not in ``avoid``, or None."""
+        """Nodes for the gang among the nodes not in ``avoid`` (as ``place``), or None."""
         g, c = d.n_gpus_per_node, d.cpus_per_node
         fits = [i for i in range(len(self.gpus)) if i not in avoid and self.gpus[i] >= g and self.cpus[i] >= c]
         if len(fits) < d.nnodes or d.nnodes <= 0:
             return None
-        fits.sort(key=lambda i: (self.gpus[i], self.cpus[i], self.ids[i]))
-        return tuple(fits[: d.nnodes])
+        return tuple(self._order(fits, d)[: d.nnodes])
 
     def reservation(self, t: QueuedTask, endings: Sequence[Ending], now: float) -> Reservation | None:
         """The earliest start of ``t``'s gang as ``endings`` free resources (see reserve.py)."""
@@ -94,7 +107,7 @@ class Pool:
         return None if found is None else Reservation(task_id=t.task_id, start=found[0], nodes=found[1])
 
     def place(self, d: Demand) -> tuple[int, ...] | None:
-        """Best-fit nodes for the gang (fewest free GPUs first, then id), or None."""
+        """Nodes for the gang (least fragmentation growth, else fewest free GPUs first), or None."""
         key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node)
         if key in self._cache:
             return self._cache[key]
@@ -103,8 +116,7 @@ class Pool:
         fits = [i for i in range(len(gpus)) if gpus[i] >= g and cpus[i] >= c]
         result: tuple[int, ...] | None = None
         if len(fits) >= d.nnodes > 0:
-            fits.sort(key=lambda i: (gpus[i], cpus[i], self.ids[i]))
-            result = tuple(fits[: d.nnodes])
+            result = tuple(self._order(fits, d)[: d.nnodes])
         self._cache[key] = result
         return result
 

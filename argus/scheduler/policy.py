@@ -37,6 +37,7 @@ from typing import Protocol
 import msgspec
 
 from argus.scheduler.fairshare import FairShares, fair_order, fair_shares
+from argus.scheduler.fragmentation import MIX_SAMPLE, ShapeMix
 from argus.scheduler.model import (
     Admit, Capacity, Decision, Defer, PolicyConfig, Preempt, QueuedTask, Reason, RunningTask,
 )
@@ -106,6 +107,14 @@ class Outranks(Protocol):
         """Tasks with equal values here (and one shape) find the same room, or none."""
 
 
+def _shape_mix(queue: Sequence[QueuedTask], running: Sequence[RunningTask], config: PolicyConfig) -> ShapeMix:
+    """The shapes placement should leave room for: the configured mix, else what waits at
+    the front of the line and what runs."""
+    if config.shape_mix:
+        return ShapeMix(config.shape_mix)
+    return ShapeMix.of([t.demand for t in queue[:MIX_SAMPLE]] + [r.demand for r in running])
+
+
 def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
          now: float, config: PolicyConfig, outranks: Outranks | None = None) -> list[Decision]:
     out: list[Decision] = []
@@ -119,7 +128,8 @@ def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: 
                 append(Defer(task_id=t.task_id, reason=Reason.CAPACITY_UNKNOWN, message=_UNKNOWN_MSG))
         return out
 
-    pool = Pool(capacity.nodes, running)
+    pool = Pool(capacity.nodes, running, mix=(lambda: _shape_mix(queue, running, config))
+                if config.placement == "fragmentation" else None)
     n_running = len(running)
     per_user: dict[str, int] = {}
     if config.max_running_per_user > 0:

@@ -64,7 +64,7 @@ class SimResult(msgspec.Struct, frozen=True, kw_only=True):
 def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, backfill: bool = False,
              max_running_per_user: int = 0, default_runtime_s: float = 3600.0, eta_every: int = 0,
              preemption: bool = False, grace_s: float = 30.0, fairshare: FairShareConfig | None = None,
-             observe: Observer | None = None) -> SimResult:
+             observe: Observer | None = None, placement: str = "bestfit") -> SimResult:
     """Run ``trace`` through ``policy`` on the trace's nodes; every task's start and end.
     ``eta_every`` N > 0: every Nth arriving task that has to wait is given an ETA
     (``argus.scheduler.eta``, as a user would see it) to compare with its real start.
@@ -72,12 +72,13 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
     later, goes back to its place in line and later runs only what it had left (it
     resumes from a checkpoint taken at the stop: an optimistic model of lost work).
     ``fairshare``: half-life, shares and quotas of the ``fairshare`` policy.
-    ``observe(now, waiting, running)``: called after each instant's decisions (tests)."""
+    ``observe(now, waiting, running)``: called after each instant's decisions (tests).
+    ``placement``: the policy's placement (``PolicyConfig.placement``)."""
     fair = fairshare or FairShareConfig()
     config = PolicyConfig(policy=policy, max_running_tasks=max_running_tasks, backfill=backfill,
                           max_running_per_user=max_running_per_user, default_runtime_s=default_runtime_s,
                           preemption=preemption, preempt_grace_s=grace_s, shares=dict(fair.shares),
-                          quotas=dict(fair.quotas))
+                          quotas=dict(fair.quotas), placement=placement)
     history: dict[tuple[str, int, int], tuple[int, float]] = {}  # (user, shape) -> finished runs
     usage = UsageLedger(fair.half_life_s)
 

@@ -154,7 +154,7 @@ def test_fgd_mode_is_deterministic_and_bounded(tmp_path: Path) -> None:
     trace = load_openb(pods, nodes)
     first = fgd(trace, seed=5)
     assert first == fgd(trace, seed=5)  # same seed, same sample, same numbers
-    assert [r.placement for r in first] == ["random", "bestfit", "argus"]
+    assert [r.placement for r in first] == ["random", "bestfit", "argus", "fragmentation"]
     for r in first:
         assert 0 < r.allocated_at_100 <= r.allocated_at_130 <= 1
     # best fit packs the 3-GPU tasks where a 1-GPU task already is: never worse than random here
