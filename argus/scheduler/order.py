@@ -11,6 +11,7 @@ will do, for every policy; a property test checks the two on random queues.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from operator import attrgetter
 from typing import NamedTuple, Protocol, TypeVar
 
 __all__ = ["ORDERS", "SortKey", "Waiting", "order_key", "queue_order", "register_order"]
@@ -56,8 +57,14 @@ def order_key(policy: str) -> Callable[[Waiting], tuple[int, ...]]:
 
 
 def queue_order(policy: str, waiting: Iterable[W]) -> list[W]:
-    """``waiting`` in the order ``policy`` considers them."""
-    return sorted(waiting, key=order_key(policy))
+    """``waiting`` in the order ``policy`` considers them: the same order as sorting by
+    ``order_key``, made as one stable sort per key, last key first, each on a plain
+    attribute (a C-level key; a Python key function per task cost ~4 ms at 10,000 tasks,
+    half a pass)."""
+    out = list(waiting)
+    for key in reversed(ORDERS[policy]):
+        out.sort(key=attrgetter(key.field), reverse=key.descending)  # reverse keeps stability
+    return out
 
 
 register_order("fifo", SortKey("seq"))  # arrival only: priorities are ignored
