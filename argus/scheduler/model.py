@@ -40,6 +40,9 @@ class QueuedTask(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     user: str = ""
     next_run_at: float | None = None
     estimate_s: float | None = None  # expected run time (time limit or history); None: the default
+    # The estimate is an enforced time limit: the task is stopped by it, so it may run on
+    # a reservation's nodes before the reservation starts (argus.scheduler.reserve).
+    limited: bool = False
     preempting: bool = False  # its last deferral made room for it: it goes first to that room
 
 

@@ -270,22 +270,28 @@ def _preempt_message(t: QueuedTask, r: RunningTask, reason: str, config: PolicyC
 def _backfill(t: QueuedTask, picked: tuple[int, ...], pool: Pool, reserved: Reservation, now: float,
               config: PolicyConfig) -> tuple[tuple[int, ...] | None, str, Defer | None]:
     """May ``t``, which fits now on ``picked``, start without delaying ``reserved``? Yes if
-    it is expected to end before the reservation starts, or fits on nodes the reservation
-    does not need. Returns its nodes and why, or the deferral that says why not."""
-    estimate = t.estimate_s or config.default_runtime_s
-    if now + estimate <= reserved.start:
-        return picked, (f"backfilled: expected to end by ~{fmt_clock(now + estimate)}, before the "
-                        f"reservation of {reserved.task_id} from ~{fmt_clock(reserved.start)}"), None
+    it fits on nodes the reservation does not need, or if its time limit ends it before
+    the reservation starts. A run time that is only an estimate (history, the default)
+    does not let it onto the reservation's nodes: estimates run over, each overrun moved
+    the reservation later, and in the trace a gang so passed again and again waited for
+    days (docs/scheduling.md). Returns its nodes and why, or the deferral that says why not."""
     avoid = frozenset(reserved.nodes)
     elsewhere = picked if avoid.isdisjoint(picked) else pool.place_avoiding(t.demand, avoid)
     if elsewhere is not None:
         return elsewhere, f"backfilled on nodes the reservation of {reserved.task_id} does not need", None
-    # No times in this message: it would change with the clock, and be recorded again,
+    estimate = t.estimate_s or config.default_runtime_s
+    if t.limited and now + estimate <= reserved.start:
+        return picked, (f"backfilled: its time limit ends it by ~{fmt_clock(now + estimate)}, before the "
+                        f"reservation of {reserved.task_id} from ~{fmt_clock(reserved.start)}"), None
+    # No times in these messages: they would change with the clock, and be recorded again,
     # for every task behind the reservation.
     nodes = ", ".join(pool.ids[i] for i in reserved.nodes)
+    why = ("its time limit would still run" if t.limited else
+           "without a time_limit its run time is only an estimate (set one to let it start before the "
+           "reservation when it ends in time), and it would run")
     return None, "", Defer(task_id=t.task_id, reason=Reason.BEHIND_RESERVATION, message=(
-        f"{needs(t.demand)}; fits now, but would still run, by its expected run time, on nodes "
-        f"reserved for {reserved.task_id} ({nodes}) when that reservation starts"))
+        f"{needs(t.demand)}; fits now, but only on nodes reserved for {reserved.task_id} "
+        f"({nodes}): {why} on them when that reservation starts"))
 
 
 @register_policy("fifo")

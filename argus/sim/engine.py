@@ -64,7 +64,7 @@ class SimResult(msgspec.Struct, frozen=True, kw_only=True):
 def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, backfill: bool = False,
              max_running_per_user: int = 0, default_runtime_s: float = 3600.0, eta_every: int = 0,
              preemption: bool = False, grace_s: float = 30.0, fairshare: FairShareConfig | None = None,
-             observe: Observer | None = None, placement: str = "bestfit") -> SimResult:
+             observe: Observer | None = None, placement: str = "bestfit", estimates: str = "history") -> SimResult:
     """Run ``trace`` through ``policy`` on the trace's nodes; every task's start and end.
     ``eta_every`` N > 0: every Nth arriving task that has to wait is given an ETA
     (``argus.scheduler.eta``, as a user would see it) to compare with its real start.
@@ -73,7 +73,11 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
     resumes from a checkpoint taken at the stop: an optimistic model of lost work).
     ``fairshare``: half-life, shares and quotas of the ``fairshare`` policy.
     ``observe(now, waiting, running)``: called after each instant's decisions (tests).
-    ``placement``: the policy's placement (``PolicyConfig.placement``)."""
+    ``placement``: the policy's placement (``PolicyConfig.placement``).
+    ``estimates``: what the policy is told of run times: ``history`` (the mean of the
+    user's finished runs of the shape, else the default: what Argus knows), or ``exact``
+    (each task's real run time, as exact time limits would: what is left of an ETA's error
+    is the policy's, not the estimates')."""
     fair = fairshare or FairShareConfig()
     config = PolicyConfig(policy=policy, max_running_tasks=max_running_tasks, backfill=backfill,
                           max_running_per_user=max_running_per_user, default_runtime_s=default_runtime_s,
@@ -82,7 +86,13 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
     history: dict[tuple[str, int, int], tuple[int, float]] = {}  # (user, shape) -> finished runs
     usage = UsageLedger(fair.half_life_s)
 
+    if estimates not in ("history", "exact"):
+        raise ValueError(f"estimates: 'history' or 'exact', not {estimates!r}")
+    exact = estimates == "exact"  # the estimates hold, as enforced time limits would
+
     def estimate(task: SimTask) -> float:
+        if exact:
+            return left[task.task_id]  # what is left of it (all of it before a preemption)
         n, total = history.get((task.user, task.demand.nnodes, task.demand.n_gpus_per_node), (0, 0.0))
         return total / n if n else default_runtime_s
 
@@ -142,8 +152,8 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
             continue
         capacity = _capacity(free, totals)
         decisions += 1
-        queue = [msgspec.structs.replace(q, estimate_s=estimate(tasks[q.task_id]), preempting=q.task_id in making_room)
-                 for q in waiting.values()]
+        queue = [msgspec.structs.replace(q, estimate_s=estimate(tasks[q.task_id]), limited=exact,
+                                         preempting=q.task_id in making_room) for q in waiting.values()]
         if policy == "fairshare":
             live = [(r.user, int(((now + run_began[t]) / 2) // 3600), r.demand.total_gpus * (now - run_began[t]))
                     for t, (r, _) in running.items()]

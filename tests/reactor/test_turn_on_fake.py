@@ -504,12 +504,12 @@ async def test_reserve_backfill_reserves_for_the_head_and_backfills_only_what_ca
         assert view.expected_start == pytest.approx(started + 600)  # a's start + its time limit
         assert "reserved nodes" in view.wait_message
         starting = [e for e in await w.events(short) if isinstance(e, AttemptStarting)]
-        assert starting and "backfilled: expected to end by" in starting[0].note
+        assert starting and "backfilled: its time limit ends it by" in starting[0].note
         assert (await w.view(long)).wait_reason == "behind_reservation"
         from argus.replay.explain import explain
 
         said = "\n".join(explain(tmp_path / "argus.db", short).lines)
-        assert f"started ahead of its place in line: backfilled: expected to end by" in said and head in said
+        assert f"started ahead of its place in line: backfilled: its time limit ends it by" in said and head in said
         said = "\n".join(explain(tmp_path / "argus.db", head).lines)
         assert "reserved nodes" in said
     finally:

@@ -3,6 +3,8 @@ tasks' estimates gives each waiting task the start it would get if nothing else 
 
 from __future__ import annotations
 
+import msgspec
+
 from argus.events.catalog import Demand, NodeCapacity
 from argus.scheduler import Capacity, PolicyConfig, QueuedTask, RunningTask
 from argus.scheduler.eta import estimate_starts
@@ -23,8 +25,8 @@ def test_each_waiting_task_starts_when_the_policy_would_admit_it() -> None:
     running = [RunningTask(task_id="r0", demand=gang(1, 8), node_ids=("n0",), expected_end=NOW + 100),
                RunningTask(task_id="r1", demand=gang(1, 4), expected_end=NOW + 30)]  # nodes unknown
     queue = [QueuedTask(task_id="big", demand=gang(2, 8), seq=1, estimate_s=50),
-             QueuedTask(task_id="a", demand=gang(1, 4), seq=2, estimate_s=10),
-             QueuedTask(task_id="b", demand=gang(1, 8), seq=3, estimate_s=10)]
+             QueuedTask(task_id="a", demand=gang(1, 4), seq=2, estimate_s=10, limited=True),
+             QueuedTask(task_id="b", demand=gang(1, 8), seq=3, estimate_s=10, limited=True)]
     capacity = nodes(0, 4)
     fifo = estimate_starts(queue, running, capacity, NOW, PolicyConfig(policy="fifo"))
     # strict fifo: big waits for both nodes (r0 ends at +100), then a and b after it
@@ -33,6 +35,9 @@ def test_each_waiting_task_starts_when_the_policy_would_admit_it() -> None:
     # a fits now and ends (+10) long before big's reservation (+100): backfilled at once;
     # b fits when r1 ends (+30) and would end by +40, still before +100: backfilled too
     assert easy == {"big": NOW + 100, "a": NOW, "b": NOW + 30}
+    # Without time limits their run times are estimates: not on the reserved nodes (both)
+    guessed = [msgspec.structs.replace(t, limited=False) for t in queue]
+    assert estimate_starts(guessed, running, capacity, NOW, PolicyConfig(policy="reserve-backfill")) == fifo
 
 
 def test_the_horizon_bounds_the_work_and_retries_wait_for_their_backoff() -> None:
