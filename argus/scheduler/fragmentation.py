@@ -11,9 +11,10 @@ GPUs no coming task can take.
 Tried, and not Argus's placement: it wins the FGD procedure (arrivals only, nothing
 leaves: ``argus sim --fgd`` on openb leaves 1–4 GPUs of 6,212 unallocated where best-fit
 leaves 14–22) but loses the trace run with departures and gangs (``argus sim … --placement
-fragmentation``: FIFO's busy utilisation 0.283 against best-fit's 0.525, reservations with
-backfill 0.300 against 0.825). A nearly empty 8-GPU node strands its GPUs for an 8-GPU
-task anyway by this measure, so small tasks go there, and nodes stop draining for gangs.
+fragmentation``: FIFO's busy utilisation 0.283 against best-fit's 0.525, priority with
+preemption 0.190 against 0.637; level under reservations, which protect their nodes). A
+nearly empty 8-GPU node strands its GPUs for an 8-GPU task anyway by this measure, so
+small tasks go there, and nodes stop draining for gangs.
 So it is selectable in the simulator (``PolicyConfig.placement``), not in the service.
 
 The mix is what the pass knows is coming: the shapes of the first ``MIX_SAMPLE`` waiting

@@ -8,7 +8,7 @@ starts its task on the nodes the policy chose, and the task ends ``runtime`` lat
 own delays (job start, placement groups) are not modelled: the simulator judges the policy.
 
 The policy never sees a task's real run time. It gets what the reactor gives it: an
-estimate, the mean of the same user's finished runs of the same shape so far, else
+estimate, the median of the same user's finished runs of the same shape so far, else
 ``default_runtime_s`` (traces carry no time limits); a running task is expected to end at
 its start plus that estimate.
 """
@@ -25,6 +25,7 @@ from argus.events import NodeCapacity
 from argus.scheduler import Admit, Capacity, Defer, PolicyConfig, Preempt, QueuedTask, Reason, RunningTask, decide
 from argus.scheduler.eta import estimate_starts
 from argus.sim.trace import SimTask, Trace
+from projections.runtime_stats import RunKey, RuntimeHistory
 from projections.usage import UsageLedger
 
 __all__ = ["SimResult", "TaskOutcome", "simulate"]
@@ -74,8 +75,8 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
     ``fairshare``: half-life, shares and quotas of the ``fairshare`` policy.
     ``observe(now, waiting, running)``: called after each instant's decisions (tests).
     ``placement``: the policy's placement (``PolicyConfig.placement``).
-    ``estimates``: what the policy is told of run times: ``history`` (the mean of the
-    user's finished runs of the shape, else the default: what Argus knows), or ``exact``
+    ``estimates``: what the policy is told of run times: ``history`` (what Argus knows:
+    ``RuntimeHistory``'s estimate from the user's finished runs of the shape), or ``exact``
     (each task's real run time, as exact time limits would: what is left of an ETA's error
     is the policy's, not the estimates')."""
     fair = fairshare or FairShareConfig()
@@ -83,7 +84,7 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
                           max_running_per_user=max_running_per_user, default_runtime_s=default_runtime_s,
                           preemption=preemption, preempt_grace_s=grace_s, shares=dict(fair.shares),
                           quotas=dict(fair.quotas), placement=placement)
-    history: dict[tuple[str, int, int], tuple[int, float]] = {}  # (user, shape) -> finished runs
+    history = RuntimeHistory()  # finished runs, by user and shape (the trace has one workload)
     usage = UsageLedger(fair.half_life_s)
 
     if estimates not in ("history", "exact"):
@@ -93,8 +94,7 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
     def estimate(task: SimTask) -> float:
         if exact:
             return left[task.task_id]  # what is left of it (all of it before a preemption)
-        n, total = history.get((task.user, task.demand.nnodes, task.demand.n_gpus_per_node), (0, 0.0))
-        return total / n if n else default_runtime_s
+        return history.expected(_run_key(task), default_runtime_s)[0]
 
     free = {n.node_id: [n.gpus, n.cpus] for n in trace.nodes}
     totals = {n.node_id: (n.gpus, n.cpus) for n in trace.nodes}
@@ -145,9 +145,7 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
                 waiting[task_id] = _queued(task, seqs[task_id])
                 continue
             ended[task_id] = now
-            key = (task.user, task.demand.nnodes, task.demand.n_gpus_per_node)
-            n, total = history.get(key, (0, 0.0))
-            history[key] = (n + 1, total + task.runtime)
+            history.add(_run_key(task), task.runtime)
         if not waiting:
             continue
         capacity = _capacity(free, totals)
@@ -207,6 +205,10 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
                      contended_used_gpu_s=busy_used, contended_capacity_gpu_s=busy_capacity,
                      decisions=decisions, eta_errors=errors, eta_waits=waits,
                      eta_unknown=sum(1 for eta in predicted.values() if eta is not None and eta < 0))
+
+
+def _run_key(task: SimTask) -> RunKey:
+    return RunKey(task.user, "trace", task.demand.nnodes, task.demand.n_gpus_per_node)
 
 
 def _queued(task: SimTask, seq: int) -> QueuedTask:
