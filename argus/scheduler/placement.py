@@ -29,6 +29,9 @@ def needs(d: Demand) -> str:
             f"(+{fmt_amount(d.cpus_per_node)} CPUs each)")
 
 
+_UNSEEN = object()  # a shape not looked at yet in this pass
+
+
 class Pool:
     """Mutable free-resource view for one pass (arrays indexed like ``ids``). Gangs are
     placed fragmentation-aware against ``mix`` (made on first need), else best-fit."""
@@ -60,19 +63,21 @@ class Pool:
         gpus, cpus, ids = self.gpus, self.cpus, self.ids
         return sorted(fits, key=lambda i: (gpus[i], cpus[i], ids[i]))  # best-fit
 
-    def never_fits(self, d: Demand) -> Defer | None:
-        """Why ``d`` could not be placed even on idle nodes (by their totals), or None."""
-        key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node)
-        if key not in self._never:
-            big = sum(1 for g, c in self.totals if g >= d.n_gpus_per_node and c >= d.cpus_per_node)
-            largest = max(self.totals, default=(0.0, 0.0))
-            self._never[key] = None if big >= d.nnodes else Defer(
-                task_id="", reason=Reason.NEVER_FITS, free_gpus_per_node=self.free_gpus(), message=(
-                    f"{needs(d)}; the {len(self.totals)} alive worker node(s) could not hold it even if "
-                    f"idle: {big} of them have ≥ {d.n_gpus_per_node} GPUs and ≥ {fmt_amount(d.cpus_per_node)} "
-                    f"CPUs in all (largest: {fmt_amount(largest[0])} GPUs, {fmt_amount(largest[1])} CPUs); "
-                    f"it holds no one back and starts when big enough nodes join"))
-        return self._never[key]
+    def never_fits(self, d: Demand, key: tuple[int, int, float]) -> Defer | None:
+        """Why ``d`` could not be placed even on idle nodes (by their totals), or None.
+        ``key``: the shape, ``(nnodes, n_gpus_per_node, cpus_per_node)`` (the pass has it)."""
+        found = self._never.get(key, _UNSEEN)
+        if found is not _UNSEEN:
+            return found  # type: ignore[return-value]
+        big = sum(1 for g, c in self.totals if g >= d.n_gpus_per_node and c >= d.cpus_per_node)
+        largest = max(self.totals, default=(0.0, 0.0))
+        found = self._never[key] = None if big >= d.nnodes else Defer(
+            task_id="", reason=Reason.NEVER_FITS, free_gpus_per_node=self.free_gpus(), message=(
+                f"{needs(d)}; the {len(self.totals)} alive worker node(s) could not hold it even if "
+                f"idle: {big} of them have ≥ {d.n_gpus_per_node} GPUs and ≥ {fmt_amount(d.cpus_per_node)} "
+                f"CPUs in all (largest: {fmt_amount(largest[0])} GPUs, {fmt_amount(largest[1])} CPUs); "
+                f"it holds no one back and starts when big enough nodes join"))
+        return found
 
     def _reserve(self, task: RunningTask, index: dict[str, int]) -> None:
         """Take an unclaimed task's demand off the nodes it will hold (conservative: for a

@@ -153,7 +153,9 @@ def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: 
             append(Defer(task_id=t.task_id, reason=Reason.RETRY_BACKOFF,
                          message=f"retry not before t={t.next_run_at:.0f} ({t.next_run_at - now:.0f}s)"))
             continue
-        never = pool.never_fits(t.demand)
+        d = t.demand
+        key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node)
+        never = pool.never_fits(d, key)
         if never is not None:  # waiting in line for it would only block everyone behind it
             append(Defer(task_id=t.task_id, reason=never.reason, message=never.message,
                          free_gpus_per_node=never.free_gpus_per_node))
@@ -170,8 +172,6 @@ def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: 
                 f"user {t.user!r} already runs {per_user[t.user]} task(s) "
                 f"(max_running_per_user={config.max_running_per_user})")))
             continue
-        d = t.demand
-        key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node)
         why = explained.get(key)
         if why is None:
             picked = pool.place(d)
