@@ -25,11 +25,14 @@ $PY -m pip install -q -e '.[test]'
 $PY -m pip install -q --no-deps 'verl>=0.5,<1'
 
 # Debian's chromium for the browser tests; shellcheck for the image scripts; bubblewrap
-# for the opt-in job sandbox's test (tests/test_sandbox.py).
+# for the opt-in job sandbox's test (tests/test_sandbox.py); postgresql (below).
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+# Debian's postgresql for the PostgreSQL event log's tests (a throwaway server each run;
+# its binaries live in /usr/lib/postgresql/<major>/bin, off the PATH).
+command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${need[@]}" >/dev/null

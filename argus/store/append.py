@@ -106,27 +106,8 @@ class Appender:
         """The body of an append, inside a write transaction the caller holds: returns
         the events as recorded (a reader would read the same). Raises ConcurrencyConflict
         or InvariantViolation (the caller rolls back)."""
-        now = time.time()
         position, versions = _head_and_versions(db, {item.batch.stream: None for item in prepared})
-        rows: list[tuple[object, ...]] = []
-        records: list[Recorded] = []
-        folded: list[Recorded] = []
-        for item in prepared:
-            stream, owner = item.batch.stream, item.batch.owner
-            version = versions[stream]
-            expected = item.batch.expected_version
-            if expected is not None and version != expected:
-                raise ConcurrencyConflict(stream, expected, version)
-            for type_, schema, data, event, folds in item.events:
-                position += 1
-                version += 1
-                rows.append((position, stream, version, type_, schema, data, item.meta_bytes, owner, now))
-                rec = Recorded(position=position, stream=stream, version=version, type=type_,
-                               event=event, meta=item.meta, owner=owner, recorded_at=now)
-                records.append(rec)
-                if folds:
-                    folded.append(rec)
-            versions[stream] = version  # a later batch of the same stream follows on
+        rows, records, folded = number_events(prepared, position, versions, time.time())
         _INSERT_EVENTS.run(db, rows)
         if folded:  # the read models raise InvariantViolation for an event they refuse
             self.read_models.apply(db, folded)
@@ -137,6 +118,35 @@ class Appender:
                 checkpoint,
             )
         return records
+
+
+def number_events(prepared: list[PreparedBatch], head: int, versions: dict[str, int],
+                  now: float) -> tuple[list[tuple[object, ...]], list[Recorded], list[Recorded]]:
+    """Positions after ``head`` and each stream's next versions for ``prepared``: the rows
+    to insert, the events as recorded, and those a read model folds. Raises
+    ConcurrencyConflict where a batch expects another version of its stream. The same
+    numbering for every backend (SQLite's store, the PostgreSQL log)."""
+    rows: list[tuple[object, ...]] = []
+    records: list[Recorded] = []
+    folded: list[Recorded] = []
+    position = head
+    for item in prepared:
+        stream, owner = item.batch.stream, item.batch.owner
+        version = versions[stream]
+        expected = item.batch.expected_version
+        if expected is not None and version != expected:
+            raise ConcurrencyConflict(stream, expected, version)
+        for type_, schema, data, event, folds in item.events:
+            position += 1
+            version += 1
+            rows.append((position, stream, version, type_, schema, data, item.meta_bytes, owner, now))
+            rec = Recorded(position=position, stream=stream, version=version, type=type_,
+                           event=event, meta=item.meta, owner=owner, recorded_at=now)
+            records.append(rec)
+            if folds:
+                folded.append(rec)
+        versions[stream] = version  # a later batch of the same stream follows on
+    return rows, records, folded
 
 
 def _head_and_versions(db: sqlite3.Connection, streams: dict[str, None]) -> tuple[int, dict[str, int]]:

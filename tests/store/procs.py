@@ -13,6 +13,7 @@ from pathlib import Path
 
 from argus.events import task_stream
 from argus.store import AppendBatch, EventStore
+from argus.store.postgres import PostgresEventLog
 from projections import open_store
 from tests.events import factories as f
 
@@ -52,8 +53,10 @@ async def writer(db: str, task_id: str, transactions: int, size: int, start_file
 
 async def storm(db: str, synchronous: str, pairs: int, size: int) -> None:
     """Append forever (until killed): each transaction writes ``size`` events to each of two
-    task streams of one pair, round robin over ``pairs`` pairs."""
-    store = await open_store(db, synchronous=synchronous)
+    task streams of one pair, round robin over ``pairs`` pairs. ``db``: a SQLite file, or a
+    ``postgresql://`` DSN (the log alone)."""
+    store: EventStore | PostgresEventLog = (
+        await PostgresEventLog.open(db) if db.startswith("postgresql://") else await open_store(db, synchronous=synchronous))
     versions = [0] * pairs
     n = 0
     while True:
