@@ -6,10 +6,12 @@ are not kept here yet: the service still runs on SQLite.
 
 - **Append-only in the database**: triggers refuse UPDATE, DELETE and TRUNCATE, and an
   INSERT whose positions are not gapless after the head (``migrations/postgres``).
-- **Gapless positions in commit order under concurrent writers**: every append takes one
-  transaction-scoped advisory lock before it reads the head, so appends commit one after
-  another, each right after the one before it (as eventsourcing's Postgres recorder does
-  with a table lock). Readers are never blocked.
+- **Gapless positions in commit order under concurrent writers, in one round trip**: the
+  client reads the head and its streams' versions, numbers the events (as SQLite's store,
+  ``append.number_events``) and calls ``argus_append``, which takes a transaction-scoped
+  advisory lock (eventsourcing's recorder takes a table lock; both are measured) and
+  inserts only if nothing moved since the read, else the client reads again. Appends so
+  commit one after another, each right after the one before it; readers are never blocked.
 - **Encoded and validated as SQLite's store does** (``Appender.prepare``): an event that
   would not decode never reaches the log.
 
@@ -35,10 +37,13 @@ __all__ = ["APPEND_LOCK", "PostgresEventLog", "migrate_postgres"]
 
 APPEND_LOCK = 0x41524755  # "ARGU": the advisory lock every append holds to its commit
 _MIGRATE_LOCK = 0x41524756
+_SERIALISE = ("advisory", "table")  # how argus_append takes its turn (migrations/postgres/0002)
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
-_INSERT = (f"INSERT INTO events ({EVENT_COLUMNS}) SELECT * FROM unnest("
-           "$1::bigint[], $2::text[], $3::int[], $4::text[], $5::int[], $6::bytea[], $7::bytea[], $8::text[], "
-           "$9::float8[])")
+_APPEND = ("SELECT argus_append($1::bigint[], $2::text[], $3::int[], $4::text[], $5::int[], $6::bytea[], "
+           "$7::bytea[], $8::text[], $9::float8[], $10::boolean)")
+_HEAD_AND_VERSIONS = ("SELECT (SELECT coalesce(max(position), 0) FROM events), s, "
+                      "(SELECT coalesce(max(version), 0) FROM events WHERE stream = s) FROM unnest($1::text[]) AS s")
+_MOVED = "AG001"  # argus_append: the log moved since it was read
 
 
 class _NoReadModels:
@@ -86,18 +91,26 @@ async def migrate_postgres(conn: Any) -> int:
 class PostgresEventLog:
     """The append-only event log in a PostgreSQL database (``dsn``)."""
 
-    def __init__(self, pool: Any, max_payload_bytes: int) -> None:
+    def __init__(self, pool: Any, max_payload_bytes: int, serialise: str = "advisory") -> None:
+        if serialise not in _SERIALISE:
+            raise ValueError(f"serialise: one of {', '.join(_SERIALISE)}, not {serialise!r}")
         self._pool = pool
         self._appender = Appender(_NoReadModels(), max_payload_bytes)
+        self._table_lock = serialise == "table"
 
     @classmethod
-    async def open(cls, dsn: str, *, pool_size: int = 4, max_payload_bytes: int = 1 << 20) -> "PostgresEventLog":
+    async def open(cls, dsn: str, *, pool_size: int = 4, max_payload_bytes: int = 1 << 20,
+                   serialise: str = "advisory") -> "PostgresEventLog":
+        """``serialise``: how appends take turns, ``advisory`` (a transaction-scoped
+        advisory lock, the default) or ``table`` (``LOCK TABLE events IN EXCLUSIVE MODE``,
+        as eventsourcing's recorder); ``python tests/bench/bench_store.py --backend
+        postgres`` measures both."""
         import asyncpg  # the postgres extra: only this backend needs it
 
         pool = await asyncpg.create_pool(dsn, min_size=1, max_size=pool_size)
         async with pool.acquire() as conn:
             await migrate_postgres(conn)
-        return cls(pool, max_payload_bytes)
+        return cls(pool, max_payload_bytes, serialise)
 
     async def close(self) -> None:
         await self._pool.close()
@@ -126,17 +139,19 @@ class PostgresEventLog:
         prepared = self._appender.prepare(batches, meta)
         if not prepared:
             return []
-        async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", APPEND_LOCK)
-            streams = list(dict.fromkeys(item.batch.stream for item in prepared))
-            head = await conn.fetchval("SELECT coalesce(max(position), 0) FROM events")
-            versions = {s: 0 for s in streams}
-            for stream, version in await conn.fetch(
-                    "SELECT stream, max(version) FROM events WHERE stream = ANY($1::text[]) GROUP BY stream", streams):
-                versions[stream] = version
-            rows, records, _ = number_events(prepared, int(head), versions, time.time())
-            await conn.execute(_INSERT, *(list(column) for column in zip(*rows)))
-        return records
+        streams = list(dict.fromkeys(item.batch.stream for item in prepared))
+        async with self._pool.acquire() as conn:
+            while True:  # until the log stands still between the read and the insert
+                found = await conn.fetch(_HEAD_AND_VERSIONS, streams)
+                versions = {stream: int(version) for _, stream, version in found}
+                rows, records, _ = number_events(prepared, int(found[0][0]), versions, time.time())
+                try:
+                    await conn.execute(_APPEND, *(list(column) for column in zip(*rows)), self._table_lock)
+                except Exception as exc:  # asyncpg's PostgresError; its class is imported lazily
+                    if getattr(exc, "sqlstate", None) == _MOVED:
+                        continue
+                    raise
+                return records
 
     # ------------------------------------------------------------------ reading
     async def read(self, after: int = 0, limit: int = 1000, *, streams: Sequence[str] | None = None,

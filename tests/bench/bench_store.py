@@ -342,7 +342,14 @@ def main() -> None:
     parser.add_argument("--appends-only", action="store_true", help="skip the rebuild measures")
     parser.add_argument("--dir", type=Path, default=None, help="where to put the databases (local disk)")
     parser.add_argument("--measure", nargs=2, metavar=("KIND", "DB"), help=argparse.SUPPRESS)
+    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite",
+                        help="postgres: the event log on a throwaway PostgreSQL server (tests/bench/bench_store_pg.py)")
     args = parser.parse_args()
+    if args.backend == "postgres":
+        from tests.bench.bench_store_pg import main as postgres_main
+
+        postgres_main(args, event_objects)
+        return
     if args.measure:
         print(json.dumps(measure(*args.measure)))
         return

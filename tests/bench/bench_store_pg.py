@@ -1,0 +1,117 @@
+"""The event log on PostgreSQL: durable appends/s, side by side with eventsourcing's
+Postgres recorder, on a throwaway server started here (``tests/support/postgres.py``:
+fsync and synchronous_commit on, as installed). Run through
+
+    python tests/bench/bench_store.py --backend postgres [--single 2000] [--batches 200] [--rounds 3]
+
+Measured, from the same event objects to committed rows, 1 and 100 events per
+transaction, in interleaved rounds (fresh databases each round; medians shown):
+
+- argus: ``PostgresEventLog.append_batches`` (encode, validate by decoding, check
+  versions, one INSERT ... SELECT unnest(...) per transaction), appends serialised by a
+  transaction-scoped advisory lock (the default) and, as a second row, by ``LOCK TABLE
+  events IN EXCLUSIVE MODE``;
+- eventsourcing: msgspec-encoding each event into a ``StoredEvent`` (the generous choice,
+  as in the SQLite bench), then ``PostgresApplicationRecorder.insert_events`` (which takes
+  the table lock).
+
+Not measured yet: a rebuild (the read models are not kept on PostgreSQL yet).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+import uuid
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+from argus.events import encode_event
+from argus.store import AppendBatch
+from tests.support.postgres import PostgresServer
+
+
+def _work(events: list[tuple[str, int, Any]], per_tx: int) -> list[list[AppendBatch]]:
+    """Transactions of ``per_tx`` events, one AppendBatch per run of one stream."""
+    out: list[list[AppendBatch]] = []
+    for k in range(0, len(events), per_tx):
+        tx: list[AppendBatch] = []
+        for stream, version, event in events[k:k + per_tx]:
+            if tx and tx[-1].stream == stream:
+                last = tx[-1]
+                tx[-1] = AppendBatch(stream=stream, expected_version=last.expected_version, events=[*last.events, event])
+            else:
+                tx.append(AppendBatch(stream=stream, expected_version=version - 1, events=[event]))
+        out.append(tx)
+    return out
+
+
+async def _argus(dsn: str, events: list[tuple[str, int, Any]], per_tx: int, serialise: str) -> float:
+    from argus.store.postgres import PostgresEventLog
+
+    work = _work(events, per_tx)
+    log = await PostgresEventLog.open(dsn, serialise=serialise)
+    try:
+        started = time.perf_counter()
+        for tx in work:
+            await log.append_batches(tx)
+        return len(events) / (time.perf_counter() - started)
+    finally:
+        await log.close()
+
+
+def _es(dsn: str, events: list[tuple[str, int, Any]], per_tx: int) -> float:
+    from eventsourcing.persistence import StoredEvent
+    from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+
+    url = urlsplit(dsn)
+    datastore = PostgresDatastore(url.path.lstrip("/"), url.hostname or "", url.port or 5432, url.username or "", "")
+    recorder = PostgresApplicationRecorder(datastore)
+    recorder.create_table()
+    ids: dict[str, uuid.UUID] = {}
+    try:
+        started = time.perf_counter()
+        for k in range(0, len(events), per_tx):
+            stored = []
+            for stream, version, event in events[k:k + per_tx]:
+                type_, _, data = encode_event(event)
+                originator = ids.setdefault(stream, uuid.uuid5(uuid.NAMESPACE_URL, stream))
+                stored.append(StoredEvent(originator_id=originator, originator_version=version, topic=type_,
+                                          state=data))
+            recorder.insert_events(stored)
+        return len(events) / (time.perf_counter() - started)
+    finally:
+        datastore.close()
+
+
+def main(args: argparse.Namespace, event_objects: Callable[[int], list[tuple[str, int, Any]]]) -> None:
+    server = PostgresServer().start()
+    try:
+        sizes = {"1 event/tx": (args.single, 1), "100 events/tx": (args.batches * 100, 100)}
+        rates: dict[str, dict[str, list[float]]] = {k: {} for k in sizes}
+        for r in range(args.rounds):
+            for key, (n, per_tx) in sizes.items():
+                events = event_objects(n)
+                runs: dict[str, Callable[[str], float]] = {
+                    "argus (advisory lock)": lambda dsn: asyncio.run(_argus(dsn, events, per_tx, "advisory")),
+                    "argus (table lock)": lambda dsn: asyncio.run(_argus(dsn, events, per_tx, "table")),
+                    "eventsourcing": lambda dsn: _es(dsn, events, per_tx),
+                }
+                for name, run in runs.items():
+                    dsn = asyncio.run(server.new_database())
+                    rate = run(dsn)
+                    print(f"  round {r + 1}: {name}, {key}: {rate:,.0f} events/s", flush=True)
+                    rates[key].setdefault(name, []).append(rate)
+        print("\nEvent log on PostgreSQL (fsync on): durable events/s, median of "
+              f"{args.rounds} interleaved rounds\n")
+        print(f"{'measure':<16}{'argus (advisory)':>18}{'argus (table)':>15}{'eventsourcing':>15}"
+              f"{'advisory/es':>13}{'table/es':>10}")
+        for key, by in rates.items():
+            m = {name: statistics.median(v) for name, v in by.items()}
+            adv, tab, es = m["argus (advisory lock)"], m["argus (table lock)"], m["eventsourcing"]
+            print(f"{key:<16}{adv:>18,.0f}{tab:>15,.0f}{es:>15,.0f}{adv / es:>13.2f}{tab / es:>10.2f}")
+        print("\ntarget (issue 22): argus >= 1x eventsourcing's appends")
+    finally:
+        server.stop()
