@@ -12,9 +12,7 @@ backend subclasses ``EventLogContract`` and provides three fixtures:
 from __future__ import annotations
 
 import asyncio
-import signal
 import subprocess
-import time
 from typing import Any, Awaitable, Callable
 
 import msgspec
@@ -23,7 +21,7 @@ import pytest
 from argus.events import EventMeta, task_stream
 from argus.store import AppendBatch, ConcurrencyConflict, InvalidEvent, PayloadTooLarge
 from tests.events import factories as f
-from tests.store.procs import child_command, child_env, task_batch
+from tests.store.procs import child_command, child_env, kill_mid_storm, task_batch
 
 OpenLog = Callable[..., Awaitable[Any]]
 RawSql = Callable[[str, str], Awaitable[None]]
@@ -117,22 +115,7 @@ class EventLogContract:
         pairs, size = 4, 5
         child = subprocess.Popen(child_command("storm", storm_target("a"), "FULL", pairs, size), env=child_env(),
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        try:
-            deadline = time.monotonic() + 30
-            while await log.head_position() < 400:
-                assert child.poll() is None, child.stderr.read().decode() if child.stderr else ""
-                assert time.monotonic() < deadline, "the storm did not get going"
-                await asyncio.sleep(0.01)
-            await asyncio.sleep(0.037)  # land somewhere inside a later transaction
-            child.send_signal(signal.SIGKILL)
-            child.wait(10)
-        finally:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
-            if child.stderr:
-                child.stderr.close()
-        assert child.returncode == -signal.SIGKILL
+        await kill_mid_storm(child, log.head_position, 400)
         again = await open_log("a")
         got = await again.read(limit=1_000_000)
         assert len(got) >= 400 and [r.position for r in got] == list(range(1, len(got) + 1))

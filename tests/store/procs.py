@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Awaitable, Callable
 
 from argus.events import task_stream
 from argus.store import AppendBatch, EventStore
@@ -28,6 +31,28 @@ def child_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
     return env
+
+
+async def kill_mid_storm(child: "subprocess.Popen[bytes]", head: Callable[[], Awaitable[int]], at_least: int,
+                         timeout: float = 30) -> None:
+    """Once the storm ``child`` has written ``at_least`` events (``head()``), SIGKILL it
+    somewhere inside a later transaction; the child is reaped whatever happens."""
+    try:
+        deadline = time.monotonic() + timeout
+        while await head() < at_least:
+            assert child.poll() is None, child.stderr.read().decode() if child.stderr else ""
+            assert time.monotonic() < deadline, "the storm did not get going"
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.037)  # land somewhere inside a later transaction
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        if child.stderr:
+            child.stderr.close()
+    assert child.returncode == -signal.SIGKILL
 
 
 def task_batch(task_id: str, first: bool, size: int, tag: int) -> list[object]:

@@ -4,7 +4,6 @@ mid-storm, a subscriber following another process's appends, concurrent first op
 from __future__ import annotations
 
 import asyncio
-import signal
 import sqlite3
 import subprocess
 import time
@@ -18,7 +17,7 @@ from projections import open_store
 from tests.events import factories as f
 from tests.projections.compare import assert_projections_match_rebuild
 from tests.store.contract import positions_seen
-from tests.store.procs import REPO_ROOT, child_command, child_env
+from tests.store.procs import REPO_ROOT, child_command, child_env, kill_mid_storm
 
 
 def spawn(*args: object) -> subprocess.Popen[bytes]:
@@ -67,24 +66,15 @@ def test_writer_killed_mid_storm_leaves_only_whole_transactions(tmp_path: Path, 
     pairs, size = 4, 5
     migrate(db)
     child = spawn("storm", db, synchronous, pairs, size)
+    reader = sqlite3.connect(db)
+
+    async def head() -> int:
+        return int(reader.execute("SELECT coalesce(max(position), 0) FROM events").fetchone()[0])
+
     try:
-        deadline = time.monotonic() + 30
-        reader = sqlite3.connect(db)
-        while reader.execute("SELECT coalesce(max(position), 0) FROM events").fetchone()[0] < 400:
-            assert child.poll() is None, child.stderr.read().decode() if child.stderr else ""
-            assert time.monotonic() < deadline, "the storm did not get going"
-            time.sleep(0.01)
-        reader.close()
-        time.sleep(0.037)  # land somewhere inside a later transaction
-        child.send_signal(signal.SIGKILL)
-        child.wait(10)
+        asyncio.run(kill_mid_storm(child, head, 400))
     finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        if child.stderr:
-            child.stderr.close()
-    assert child.returncode == -signal.SIGKILL
+        reader.close()
 
     raw = sqlite3.connect(db)
     try:
