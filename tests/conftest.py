@@ -1,6 +1,6 @@
 """Shared test configuration. Fixture modules live in tests/support/ and are listed here."""
 
-pytest_plugins: list[str] = ["tests.support.ray_cluster", "tests.support.stack"]
+pytest_plugins: list[str] = ["tests.support.ray_cluster", "tests.support.stack", "tests.support.postgres"]
 
 
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]

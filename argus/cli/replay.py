@@ -60,7 +60,8 @@ def _db(ctx: click.Context) -> str:
 
 @click.group()
 @click.option("--db", "db", type=click.Path(dir_okay=False), default=None,
-              help="Database file to inspect (default: the configured v2.sqlite.db_path).")
+              help="Database file to inspect (default: the configured v2.sqlite.db_path); "
+                   "export also reads a PostgreSQL URL.")
 @click.pass_context
 def replay(ctx: click.Context, db: str | None) -> None:
     """Rebuild, verify and investigate the event log (read-only)."""
@@ -185,15 +186,18 @@ def export_cmd(ctx: click.Context, after: int, until: int | None, output: Path |
 
 @replay.command("import")
 @click.argument("source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.argument("target", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("target", type=click.Path(dir_okay=False))
 @click.option("--allow-partial", is_flag=True,
               help="Accept an export that does not start at position 1 (projections not rebuilt).")
-def import_cmd(source: Path, target: Path, allow_partial: bool) -> None:
-    """Load an export (SOURCE, JSON Lines) into TARGET, a new or empty database."""
+def import_cmd(source: Path, target: str, allow_partial: bool) -> None:
+    """Load an export (SOURCE, JSON Lines) into TARGET, a new or empty database: a SQLite
+    file, or a PostgreSQL URL (postgresql://user@host:port/db) whose log is empty."""
     from argus.replay import import_jsonl
+    from argus.replay.source import is_postgres_url
 
     with source.open("rb") as lines:
         report = _guard(lambda: import_jsonl(lines, target, allow_partial=allow_partial))
-    rebuilt = "projections rebuilt" if report.rebuilt else "projections NOT rebuilt (partial log)"
+    rebuilt = ("projections rebuilt" if report.rebuilt else "no projections on PostgreSQL yet"
+               if is_postgres_url(target) else "projections NOT rebuilt (partial log)")
     click.echo(f"imported {report.events} events (positions {report.first_position}.."
                f"{report.last_position}) into {target}; {rebuilt}")

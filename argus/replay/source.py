@@ -48,6 +48,9 @@ class LogSource:
 def open_log(db_path: str | Path) -> Iterator[LogSource]:
     """Open ``db_path`` read-only (falling back to a temporary copy of it); ReplayError
     for a file that is not an Argus database or is newer than this code."""
+    if is_postgres_url(str(db_path)):
+        raise ReplayError("of a log on PostgreSQL only export reads so far: argus replay --db <url> export, "
+                          "then import that into a SQLite file and ask it")
     path = Path(db_path)
     if not path.is_file():
         raise ReplayError(f"no database at {path}")
@@ -64,6 +67,11 @@ def open_log(db_path: str | Path) -> Iterator[LogSource]:
 
 
 scratch_db = scratch_database
+
+
+def is_postgres_url(where: str) -> bool:
+    """A database named by a PostgreSQL URL (``postgresql://…``), not a SQLite file."""
+    return where.startswith(("postgresql://", "postgres://"))
 
 
 def parse_time(text: str) -> float:

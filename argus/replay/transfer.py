@@ -9,17 +9,21 @@ in ``data_b64``/``meta_b64`` instead. ``owner`` is always present (null: no owne
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import sqlite3
 from pathlib import Path
-from typing import IO, Iterable, Iterator
+from typing import IO, TYPE_CHECKING, Iterable, Iterator
 
 import msgspec
 
 from argus.lifecycle import IllegalTransition
-from argus.replay.source import ReplayError, open_log
+from argus.replay.source import ReplayError, is_postgres_url, open_log
 from argus.store import LoadedLog, NotEmpty, load_log, log_rows, read_transaction
 from projections import PROJECTION_TABLES, default_projections, rebuild_projections
+
+if TYPE_CHECKING:
+    from argus.store.postgres import PostgresEventLog
 
 __all__ = ["ExportedEvent", "ImportRefused", "ImportReport", "export_jsonl", "import_jsonl"]
 
@@ -69,30 +73,59 @@ def _raw_or_b64(value: bytes) -> tuple[msgspec.Raw | msgspec.UnsetType, str | ms
     return UNSET, base64.b64encode(value).decode()
 
 
+def _line(row: tuple[object, ...]) -> bytes:
+    """One stored row as its JSON line (with the newline)."""
+    position, stream, version, type_, schema, data, meta, owner, recorded_at = row
+    d, d64 = _raw_or_b64(_as_bytes(data))  # type: ignore[arg-type]
+    m, m64 = _raw_or_b64(_as_bytes(meta))  # type: ignore[arg-type]
+    return _encoder.encode(ExportedEvent(
+        position=position, stream=stream, version=version, type=type_,  # type: ignore[arg-type]
+        schema_version=schema, data=d, data_b64=d64, meta=m, meta_b64=m64,  # type: ignore[arg-type]
+        owner=owner, recorded_at=recorded_at,  # type: ignore[arg-type]
+    )) + b"\n"
+
+
 def iter_export(conn: sqlite3.Connection, *, after: int = 0, until: int | None = None) -> Iterator[bytes]:
     """JSON lines (with their newline) for the events after ``after`` up to ``until``."""
-    for position, stream, version, type_, schema, data, meta, owner, recorded_at in log_rows(
-        conn, after, until, meta=True
-    ):
-        d, d64 = _raw_or_b64(_as_bytes(data))
-        m, m64 = _raw_or_b64(_as_bytes(meta))
-        line = ExportedEvent(
-            position=position, stream=stream, version=version, type=type_,
-            schema_version=schema, data=d, data_b64=d64, meta=m, meta_b64=m64,
-            owner=owner, recorded_at=recorded_at,
-        )
-        yield _encoder.encode(line) + b"\n"
+    for row in log_rows(conn, after, until, meta=True):
+        yield _line(tuple(row))
 
 
 def export_jsonl(db_path: str | Path, out: IO[bytes], *, after: int = 0,
                  until: int | None = None) -> int:
-    """Write events (after, until] of ``db_path`` to ``out``; return how many."""
+    """Write events (after, until] of ``db_path`` (a SQLite file, or a PostgreSQL URL) to
+    ``out``; return how many."""
+    if is_postgres_url(str(db_path)):
+        return asyncio.run(_export_postgres(str(db_path), out, after, until))
     n = 0
     with open_log(db_path) as source, read_transaction(source.conn):  # one snapshot, however long
         for line in iter_export(source.conn, after=after, until=until):
             out.write(line)
             n += 1
     return n
+
+
+async def _export_postgres(url: str, out: IO[bytes], after: int, until: int | None) -> int:
+    from argus.store.postgres import PostgresEventLog
+
+    n = 0
+    log = await _open_postgres(url)
+    try:
+        async for row in log.raw_rows(after, until):
+            out.write(_line(row))
+            n += 1
+    finally:
+        await log.close()
+    return n
+
+
+async def _open_postgres(url: str) -> "PostgresEventLog":
+    from argus.store.postgres import PostgresEventLog
+
+    try:
+        return await PostgresEventLog.open(url)
+    except (OSError, ImportError) as exc:
+        raise ReplayError(f"cannot open the PostgreSQL log at {url}: {exc}") from exc
 
 
 def _column(raw: msgspec.Raw | msgspec.UnsetType, b64: str | msgspec.UnsetType, name: str,
@@ -132,9 +165,13 @@ def _rows(lines: Iterable[bytes], allow_partial: bool) -> Iterator[tuple[object,
 
 def import_jsonl(lines: Iterable[bytes], db_path: str | Path, *,
                  allow_partial: bool = False) -> ImportReport:
-    """Load exported lines into the empty database ``db_path`` (created if missing),
-    keeping positions, streams, versions and recorded_at; then rebuild its projections.
-    All or nothing: one transaction."""
+    """Load exported lines into the empty database ``db_path`` (created if missing; or a
+    PostgreSQL URL, whose log must be empty), keeping positions, streams, versions and
+    recorded_at; then rebuild its projections (SQLite: PostgreSQL keeps none yet). All or
+    nothing: one transaction."""
+    if is_postgres_url(str(db_path)):
+        return asyncio.run(_import_postgres(lines, str(db_path), allow_partial))
+
     def rebuild(conn: sqlite3.Connection, loaded: LoadedLog) -> None:
         if loaded.first_position == 1 or loaded.events == 0:  # a whole log: its projections
             rebuild_projections(conn, conn, default_projections())
@@ -151,3 +188,18 @@ def import_jsonl(lines: Iterable[bytes], db_path: str | Path, *,
     return ImportReport(events=loaded.events, first_position=loaded.first_position,
                         last_position=loaded.last_position,
                         rebuilt=loaded.first_position == 1 or loaded.events == 0)
+
+
+async def _import_postgres(lines: Iterable[bytes], url: str, allow_partial: bool) -> ImportReport:
+    log = await _open_postgres(url)
+    try:
+        events, first, last = await log.load_rows(_rows(lines, allow_partial))
+    except ImportRefused:
+        raise
+    except NotEmpty as exc:
+        raise ImportRefused(str(exc)) from exc
+    except Exception as exc:  # a row that does not decode; the database's refusal (asyncpg's errors)
+        raise ImportRefused(f"the lines are not a valid log: {exc}") from exc
+    finally:
+        await log.close()
+    return ImportReport(events=events, first_position=first, last_position=last, rebuilt=False)

@@ -25,12 +25,13 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from importlib import resources
 from typing import Any
 
-from argus.events import EventMeta, Recorded
+from argus.events import EventMeta, Recorded, decode_event
 from argus.store.append import AppendBatch, Appender, number_events
+from argus.store.dbfile import NotEmpty
 from argus.store.log import EVENT_COLUMNS, decode_row
 
 __all__ = ["APPEND_LOCK", "PostgresEventLog", "migrate_postgres"]
@@ -44,6 +45,16 @@ _APPEND = ("SELECT argus_append($1::bigint[], $2::text[], $3::int[], $4::text[],
 _HEAD_AND_VERSIONS = ("SELECT (SELECT coalesce(max(position), 0) FROM events), s, "
                       "(SELECT coalesce(max(version), 0) FROM events WHERE stream = s) FROM unnest($1::text[]) AS s")
 _MOVED = "AG001"  # argus_append: the log moved since it was read
+_LOAD = (f"INSERT INTO events ({EVENT_COLUMNS}) SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], "
+         "$4::text[], $5::int[], $6::bytea[], $7::bytea[], $8::text[], $9::float8[])")
+
+
+def _check_decodes(row: tuple[object, ...]) -> None:
+    position, _, _, type_, schema, data = row[:6]
+    try:
+        decode_event(type_, schema, data)  # type: ignore[arg-type]
+    except Exception as exc:  # an unknown type, a payload that does not match it
+        raise ValueError(f"position {position}: {exc}") from exc
 
 
 class _NoReadModels:
@@ -180,6 +191,45 @@ class PostgresEventLog:
             rows = await conn.fetch(f"SELECT {EVENT_COLUMNS} FROM events WHERE stream = $1 AND version > $2 "
                                     "ORDER BY version", stream, after_version)
         return [decode_row(r) for r in rows]
+
+    async def raw_rows(self, after: int = 0, until: int | None = None,
+                       page: int = 5000) -> AsyncIterator[tuple[object, ...]]:
+        """The stored rows (``EVENT_COLUMNS``, bytes as stored) after ``after`` up to
+        ``until``, in order, from one snapshot however long the log (an export)."""
+        async with self._pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+            last = after
+            while True:
+                rows = await conn.fetch(f"SELECT {EVENT_COLUMNS} FROM events WHERE position > $1 AND position <= $2 "
+                                        "ORDER BY position LIMIT $3", last, until if until is not None else 2**62, page)
+                for row in rows:
+                    yield tuple(row)
+                if len(rows) < page:
+                    return
+                last = rows[-1][0]
+
+    async def load_rows(self, rows: Iterable[tuple[object, ...]], page: int = 5000) -> tuple[int, int, int]:
+        """Load stored rows (positions, versions, meta and recorded_at kept) into this log,
+        which must be empty: all or nothing, in one transaction. Every event is decoded
+        first (one that would not decode is refused by name). Returns (events, first
+        position, last position). Raises NotEmpty, ValueError (a bad row), or the
+        database's refusal (positions not gapless, a stream version twice)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute("LOCK TABLE events IN EXCLUSIVE MODE")
+            if await conn.fetchval("SELECT count(*) FROM (SELECT 1 FROM events LIMIT 1) AS e"):
+                raise NotEmpty("the target log is not empty: import into a new database")
+            count, first, last = 0, 0, 0
+            chunk: list[tuple[object, ...]] = []
+            for row in rows:
+                _check_decodes(row)
+                chunk.append(row)
+                if len(chunk) == page:
+                    await conn.execute(_LOAD, *(list(column) for column in zip(*chunk)))
+                    count, first, last = count + len(chunk), first or int(chunk[0][0]), int(chunk[-1][0])  # type: ignore[call-overload]
+                    chunk = []
+            if chunk:
+                await conn.execute(_LOAD, *(list(column) for column in zip(*chunk)))
+                count, first, last = count + len(chunk), first or int(chunk[0][0]), int(chunk[-1][0])  # type: ignore[call-overload]
+        return count, first, last
 
     async def stream_version(self, stream: str) -> int:
         async with self._pool.acquire() as conn:

@@ -1,37 +1,26 @@
-"""The event log contract on PostgreSQL (``PostgresEventLog``), on a throwaway server this
-module starts (``tests/support/postgres.py``) and stops. Skipped, saying why, only where
-PostgreSQL or asyncpg is not installed (``scripts/test.sh`` installs both)."""
+"""The event log contract on PostgreSQL (``PostgresEventLog``), on the session's throwaway
+server (``tests/support/postgres.py``). Skipped, saying why, only where PostgreSQL or
+asyncpg is not installed (``scripts/test.sh`` installs both)."""
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import pytest
 
 from tests.store.log_contract import EventLogContract
-from tests.support.postgres import PostgresServer, find_postgres_bin
+from tests.support.postgres import PostgresServer
 
 asyncpg = pytest.importorskip("asyncpg", reason="asyncpg is not installed: pip install -e '.[test]'")
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[PostgresServer]:
-    if find_postgres_bin("initdb") is None:
-        pytest.skip("PostgreSQL is not installed (Debian: apt-get install postgresql; scripts/test.sh does it)")
-    pg = PostgresServer()
-    try:
-        yield pg.start()
-    finally:
-        pg.stop()
-
-
 class TestPostgresLog(EventLogContract):
     @pytest.fixture
-    async def databases(self, server: PostgresServer) -> dict[str, str]:
+    async def databases(self, postgres_server: PostgresServer) -> dict[str, str]:
         return {}
 
     @pytest.fixture
-    async def open_log(self, server: PostgresServer,
+    async def open_log(self, postgres_server: PostgresServer,
                        databases: dict[str, str]) -> AsyncIterator[Callable[..., Awaitable[Any]]]:
         from argus.store.postgres import PostgresEventLog
 
@@ -39,7 +28,7 @@ class TestPostgresLog(EventLogContract):
 
         async def open_(name: str) -> Any:
             if name not in databases:
-                databases[name] = await server.new_database()
+                databases[name] = await postgres_server.new_database()
             opened.append(await PostgresEventLog.open(databases[name]))
             return opened[-1]
 

@@ -1,6 +1,8 @@
 """A throwaway PostgreSQL server for tests: ``initdb`` into a temp dir, ``pg_ctl start`` on
 a free port (TCP on 127.0.0.1 only, trust authentication), one fresh database per test, and
-``pg_ctl stop -m immediate`` plus the temp dir removed at the end.
+``pg_ctl stop -m immediate`` plus the temp dir removed at the end. The ``postgres_server``
+fixture (one per session, started only when a test asks for it) skips, saying why, where
+PostgreSQL or asyncpg is not installed.
 
 Debian's ``postgresql`` package (installed by ``scripts/test.sh``) keeps its binaries in
 ``/usr/lib/postgresql/<major>/bin``, off the PATH; both places are searched. ``initdb``
@@ -18,8 +20,11 @@ import socket
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
-__all__ = ["PostgresServer", "find_postgres_bin"]
+import pytest
+
+__all__ = ["PostgresServer", "find_postgres_bin", "postgres_server"]
 
 
 def find_postgres_bin(name: str) -> str | None:
@@ -90,3 +95,15 @@ class PostgresServer:
                 self._run(self.pg_ctl, "-D", str(self.data), "-m", "immediate", "-w", "stop")
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> "Iterator[PostgresServer]":
+    pytest.importorskip("asyncpg", reason="asyncpg is not installed: pip install -e '.[test]'")
+    if find_postgres_bin("initdb") is None:
+        pytest.skip("PostgreSQL is not installed (Debian: apt-get install postgresql; scripts/test.sh does it)")
+    server = PostgresServer()
+    try:
+        yield server.start()
+    finally:
+        server.stop()

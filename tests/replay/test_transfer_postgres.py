@@ -1,0 +1,70 @@
+"""Moving a log between SQLite and PostgreSQL with ``argus replay export``/``import``: the
+lines round-trip byte for byte both ways, and ``replay verify`` is clean on the SQLite end
+(the read models are not kept on PostgreSQL yet, so verify runs where they are)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from argus.cli.replay import replay
+from argus.replay import ImportRefused, export_jsonl, import_jsonl, verify
+from tests.replay.scenario import Scenario
+from tests.support.postgres import PostgresServer
+
+
+def _export(db: str | Path) -> bytes:
+    buf = io.BytesIO()
+    export_jsonl(db, buf)
+    return buf.getvalue()
+
+
+def test_sqlite_to_postgres_and_back_is_byte_identical_and_verifies(
+        scenario: Scenario, postgres_server: PostgresServer, tmp_path: Path) -> None:
+    dump = _export(scenario.db)
+    url = asyncio.run(postgres_server.new_database())
+    report = import_jsonl(io.BytesIO(dump), url)
+    assert (report.events, report.first_position, report.last_position, report.rebuilt) == (40, 1, 40, False)
+    assert _export(url) == dump  # every column, every byte
+    back = tmp_path / "back.sqlite3"
+    assert import_jsonl(io.BytesIO(_export(url)), back).rebuilt
+    assert verify(back).ok and _export(back) == dump
+
+
+def test_the_cli_moves_a_log_to_postgres(scenario: Scenario, postgres_server: PostgresServer, tmp_path: Path) -> None:
+    url = asyncio.run(postgres_server.new_database())
+    dump = tmp_path / "log.jsonl"
+    runner = CliRunner()
+    out = runner.invoke(replay, ["--db", str(scenario.db), "export", "-o", str(dump)])
+    assert out.exit_code == 0, out.output
+    out = runner.invoke(replay, ["import", str(dump), url])
+    assert out.exit_code == 0, out.output
+    assert "imported 40 events (positions 1..40)" in out.output and "no projections on PostgreSQL yet" in out.output
+    again = tmp_path / "again.jsonl"
+    out = runner.invoke(replay, ["--db", url, "export", "-o", str(again)])
+    assert out.exit_code == 0, out.output
+    assert again.read_bytes() == dump.read_bytes()
+    out = runner.invoke(replay, ["--db", url, "verify"])  # said plainly, not a traceback
+    assert out.exit_code == 2 and "only export reads so far" in out.output
+
+
+def test_import_into_postgres_refuses_a_non_empty_log_and_a_gap_writing_nothing(
+        scenario: Scenario, postgres_server: PostgresServer) -> None:
+    dump = _export(scenario.db)
+    url = asyncio.run(postgres_server.new_database())
+    gap = b"\n".join(line for i, line in enumerate(dump.splitlines()) if i != 5)
+    with pytest.raises(ImportRefused, match="position 7, expected 6"):
+        import_jsonl(io.BytesIO(gap), url)
+    assert _export(url) == b""  # all or nothing
+    import_jsonl(io.BytesIO(dump), url)
+    with pytest.raises(ImportRefused, match="not empty"):
+        import_jsonl(io.BytesIO(dump), url)
+    odd = dump.replace(b'"type":"TaskSubmitted"', b'"type":"NoSuchEvent"', 1)
+    fresh = asyncio.run(postgres_server.new_database())
+    with pytest.raises(ImportRefused, match="not a valid log"):
+        import_jsonl(io.BytesIO(odd), fresh)
+    assert _export(fresh) == b""
