@@ -22,6 +22,7 @@ fresh database at once do not race.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import sqlite3
 import time
@@ -45,6 +46,7 @@ _APPEND = ("SELECT argus_append($1::bigint[], $2::text[], $3::int[], $4::text[],
 _HEAD_AND_VERSIONS = ("SELECT (SELECT coalesce(max(position), 0) FROM events), s, "
                       "(SELECT coalesce(max(version), 0) FROM events WHERE stream = s) FROM unnest($1::text[]) AS s")
 _MOVED = "AG001"  # argus_append: the log moved since it was read
+_CHANNEL = "argus_events"  # argus_append notifies it with its last position (migrations/postgres/0003)
 _LOAD = (f"INSERT INTO events ({EVENT_COLUMNS}) SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], "
          "$4::text[], $5::int[], $6::bytea[], $7::bytea[], $8::text[], $9::float8[])")
 
@@ -191,6 +193,37 @@ class PostgresEventLog:
             rows = await conn.fetch(f"SELECT {EVENT_COLUMNS} FROM events WHERE stream = $1 AND version > $2 "
                                     "ORDER BY version", stream, after_version)
         return [decode_row(r) for r in rows]
+
+    async def subscribe(self, after: int = 0, *, types: Iterable[str] | None = None, batch: int = 500,
+                        poll_interval: float = 5.0) -> AsyncIterator[Recorded]:
+        """Every event after ``after``, then every new one as it is appended, by any
+        process on any host: woken by the database's notification of each append (LISTEN
+        argus_events), with a poll every ``poll_interval`` only as a safety net."""
+        type_list = list(types) if types is not None else None
+        woken = asyncio.Event()
+        listener = await self._pool.acquire()  # held for the subscription: LISTEN is per connection
+
+        def notified(*_: object) -> None:
+            woken.set()
+
+        await listener.add_listener(_CHANNEL, notified)
+        try:
+            cursor = after
+            while True:
+                woken.clear()  # before reading, so no notification between the read and the wait is lost
+                records = await self.read(cursor, batch, types=type_list)
+                if records:
+                    for rec in records:
+                        yield rec
+                    cursor = records[-1].position
+                    continue
+                try:
+                    await asyncio.wait_for(woken.wait(), poll_interval)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            await listener.remove_listener(_CHANNEL, notified)
+            await self._pool.release(listener)
 
     async def raw_rows(self, after: int = 0, until: int | None = None,
                        page: int = 5000) -> AsyncIterator[tuple[object, ...]]:

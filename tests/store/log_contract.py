@@ -12,6 +12,7 @@ backend subclasses ``EventLogContract`` and provides three fixtures:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 from typing import Any, Awaitable, Callable
 
@@ -109,6 +110,12 @@ class EventLogContract:
                 block = mine[n * size:(n + 1) * size]
                 assert block == list(range(block[0], block[0] + size)), f"a transaction of {name} interleaved"
 
+    async def test_a_subscriber_catches_up_thenfollow_appendss_another_connections_appends(self, open_log: OpenLog) -> None:
+        reader, writer = await open_log("a"), await open_log("a")
+        await writer.append(task_stream("x"), 0, [f.submitted("x")])
+        seen = await follow_appends(reader, writer, count=6, poll_interval=0.05)
+        assert seen == [1, 2, 3, 4, 5, 6]
+
     async def test_a_writer_killed_mid_storm_leaves_only_whole_transactions(
             self, open_log: OpenLog, storm_target: Callable[[str], str]) -> None:
         log = await open_log("a")
@@ -124,3 +131,23 @@ class EventLogContract:
             b = [r.version for r in got if r.stream == task_stream(f"p{k}-b")]
             assert a == b == list(range(1, len(a) + 1)) and len(a) % size == 0, (k, len(a), len(b))
         assert await again.append(task_stream("after"), 0, [f.submitted("after")]) == [len(got) + 1]
+
+
+async def follow_appends(reader: Any, writer: Any, *, count: int, poll_interval: float, timeout: float = 10.0) -> list[int]:
+    """Subscribe on ``reader`` from the start while ``writer`` appends to task-x until
+    ``count`` events exist; the positions the subscriber saw, in order."""
+    seen: list[int] = []
+
+    async def follow() -> None:
+        async with contextlib.aclosing(reader.subscribe(0, poll_interval=poll_interval)) as events:
+            async for rec in events:
+                seen.append(rec.position)
+                if len(seen) == count:
+                    return
+
+    task = asyncio.create_task(follow())
+    for version in range(await writer.stream_version(task_stream("x")), count):
+        await asyncio.sleep(0.05)
+        await writer.append(task_stream("x"), version, [f.deferred("x", reason=f"r{version}")])
+    await asyncio.wait_for(task, timeout)
+    return seen
