@@ -106,8 +106,6 @@ def export_jsonl(db_path: str | Path, out: IO[bytes], *, after: int = 0,
 
 
 async def _export_postgres(url: str, out: IO[bytes], after: int, until: int | None) -> int:
-    from argus.store.postgres import PostgresEventLog
-
     n = 0
     log = await _open_postgres(url)
     try:

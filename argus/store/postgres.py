@@ -31,7 +31,7 @@ from importlib import resources
 from typing import Any
 
 from argus.events import EventMeta, Recorded, decode_event
-from argus.store.append import AppendBatch, Appender, number_events
+from argus.store.append import AppendBatch, Appender, PreparedBatch, number_events
 from argus.store.dbfile import NotEmpty
 from argus.store.log import EVENT_COLUMNS, decode_row
 
@@ -152,19 +152,53 @@ class PostgresEventLog:
         prepared = self._appender.prepare(batches, meta)
         if not prepared:
             return []
-        streams = list(dict.fromkeys(item.batch.stream for item in prepared))
         async with self._pool.acquire() as conn:
             while True:  # until the log stands still between the read and the insert
-                found = await conn.fetch(_HEAD_AND_VERSIONS, streams)
-                versions = {stream: int(version) for _, stream, version in found}
-                rows, records, _ = number_events(prepared, int(found[0][0]), versions, time.time())
                 try:
-                    await conn.execute(_APPEND, *(list(column) for column in zip(*rows)), self._table_lock)
+                    return await self._append(conn, prepared)
                 except Exception as exc:  # asyncpg's PostgresError; its class is imported lazily
-                    if getattr(exc, "sqlstate", None) == _MOVED:
-                        continue
-                    raise
-                return records
+                    if getattr(exc, "sqlstate", None) != _MOVED:
+                        raise
+
+    async def _append(self, conn: Any, prepared: list[PreparedBatch]) -> list[Recorded]:
+        """Number ``prepared`` from the head and versions read now, and insert it with
+        ``argus_append`` (SQLSTATE AG001 if the log moved meanwhile)."""
+        streams = list(dict.fromkeys(item.batch.stream for item in prepared))
+        found = await conn.fetch(_HEAD_AND_VERSIONS, streams)
+        versions = {stream: int(version) for _, stream, version in found}
+        rows, records, _ = number_events(prepared, int(found[0][0]), versions, time.time())
+        await conn.execute(_APPEND, *(list(column) for column in zip(*rows)), self._table_lock)
+        return records
+
+    async def claim_lease(self, name: str, holder: str, ttl_s: float, *,
+                          on_new_leader: AppendBatch | None = None) -> bool:
+        """Take or renew lease ``name`` for ``holder`` unless someone else holds it
+        unexpired, by the database's clock (the same for claimers on every host). When the
+        holder changes, ``on_new_leader`` is appended in the same transaction."""
+        prepared = self._appender.prepare([on_new_leader] if on_new_leader else [], None)
+        async with self._pool.acquire() as conn:
+            while True:  # again only if an append moved the log under the new leader's event
+                try:
+                    async with conn.transaction():
+                        await conn.execute("INSERT INTO leases VALUES ($1, '', 0) ON CONFLICT (name) DO NOTHING", name)
+                        row = await conn.fetchrow(
+                            "SELECT holder, lease_until, extract(epoch FROM clock_timestamp())::float8 AS now "
+                            "FROM leases WHERE name = $1 FOR UPDATE", name)
+                        if row["holder"] not in ("", holder) and row["lease_until"] > row["now"]:
+                            return False
+                        await conn.execute("UPDATE leases SET holder = $2, lease_until = $3 WHERE name = $1",
+                                           name, holder, row["now"] + ttl_s)
+                        if prepared and row["holder"] != holder:
+                            await self._append(conn, prepared)
+                        return True
+                except Exception as exc:
+                    if getattr(exc, "sqlstate", None) != _MOVED:
+                        raise
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        async with self._pool.acquire() as conn:
+            await conn.execute("UPDATE leases SET holder = '', lease_until = 0 WHERE name = $1 AND holder = $2",
+                               name, holder)
 
     # ------------------------------------------------------------------ reading
     async def read(self, after: int = 0, limit: int = 1000, *, streams: Sequence[str] | None = None,

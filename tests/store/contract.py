@@ -11,7 +11,7 @@ from typing import Awaitable, Protocol
 
 import pytest
 
-from argus.events import EventMeta, ReactorLeaderElected, reactor_stream, task_stream, user_stream
+from argus.events import EventMeta, ReactorLeaderElected, task_stream, user_stream
 from argus.store import (
     AppendBatch,
     ConcurrencyConflict,
@@ -293,39 +293,3 @@ class EventStoreContract:
             await store.append(task_stream("a"), 0, [f.deferred("a")], checkpoint=("reactor", 2))
         assert await store.checkpoint("reactor") == 1
 
-    # ---------------------------------------------------------------- leases
-    async def test_lease_refuses_a_second_holder_until_expiry(self, store: EventStore) -> None:
-        ttl = 0.4
-        assert await store.claim_lease("reactor", "r1", ttl)
-        assert not await store.claim_lease("reactor", "r2", ttl)
-        assert await store.claim_lease("reactor", "r1", ttl)  # renewal by the holder
-        assert not await store.claim_lease("reactor", "r2", ttl)
-        await asyncio.sleep(ttl + 0.1)
-        assert await store.claim_lease("reactor", "r2", ttl)
-        assert not await store.claim_lease("reactor", "r1", ttl)
-
-    async def test_released_lease_can_be_taken_at_once(self, store: EventStore) -> None:
-        assert await store.claim_lease("reactor", "r1", 60)
-        await store.release_lease("reactor", "r2")  # not the holder: no effect
-        assert not await store.claim_lease("reactor", "r2", 60)
-        await store.release_lease("reactor", "r1")
-        assert await store.claim_lease("reactor", "r2", 60)
-
-    async def test_new_leader_event_is_appended_once_per_change_of_holder(self, store: EventStore) -> None:
-        def on_new(rid: str) -> AppendBatch:
-            return AppendBatch(stream=reactor_stream, expected_version=None, events=[leader(rid)])
-
-        assert await store.claim_lease("reactor", "r1", 0.3, on_new_leader=on_new("r1"))
-        assert await store.claim_lease("reactor", "r1", 0.3, on_new_leader=on_new("r1"))
-        assert not await store.claim_lease("reactor", "r2", 0.3, on_new_leader=on_new("r2"))
-        await asyncio.sleep(0.4)
-        assert await store.claim_lease("reactor", "r2", 0.3, on_new_leader=on_new("r2"))
-        records = await store.read_stream(reactor_stream)
-        assert [r.event.reactor_id for r in records] == ["r1", "r2"]  # type: ignore[attr-defined]
-
-    async def test_failed_new_leader_append_leaves_the_lease_unclaimed(self, store: EventStore) -> None:
-        stale = AppendBatch(stream=reactor_stream, expected_version=5, events=[leader("r1")])
-        with pytest.raises(ConcurrencyConflict):
-            await store.claim_lease("reactor", "r1", 60, on_new_leader=stale)
-        assert await store.claim_lease("reactor", "r2", 60)
-        assert await store.head_position() == 0

@@ -19,9 +19,10 @@ from typing import Any, Awaitable, Callable
 import msgspec
 import pytest
 
-from argus.events import EventMeta, task_stream
+from argus.events import EventMeta, reactor_stream, task_stream
 from argus.store import AppendBatch, ConcurrencyConflict, InvalidEvent, PayloadTooLarge
 from tests.events import factories as f
+from tests.store.contract import leader
 from tests.store.procs import child_command, child_env, kill_mid_storm, task_batch
 
 OpenLog = Callable[..., Awaitable[Any]]
@@ -110,11 +111,52 @@ class EventLogContract:
                 block = mine[n * size:(n + 1) * size]
                 assert block == list(range(block[0], block[0] + size)), f"a transaction of {name} interleaved"
 
-    async def test_a_subscriber_catches_up_thenfollow_appendss_another_connections_appends(self, open_log: OpenLog) -> None:
+    async def test_a_subscriber_catches_up_then_follows_another_connections_appends(self, open_log: OpenLog) -> None:
         reader, writer = await open_log("a"), await open_log("a")
         await writer.append(task_stream("x"), 0, [f.submitted("x")])
         seen = await follow_appends(reader, writer, count=6, poll_interval=0.05)
         assert seen == [1, 2, 3, 4, 5, 6]
+
+    # ------------------------------------------ leases (the reactor's leadership)
+    async def test_lease_refuses_a_second_holder_until_expiry(self, open_log: OpenLog) -> None:
+        store = await open_log("a")
+        ttl = 0.4
+        assert await store.claim_lease("reactor", "r1", ttl)
+        assert not await store.claim_lease("reactor", "r2", ttl)
+        assert await store.claim_lease("reactor", "r1", ttl)  # renewal by the holder
+        assert not await store.claim_lease("reactor", "r2", ttl)
+        await asyncio.sleep(ttl + 0.1)
+        assert await store.claim_lease("reactor", "r2", ttl)
+        assert not await store.claim_lease("reactor", "r1", ttl)
+
+    async def test_released_lease_can_be_taken_at_once(self, open_log: OpenLog) -> None:
+        store = await open_log("a")
+        assert await store.claim_lease("reactor", "r1", 60)
+        await store.release_lease("reactor", "r2")  # not the holder: no effect
+        assert not await store.claim_lease("reactor", "r2", 60)
+        await store.release_lease("reactor", "r1")
+        assert await store.claim_lease("reactor", "r2", 60)
+
+    async def test_new_leader_event_is_appended_once_per_change_of_holder(self, open_log: OpenLog) -> None:
+        store = await open_log("a")
+        def on_new(rid: str) -> AppendBatch:
+            return AppendBatch(stream=reactor_stream, expected_version=None, events=[leader(rid)])
+
+        assert await store.claim_lease("reactor", "r1", 0.3, on_new_leader=on_new("r1"))
+        assert await store.claim_lease("reactor", "r1", 0.3, on_new_leader=on_new("r1"))
+        assert not await store.claim_lease("reactor", "r2", 0.3, on_new_leader=on_new("r2"))
+        await asyncio.sleep(0.4)
+        assert await store.claim_lease("reactor", "r2", 0.3, on_new_leader=on_new("r2"))
+        records = await store.read_stream(reactor_stream)
+        assert [r.event.reactor_id for r in records] == ["r1", "r2"]  # type: ignore[attr-defined]
+
+    async def test_failed_new_leader_append_leaves_the_lease_unclaimed(self, open_log: OpenLog) -> None:
+        store = await open_log("a")
+        stale = AppendBatch(stream=reactor_stream, expected_version=5, events=[leader("r1")])
+        with pytest.raises(ConcurrencyConflict):
+            await store.claim_lease("reactor", "r1", 60, on_new_leader=stale)
+        assert await store.claim_lease("reactor", "r2", 60)
+        assert await store.head_position() == 0
 
     async def test_a_writer_killed_mid_storm_leaves_only_whole_transactions(
             self, open_log: OpenLog, storm_target: Callable[[str], str]) -> None:
