@@ -235,6 +235,42 @@ def test_submit_advanced_task_and_follow_it_live(pages: Pages, stack: Stack) -> 
     shot(page, "10-cluster")
 
 
+def test_a_page_that_finishes_loading_late_does_not_draw_over_the_next(pages: Pages, stack: Stack) -> None:
+    """A task's page is still waiting for the API when the user moves to the Tasks list: when
+    its answer comes, the list stays (each navigation renders into a view of its own).
+    Before, the late task page replaced the list just opened (seen in CI as a just-submitted
+    task missing from the Tasks page for 15 s)."""
+    put_toy_dataset(stack, "alice")
+    spec = ("kind: advanced\nworkload: ppo\nnnodes: 1\nn_gpus_per_node: 1\n"
+            "command: python3 -m argus.examples.toy_trainer trainer.nnodes=1 trainer.n_gpus_per_node=1 "
+            "data.train_files=$HOME/datasets/toy/train.jsonl trainer.total_training_steps=2\n")
+    with stack.client("alice") as c:
+        r = c.post("/api/v2/tasks", content=spec, headers={"Content-Type": "application/yaml"})
+        assert r.status_code == 201, r.text
+        task_id = r.json()["task_id"]
+    page = pages.open("alice")
+    held: list[Any] = []
+    page.route(f"**/api/v2/tasks/{task_id}", lambda route: held.append(route))  # held: the task page's first request
+    page.evaluate(f"location.hash = '#/tasks/{task_id}'")
+    for _ in range(100):
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert held, "the task page never asked for its task"
+    page.click("a[data-route=tasks]")
+    page.wait_for_selector(f'#tasks-table tr[data-task-id="{task_id}"]')
+    held[0].continue_()  # the task page's answer arrives now, late
+    page.wait_for_timeout(1000)
+    assert page.locator("#tasks-table").count() == 1
+    assert page.locator("#task-state").count() == 0  # nothing of the task page was drawn
+    with stack.client("alice") as c:  # leave alice nothing running for the tests after
+        c.post(f"/api/v2/tasks/{task_id}/cancel")
+        deadline = time.monotonic() + 60
+        while c.get(f"/api/v2/tasks/{task_id}").json()["state"] not in ("SUCCEEDED", "FAILED", "CANCELED"):
+            assert time.monotonic() < deadline, "the task did not end"
+            time.sleep(0.3)
+
+
 def test_waiting_task_shows_its_reason_and_can_be_canceled(pages: Pages, stack: Stack) -> None:
     put_toy_dataset(stack, "alice")
     # A gang that fits the cluster (2 workers x 4 GPUs) but not while another task holds a

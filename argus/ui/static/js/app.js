@@ -90,17 +90,21 @@ async function route() {
   const main = document.getElementById("main");
   main.setAttribute("aria-busy", "true");
   main.dataset.page = name;
-  replace(main);
+  // Each navigation renders into a view of its own. A page still rendering when the user
+  // moves on (awaiting the API) then draws into its view, detached by then, never over the
+  // next page: a task's page finishing late once replaced the Tasks list just opened.
+  const view = h("div", { class: "view" });
+  replace(main, view);
   try {
     const mod = await PAGES[name]();
     if (seq !== renderSeq) return; // a newer navigation started
-    const result = await mod.render(main, params, ctx);
+    const result = await mod.render(view, params, ctx);
     if (seq !== renderSeq) { if (typeof result === "function") result(); return; }
     cleanup = typeof result === "function" ? result : null;
   } catch (err) {
     if (seq !== renderSeq) return;
     console.error(err);
-    replace(main, h("h1", {}, "Something went wrong"),
+    replace(view, h("h1", {}, "Something went wrong"),
       h("p", { class: "notice notice-error", role: "alert" }, String(err && err.message ? err.message : err)));
   } finally {
     if (seq === renderSeq) main.removeAttribute("aria-busy");
