@@ -58,8 +58,12 @@ def pool(make_cluster):
 
 def test_head_publishes_and_both_workers_join(pool):
     c = pool.c
-    nodes = wait_for(lambda: len(c.worker_nodes()) == 2 and c.worker_nodes(),
-                     JOIN_TIMEOUT_S, "two worker nodes")
+    try:
+        nodes = wait_for(lambda: len(c.worker_nodes()) == 2 and c.worker_nodes(),
+                         JOIN_TIMEOUT_S, "two worker nodes")
+    except AssertionError as exc:  # say why (CI once saw one worker never join, not reproduced)
+        tails = "\n".join(f"--- {w.log_path.name} (exit {w.proc.poll()}):\n{w.log_text()[-3000:]}" for w in pool.workers)
+        raise AssertionError(f"{exc}; joined: {len(c.worker_nodes())}\n{tails}") from exc
     for node in nodes.values():
         assert node.resources_total["worker_node"] == 100
         assert node.resources_total.get("CPU") == 1
