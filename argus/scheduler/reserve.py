@@ -70,6 +70,15 @@ def best_fit(gpus: Sequence[float], cpus: Sequence[float], ids: Sequence[str], d
     return tuple(fits[: d.nnodes])
 
 
+def _unexplained(e: Demand, gpus: Sequence[float], known: Sequence[float], total_gpus: Sequence[float],
+                 ids: Sequence[str]) -> tuple[int, ...]:
+    """Where an ending of unknown placement is taken to free ``e``: the nodes with the most
+    GPUs in use that no task of known placement accounts for."""
+    unexplained = [total_gpus[i] - gpus[i] - known[i] for i in range(len(gpus))]
+    return tuple(sorted((i for i in range(len(gpus)) if unexplained[i] >= e.n_gpus_per_node),
+                        key=lambda i: (-unexplained[i], ids[i]))[: e.nnodes])
+
+
 def earliest_start(
     d: Demand, *, now: float, ids: Sequence[str], free_gpus: Sequence[float], free_cpus: Sequence[float],
     total_gpus: Sequence[float], total_cpus: Sequence[float], endings: Sequence[Ending],
@@ -81,18 +90,23 @@ def earliest_start(
     for ending in endings:
         for i in ending.nodes:
             known[i] += ending.demand.n_gpus_per_node
+    g, c = d.n_gpus_per_node, d.cpus_per_node
+    # How many nodes fit one member now; it only grows, as endings give resources back, so
+    # best-fit is asked only once enough do (it was asked, over every node, per ending).
+    fitting = sum(1 for i in range(len(gpus)) if gpus[i] >= g and cpus[i] >= c)
     for ending in sorted(endings, key=lambda e: e.at):
         e = ending.demand
         for i in ending.nodes:
             known[i] -= e.n_gpus_per_node
-        unexplained = [total_gpus[i] - gpus[i] - known[i] for i in range(len(gpus))]
-        nodes = ending.nodes or tuple(sorted(
-            (i for i in range(len(gpus)) if unexplained[i] >= e.n_gpus_per_node),
-            key=lambda i: (-unexplained[i], ids[i]))[: e.nnodes])
+        nodes = ending.nodes or _unexplained(e, gpus, known, total_gpus, ids)
         for i in nodes:
+            fitted = gpus[i] >= g and cpus[i] >= c
             gpus[i] = min(total_gpus[i], gpus[i] + e.n_gpus_per_node)
             cpus[i] = min(total_cpus[i], cpus[i] + e.cpus_per_node)
-        picked = best_fit(gpus, cpus, ids, d)
-        if picked is not None:
-            return max(now, ending.at), picked
+            if not fitted and gpus[i] >= g and cpus[i] >= c:
+                fitting += 1
+        if fitting >= d.nnodes:
+            picked = best_fit(gpus, cpus, ids, d)
+            if picked is not None:
+                return max(now, ending.at), picked
     return None
