@@ -42,6 +42,20 @@ def put_toy_dataset(stack: Stack, user: str) -> None:
         "".join(f'{{"prompt": "{i}+{i}=", "answer": "{2 * i}"}}\n' for i in range(32)))
 
 
+def toy_spec(*, nnodes: int = 1, gpus: int = 1, workload: str = "ppo", extra: str = "") -> str:
+    """An advanced spec running the example trainer on the toy dataset (put_toy_dataset)."""
+    return (f"kind: advanced\nworkload: {workload}\nnnodes: {nnodes}\nn_gpus_per_node: {gpus}\n"
+            f"command: python3 -m argus.examples.toy_trainer trainer.nnodes={nnodes} "
+            f"trainer.n_gpus_per_node={gpus} data.train_files=$HOME/datasets/toy/train.jsonl{extra}\n")
+
+
+def submit(c: Any, spec: str) -> str:
+    """POST a spec as ``c``'s user; the new task's id."""
+    r = c.post("/api/v2/tasks", content=spec, headers={"Content-Type": "application/yaml"})
+    assert r.status_code == 201, r.text
+    return str(r.json()["task_id"])
+
+
 def row_state(page: Any, task_id: str) -> str:
     return page.get_attribute(f'#tasks-table tr[data-task-id="{task_id}"] .badge', "data-state") or ""
 
@@ -241,13 +255,8 @@ def test_a_page_that_finishes_loading_late_does_not_draw_over_the_next(pages: Pa
     Before, the late task page replaced the list just opened (seen in CI as a just-submitted
     task missing from the Tasks page for 15 s)."""
     put_toy_dataset(stack, "alice")
-    spec = ("kind: advanced\nworkload: ppo\nnnodes: 1\nn_gpus_per_node: 1\n"
-            "command: python3 -m argus.examples.toy_trainer trainer.nnodes=1 trainer.n_gpus_per_node=1 "
-            "data.train_files=$HOME/datasets/toy/train.jsonl trainer.total_training_steps=2\n")
     with stack.client("alice") as c:
-        r = c.post("/api/v2/tasks", content=spec, headers={"Content-Type": "application/yaml"})
-        assert r.status_code == 201, r.text
-        task_id = r.json()["task_id"]
+        task_id = submit(c, toy_spec(extra=" trainer.total_training_steps=2"))
     page = pages.open("alice")
     held: list[Any] = []
     page.route(f"**/api/v2/tasks/{task_id}", lambda route: held.append(route))  # held: the task page's first request
@@ -275,24 +284,15 @@ def test_waiting_task_shows_its_reason_and_can_be_canceled(pages: Pages, stack: 
     put_toy_dataset(stack, "alice")
     # A gang that fits the cluster (2 workers x 4 GPUs) but not while another task holds a
     # GPU: it waits with a reason. (A gang no node could hold is refused at submit.)
-    blocker = ("kind: advanced\nworkload: ppo\nnnodes: 1\nn_gpus_per_node: 1\n"
-               "command: python3 -m argus.examples.toy_trainer trainer.nnodes=1 "
-               "trainer.n_gpus_per_node=1 data.train_files=$HOME/datasets/toy/train.jsonl "
-               "trainer.total_training_steps=300 +trainer.step_sleep_s=0.2\n")
-    whole = ("kind: advanced\nworkload: grpo\nnnodes: 2\nn_gpus_per_node: 4\n"
-             "command: python3 -m argus.examples.toy_trainer trainer.nnodes=2 "
-             "trainer.n_gpus_per_node=4 data.train_files=$HOME/datasets/toy/train.jsonl\n")
+    blocker = toy_spec(extra=" trainer.total_training_steps=300 +trainer.step_sleep_s=0.2")
+    whole = toy_spec(nnodes=2, gpus=4, workload="grpo")
     with stack.client("alice") as c:
-        r = c.post("/api/v2/tasks", content=blocker, headers={"Content-Type": "application/yaml"})
-        assert r.status_code == 201, r.text
-        blocker_id = r.json()["task_id"]
+        blocker_id = submit(c, blocker)
         deadline = time.monotonic() + 60
         while c.get(f"/api/v2/tasks/{blocker_id}").json()["state"] != "RUNNING":
             assert time.monotonic() < deadline, "the blocker never ran"
             time.sleep(0.3)
-        r = c.post("/api/v2/tasks", content=whole, headers={"Content-Type": "application/yaml"})
-        assert r.status_code == 201, r.text
-        task_id = r.json()["task_id"]
+        task_id = submit(c, whole)
     page = pages.open("alice")
     page.goto(f"{stack.url}/#/tasks/{task_id}")
     page.wait_for_selector("#waiting h2:has-text('Why is it waiting?')")
