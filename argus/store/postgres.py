@@ -46,7 +46,7 @@ _APPEND = ("SELECT argus_append($1::bigint[], $2::text[], $3::int[], $4::text[],
 _HEAD_AND_VERSIONS = ("SELECT (SELECT coalesce(max(position), 0) FROM events), s, "
                       "(SELECT coalesce(max(version), 0) FROM events WHERE stream = s) FROM unnest($1::text[]) AS s")
 _MOVED = "AG001"  # argus_append: the log moved since it was read
-_CHANNEL = "argus_events"  # argus_append notifies it with its last position (migrations/postgres/0003)
+_CHANNEL = "argus_events"  # argus_append notifies it with its last position (migrations/postgres/0002)
 _LOAD = (f"INSERT INTO events ({EVENT_COLUMNS}) SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], "
          "$4::text[], $5::int[], $6::bytea[], $7::bytea[], $8::text[], $9::float8[])")
 

@@ -4,6 +4,8 @@
 -- is its own transaction: the lock below holds until it commits, so appends commit one
 -- after another, in position order. (A transaction of BEGIN, lock, reads, INSERT and
 -- COMMIT took six round trips: 0.78x eventsourcing's single-event appends.)
+-- Each append notifies channel argus_events with its last position, delivered at its
+-- commit, so subscribers in any process on any host learn of it without polling.
 CREATE FUNCTION argus_append(
     p_position BIGINT[], p_stream TEXT[], p_version INTEGER[], p_type TEXT[], p_schema INTEGER[],
     p_data BYTEA[], p_meta BYTEA[], p_owner TEXT[], p_recorded_at DOUBLE PRECISION[], p_table_lock BOOLEAN
@@ -21,4 +23,5 @@ BEGIN
     END IF;
     INSERT INTO events (position, stream, version, type, schema_version, data, meta, owner, recorded_at)
     SELECT * FROM unnest(p_position, p_stream, p_version, p_type, p_schema, p_data, p_meta, p_owner, p_recorded_at);
+    PERFORM pg_notify('argus_events', p_position[array_length(p_position, 1)]::text);
 END $$;
