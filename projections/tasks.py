@@ -124,6 +124,9 @@ class TaskView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_default
     time_limit_s: float | None = None  # how long one attempt may run
     expected_start: float | None = None  # its reservation (reserve-backfill): the estimated start
     preemptible: bool = False  # may be stopped to make room for other work
+    # Since when room has been made for it (its deferrals since say ``preempting``): rooms
+    # go out in the order they were made (argus.scheduler.fairshare).
+    preempting_since: float | None = None
 
     @property
     def latest_attempt(self) -> AttemptView | None:
@@ -131,6 +134,9 @@ class TaskView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_default
 
 
 _replace = msgspec.structs.replace
+# The deferral reason of a task others are being stopped for (argus.scheduler.model.Reason;
+# not imported: the scheduler reads these projections).
+PREEMPTING = "preempting"
 
 
 def _with_attempt(view: TaskView, attempt_no: int, **changes: object) -> tuple[AttemptView, ...]:
@@ -188,8 +194,13 @@ def _total_steps(event: TaskSubmitted) -> int | None:
 # One function per event type after the first, looked up by type name: a rebuild folds a
 # million events, and a chain of isinstance checks was a visible share of that time.
 def _deferred(view: TaskView, e: TaskDeferred, state: TaskState, rec: Recorded) -> TaskView:
+    since = None
+    if e.reason == PREEMPTING:
+        since = view.preempting_since if view.wait_reason == PREEMPTING else None
+        since = rec.recorded_at if since is None else since
     return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
-                    wait_reason=e.reason, wait_message=e.message, expected_start=e.reserved_from)
+                    wait_reason=e.reason, wait_message=e.message, expected_start=e.reserved_from,
+                    preempting_since=since)
 
 
 def _starting(view: TaskView, e: AttemptStarting, state: TaskState, rec: Recorded) -> TaskView:
@@ -200,7 +211,7 @@ def _starting(view: TaskView, e: AttemptStarting, state: TaskState, rec: Recorde
     return _replace(
         view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
         attempts=(*view.attempts, attempt), next_run_at=None, wait_reason=None,
-        wait_message="", waiting_since=None, expected_start=None,
+        wait_message="", waiting_since=None, expected_start=None, preempting_since=None,
     )
 
 
@@ -388,7 +399,7 @@ class TasksProjection(EntityProjection[TaskView]):
     """``tasks`` (one row per task, with the whole TaskView) and ``attempts``."""
 
     name = "tasks"
-    version = 3  # v2: ``view`` JSON without default values; v3: name, total_steps
+    version = 4  # v2: ``view`` JSON without default values; v3: name, total_steps; v4: preempting_since
     tables = ("tasks", "attempts")
     fold = TASK_FOLD
 

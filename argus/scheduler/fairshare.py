@@ -13,6 +13,9 @@ behind one who ran none.
 An optional *quota* (GPUs) is a guarantee: a task that keeps its user within their quota
 comes before every task that would borrow beyond one. Borrowing is allowed whenever GPUs
 are idle; borrowed GPUs are what preemption reclaims first (``argus.scheduler.preempt``).
+With preemption, a task that keeps its user within their *fair share* (the cluster's GPUs
+divided among the users with work, by share) comes next, before the rest: the order must
+not hand out a GPU that the next pass would stop again for a user within theirs.
 
 The order is computed per pass (it depends on usage and on what runs): each user's own
 line (priority, then arrival) gets its keys from running sums, and a sort by those keys
@@ -85,9 +88,10 @@ def fair_shares(queue: Sequence[QueuedTask], running: Sequence[RunningTask], tot
 
 def fair_order(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now: float, *,
                usage: Mapping[str, float], shares: Mapping[str, float], quotas: Mapping[str, float],
-               default_runtime_s: float) -> list[QueuedTask]:
+               default_runtime_s: float, fair: Mapping[str, float] | None = None) -> list[QueuedTask]:
     """``queue`` in fair-share order (tasks still in a retry's backoff last, as they are
-    deferred anyway and must not count as handed out)."""
+    deferred anyway and must not count as handed out). ``fair``: each user's fair share
+    in GPUs (``fair_shares``), given with preemption: work within it comes before the rest."""
     committed: dict[str, float] = dict(usage)
     held = held_gpus(running)
     for r in running:
@@ -103,16 +107,18 @@ def fair_order(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now:
         lines.setdefault(user, []).append(i)
     # Each task's key is its user's usage per share once the tasks ahead of it in its
     # user's line are counted (keys only grow along a line, so the merge keeps each line's
-    # order). Tasks others were stopped for go first, to the room made for them; then tasks
-    # within their user's quota; then the rest. Each group is sorted by its float keys
+    # order). Tasks others were stopped for go first, to the rooms made for them; then tasks
+    # within their user's quota; then (with preemption) within their fair share; then the rest. Each group is sorted by its float keys
     # alone: a stable sort of positions already in line order breaks ties by priority,
     # then arrival, with no tuple built or compared per task.
     keys = [0.0] * len(ready)
     first: list[int] = []
     within: list[int] = []
+    fair_part: list[int] = []
     borrowing: list[int] = []
     for user, line in lines.items():
         share, quota = share_of(user, shares), quotas.get(user, 0.0)
+        fair_gpus = fair.get(user, 0.0) + 1e-9 if fair is not None else -1.0
         used, holds = committed.get(user, 0.0), held.get(user, 0.0)
         for i in line:
             t = ready[i]
@@ -120,16 +126,22 @@ def fair_order(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now:
             gpus = d.nnodes * d.n_gpus_per_node
             holds += gpus
             keys[i] = used / share
-            if t.preempting:
+            if t.preempting_since is not None:
                 first.append(i)
             elif holds <= quota:
                 within.append(i)
+            elif holds <= fair_gpus:
+                fair_part.append(i)
             else:
                 borrowing.append(i)
             used += gpus * (t.estimate_s or default_runtime_s)
     out: list[QueuedTask] = []
-    for group in (first, within, borrowing):
+    for group in (first, within, fair_part, borrowing):
         group.sort()
         group.sort(key=keys.__getitem__)
+    # Rooms go out in the order they were made (usage breaks ties): one made for a task
+    # given to a later one would leave the first waiting beyond its grace period.
+    first.sort(key=lambda i: ready[i].preempting_since)  # type: ignore[arg-type,return-value]
+    for group in (first, within, fair_part, borrowing):
         out.extend(map(ready.__getitem__, group))
     return out + later

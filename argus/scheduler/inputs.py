@@ -82,7 +82,7 @@ def policy_inputs(
         QueuedTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), seq=t.seq,
                    priority=t.priority, user=t.user, next_run_at=t.next_run_at,
                    estimate_s=history.estimate(t, default)[0], limited=t.time_limit_s is not None,
-                   preempting=t.wait_reason == "preempting")
+                   preempting_since=t.preempting_since)
         for t in waiting
     ]
     running = [

@@ -43,7 +43,10 @@ class QueuedTask(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     # The estimate is an enforced time limit: the task is stopped by it, so it may run on
     # a reservation's nodes before the reservation starts (argus.scheduler.reserve).
     limited: bool = False
-    preempting: bool = False  # its last deferral made room for it: it goes first to that room
+    # When room began to be made for it (its deferrals since say ``preempting``); None: no
+    # room is being made. Such tasks go first, in this order: rooms are made in turn and
+    # free in turn (one grace period each), so each goes to the task it was made for.
+    preempting_since: float | None = None
 
 
 class RunningTask(msgspec.Struct, frozen=True, kw_only=True):

@@ -347,10 +347,11 @@ def fairshare(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capac
     reservations and backfill as ``reserve-backfill``. With ``preemption``, a task that
     does not fit stops preemptible tasks of users beyond their quota (for a user within
     theirs) or beyond their fair share (for one within theirs)."""
-    ordered = fair_order(queue, running, now, usage=config.usage, shares=config.shares, quotas=config.quotas,
-                         default_runtime_s=config.default_runtime_s)
     total = sum(n.total_gpus for n in capacity.nodes) if capacity is not None else 0.0
     shares = fair_shares(queue, running, total, config.shares, config.quotas)
+    ordered = fair_order(queue, running, now, usage=config.usage, shares=config.shares, quotas=config.quotas,
+                         default_runtime_s=config.default_runtime_s,
+                         fair=shares.fair if config.preemption and capacity is not None else None)
     return _run(ordered, running, capacity, now, msgspec.structs.replace(config, reserve=True), _ByShare(shares))
 
 

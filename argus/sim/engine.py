@@ -112,7 +112,7 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
     run_began: dict[str, float] = {}
     ended: dict[str, float] = {}
     preempted: dict[str, int] = {}
-    making_room: set[str] = set()  # waiting tasks the last pass stopped others for
+    making_room: dict[str, float] = {}  # waiting tasks the last pass stopped others for: since when
     decisions = 0
     arrivals = 0
     predicted: dict[str, float | None] = {}
@@ -151,15 +151,15 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
         capacity = _capacity(free, totals)
         decisions += 1
         queue = [msgspec.structs.replace(q, estimate_s=estimate(tasks[q.task_id]), limited=exact,
-                                         preempting=q.task_id in making_room) for q in waiting.values()]
+                                         preempting_since=making_room.get(q.task_id)) for q in waiting.values()]
         if policy == "fairshare":
             live = [(r.user, int(((now + run_began[t]) / 2) // 3600), r.demand.total_gpus * (now - run_began[t]))
                     for t, (r, _) in running.items()]
             config = msgspec.structs.replace(config, usage=usage.at(now, live))
-        making_room.clear()
+        since, making_room = making_room, {}
         for decision in decide(queue, [r for r, _ in running.values()], capacity, now, config):
             if isinstance(decision, Defer) and decision.reason == Reason.PREEMPTING:
-                making_room.add(decision.task_id)
+                making_room[decision.task_id] = since.get(decision.task_id, now)
             if isinstance(decision, Preempt):
                 r, nodes = running[decision.task_id]
                 if r.stopping:

@@ -10,7 +10,7 @@ import msgspec
 from argus.config import SchedulerConfig
 from argus.events import EventMeta, NodeCapacity, Recorded
 from argus.events.catalog import EventBase
-from argus.reactor.admission import SETTLE_S, plan_admissions
+from argus.reactor.admission import SETTLE_S, plan_admissions, policy_inputs
 from projections import TaskView
 from projections.tasks import evolve_task
 from tests.events import factories as f
@@ -18,11 +18,12 @@ from tests.events import factories as f
 NOW = f.T0 + 1_000
 
 
-def fold(events: list[EventBase]) -> TaskView:
+def fold(events: list[EventBase], times: list[float] | None = None) -> TaskView:
     view = None
     for version, event in enumerate(events, start=1):
+        at = times[version - 1] if times else f.T0
         view = evolve_task(view, Recorded(position=version, stream="s", version=version, type=type(event).__name__,
-                                          event=event, meta=EventMeta(), owner=None, recorded_at=f.T0))
+                                          event=event, meta=EventMeta(), owner=None, recorded_at=at))
     assert view is not None
     return view
 
@@ -36,6 +37,18 @@ def plan(active: list[TaskView], free: list[NodeCapacity]) -> list[str]:
     waiting = [fold([f.submitted("w")])]  # needs 1 node × 4 GPUs
     result = plan_admissions(waiting=waiting, active=active, capacity=free, now=NOW, config=SchedulerConfig())
     return [t.task_id for t in result.admitted]
+
+
+def test_room_is_made_for_a_task_since_its_first_preempting_deferral_of_a_wait() -> None:
+    """The policy hands out rooms in the order they were made: the log says since when."""
+    events = [f.submitted("w"), f.deferred("w"), f.deferred("w", "preempting"), f.deferred("w", "preempting")]
+    times = [f.T0, f.T0 + 1, f.T0 + 2, f.T0 + 5]
+    assert fold(events, times).preempting_since == f.T0 + 2
+    assert fold(events + [f.deferred("w")], times + [f.T0 + 6]).preempting_since is None
+    again = fold(events + [f.deferred("w"), f.deferred("w", "preempting")], times + [f.T0 + 6, f.T0 + 9])
+    assert again.preempting_since == f.T0 + 9
+    queue, _, _ = policy_inputs(waiting=[again], active=[], capacity=None, now=NOW, config=SchedulerConfig())
+    assert queue[0].preempting_since == f.T0 + 9
 
 
 def test_a_submitted_attempt_holds_its_gpus_before_ray_shows_them() -> None:

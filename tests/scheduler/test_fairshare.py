@@ -9,7 +9,7 @@ the policy itself, ``argus.sim.simulate``).
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from argus.config import FairShareConfig
@@ -66,9 +66,34 @@ def test_work_within_a_quota_comes_before_borrowing() -> None:
 def test_a_task_others_were_stopped_for_goes_first_to_its_room() -> None:
     queue = [q("a1", "alice", seq=1), QueuedTask(task_id="b1", demand=Demand(nnodes=1, n_gpus_per_node=1,
                                                                                cpus_per_node=1.0),
-                                                  seq=2, user="bob", preempting=True)]
+                                                  seq=2, user="bob", preempting_since=NOW - 5)]
     order = fair_order(queue, [], NOW, usage={"bob": 1e9}, shares={}, quotas={}, default_runtime_s=3600)
     assert [t.task_id for t in order] == ["b1", "a1"]
+
+
+def test_rooms_go_to_the_tasks_they_were_made_for_in_turn() -> None:
+    def waiting(tid: str, user: str, since: float) -> QueuedTask:
+        return QueuedTask(task_id=tid, demand=Demand(nnodes=1, n_gpus_per_node=1, cpus_per_node=1.0),
+                          user=user, preempting_since=since)
+
+    # bob's room was made first: it is his, though carol has used less
+    queue = [waiting("c1", "carol", NOW - 5), waiting("b1", "bob", NOW - 20)]
+    order = fair_order(queue, [], NOW, usage={"bob": 1e9}, shares={}, quotas={}, default_runtime_s=3600)
+    assert [t.task_id for t in order] == ["b1", "c1"]
+
+
+def test_with_preemption_no_gpu_is_handed_out_that_the_next_pass_would_stop() -> None:
+    # 2 free GPUs of 4; alice holds 2, bob none. bob has used far more, carol little.
+    # Fair shares: 4/3 GPUs each. Without preemption the order is by usage: carol, then
+    # alice, who would go beyond her share. With it, bob (within his share) comes before.
+    running = [run("a0", "alice", 2)]
+    queue = [q("a1", "alice", seq=1), q("b1", "bob", seq=2), q("c1", "carol", seq=3)]
+    usage = {"bob": 1e9, "carol": 1.0}
+    plain = decide(queue, running, cluster(2), NOW, PolicyConfig(policy="fairshare", usage=usage))
+    assert [d.task_id for d in plain if isinstance(d, Admit)] == ["c1", "a1"]
+    strict = decide(queue, running, cluster(2), NOW, PolicyConfig(policy="fairshare", usage=usage, preemption=True))
+    assert [d.task_id for d in strict if isinstance(d, Admit)] == ["c1", "b1"]
+    assert not [d for d in strict if isinstance(d, Preempt)]
 
 
 # --------------------------------------------------------------------------- victims
@@ -173,7 +198,14 @@ users_st = st.lists(st.tuples(st.sampled_from(["u0", "u1", "u2", "u3"]), st.inte
                               st.integers(600, 20_000)), min_size=2, max_size=30)
 
 
+# Found by hypothesis: two rooms made in turn (for u2, then u1); the first to free went to
+# u1, lower in usage, and u2 waited for the second, 53 s against a 30 s grace.
+ROOMS_IN_TURN = ([("u0", 0, 600)] * 15 + [("u2", 0, 600), ("u2", 1876, 600), ("u1", 1899, 600), ("u0", 1919, 600)],
+                 {}, 1)
+
+
 @settings(max_examples=200, deadline=None)
+@example(*ROOMS_IN_TURN)
 @given(users_st, st.dictionaries(st.sampled_from(["u0", "u1", "u2", "u3"]), st.sampled_from([0.5, 1.0, 2.0, 3.0])),
        st.integers(1, 3))
 def test_no_user_stays_under_its_share_while_another_borrows_beyond_one_grace_period(arrivals, shares, n_nodes):

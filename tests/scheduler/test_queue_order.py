@@ -25,6 +25,7 @@ from argus.scheduler import POLICIES
 from argus.scheduler.queue import FairView, QueueCursor, queue_page, queue_position, read_queue
 from argus.store import migrate
 from projections import QueueProjection, TaskView, TasksProjection
+from projections.cluster import ClusterProjection, ClusterView
 from tests.events import factories as f
 
 NOW = 1_000.0
@@ -37,7 +38,13 @@ def _views(items: list[tuple[int, int, int]]) -> list[TaskView]:
             for i, (priority, gpus, seq) in enumerate(items)]
 
 
-def _shown(views: list[TaskView], policy: str, page_size: int = 3) -> list[str]:
+def _nodes(free_gpus: list[int]) -> list[NodeCapacity]:
+    return [NodeCapacity(node_id=f"n{i}", ip="10.0.0.1", total_gpus=8, free_gpus=g, total_cpus=64, free_cpus=64)
+            for i, g in enumerate(free_gpus)]
+
+
+def _shown(views: list[TaskView], policy: str, page_size: int = 3, *, preemption: bool = False,
+           free_gpus: list[int] | None = None) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "q.sqlite3"
         migrate(str(path))
@@ -45,7 +52,10 @@ def _shown(views: list[TaskView], policy: str, page_size: int = 3) -> list[str]:
         try:
             QueueProjection().write_all(db, {v.task_id: v for v in views})
             TasksProjection().write_all(db, {v.task_id: v for v in views})  # fairshare reads the tasks
-            fair = FairView(SchedulerConfig(policy=policy, max_running_tasks=1000), NOW)
+            if free_gpus is not None:  # fairshare with preemption reads the cluster's size
+                cluster = ClusterView(reachable=True, nodes=tuple(_nodes(free_gpus)), observed_at=NOW)
+                ClusterProjection().write_all(db, {"cluster": cluster})
+            fair = FairView(SchedulerConfig(policy=policy, max_running_tasks=1000, preemption=preemption), NOW)
             queue, cursor = [], None
             while True:
                 page = queue_page(db, policy, limit=page_size, after=cursor, fair=fair)
@@ -63,13 +73,12 @@ def _shown(views: list[TaskView], policy: str, page_size: int = 3) -> list[str]:
     return [e.task_id for e in queue if e.task_id]
 
 
-def _admitted(views: list[TaskView], policy: str, free_gpus: list[int], seed: int) -> list[str]:
+def _admitted(views: list[TaskView], policy: str, free_gpus: list[int], seed: int, *,
+              preemption: bool = False) -> list[str]:
     shuffled = list(views)
     random.Random(seed).shuffle(shuffled)
-    nodes = [NodeCapacity(node_id=f"n{i}", ip="10.0.0.1", total_gpus=8, free_gpus=g, total_cpus=64,
-                          free_cpus=64) for i, g in enumerate(free_gpus)]
-    plan = plan_admissions(waiting=shuffled, active=[], capacity=nodes, now=NOW,
-                           config=SchedulerConfig(policy=policy, max_running_tasks=1000))
+    plan = plan_admissions(waiting=shuffled, active=[], capacity=_nodes(free_gpus), now=NOW,
+                           config=SchedulerConfig(policy=policy, max_running_tasks=1000, preemption=preemption))
     return [v.task_id for v in plan.admitted]
 
 
@@ -99,6 +108,19 @@ def test_admissions_are_the_head_of_the_queue_shown(items, policy, free_gpus, se
         assert admitted == [t for t in shown if t in set(admitted)]
     else:
         assert admitted == shown[: len(admitted)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(tasks, st.lists(st.integers(0, 8), min_size=1, max_size=4), st.integers(0, 2**16))
+def test_fairshare_with_preemption_admits_in_the_order_shown(items, free_gpus, seed):
+    """With preemption, fair share puts work within its user's fair share of the cluster
+    first: the queue shown reads the cluster's size to say so too."""
+    views = _views(items)
+    shown = _shown(views, "fairshare", preemption=True, free_gpus=free_gpus)
+    admitted = _admitted(views, "fairshare", free_gpus, seed, preemption=True)
+    assert admitted == [t for t in shown if t in set(admitted)]
+    everyone = _admitted(views, "fairshare", [8] * 20, seed, preemption=True)
+    assert everyone == _shown(views, "fairshare", preemption=True, free_gpus=[8] * 20)
 
 
 def test_priority_shown_first_only_where_the_policy_says_so():
