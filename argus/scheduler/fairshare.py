@@ -80,7 +80,7 @@ def fair_shares(queue: Sequence[QueuedTask], running: Sequence[RunningTask], tot
                 quotas: Mapping[str, float]) -> FairShares:
     """Who holds what, and each active user's fair share of ``total_gpus``."""
     held = held_gpus(running)
-    active = {t.user for t in queue} | {r.user for r in running}
+    active = set(map(_USER, queue)) | set(map(_USER, running))
     weight = sum(share_of(u, shares) for u in active) or 1.0
     fair = {u: total_gpus * share_of(u, shares) / weight for u in active}
     return FairShares(held=held, quota={u: float(q) for u, q in quotas.items()}, fair=fair)

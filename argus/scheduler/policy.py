@@ -363,6 +363,9 @@ class _ByShare:
 
     def __init__(self, shares: FairShares) -> None:
         self.shares = shares
+        # same_rule's answer per user until a grant changes it: asked once per waiting task
+        # that does not fit, which on a full cluster is every task of the pass.
+        self._same: dict[str, tuple[str, float]] = {}
 
     def rule(self, t: QueuedTask) -> Callable[[RunningTask], str | None]:
         shares, gpus = self.shares, t.demand.total_gpus
@@ -380,9 +383,14 @@ class _ByShare:
         return outranks
 
     def same_rule(self, t: QueuedTask) -> Hashable:
-        return t.user, self.shares.held.get(t.user, 0.0)  # a grant changes what the user may claim
+        same = self._same.get(t.user)
+        if same is None:  # a grant changes what the user may claim
+            same = self._same[t.user] = (t.user, self.shares.held.get(t.user, 0.0))
+        return same
 
     def granted(self, t: QueuedTask, victims: Sequence[RunningTask]) -> None:
         self.shares.grant(t.user, t.demand.total_gpus)
+        self._same.pop(t.user, None)
         for r in victims:
             self.shares.grant(r.user, -r.demand.total_gpus)
+            self._same.pop(r.user, None)
