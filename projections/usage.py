@@ -91,6 +91,9 @@ class UsageProjection(EntityProjection[TaskView]):
                 for row in ended_usage(before, after)]
         if rows:
             db.executemany(_ADD, rows)
+            if any(gpu_s < 0 for _, _, gpu_s in rows):  # a correction may empty an hour: as a rebuild, no row
+                db.executemany("DELETE FROM gpu_usage WHERE user = ? AND hour = ? AND abs(gpu_s) < 1e-6",
+                               [(user, hour) for user, hour, gpu_s in rows if gpu_s < 0])
 
     def write_all(self, db: sqlite3.Connection, entities: dict[str, TaskView]) -> None:
         db.executemany(_ADD, (row for v in entities.values() for a in v.attempts if a.ended
@@ -102,10 +105,22 @@ def _rows(task: TaskView, a: AttemptView) -> list[tuple[str, int, float]]:
 
 
 def ended_usage(before: TaskView | None, after: TaskView) -> list[tuple[str, int, float]]:
-    """(user, hour, GPU-seconds) of the attempts that ended between ``before`` and ``after``."""
-    was = {a.attempt_no: a.ended for a in before.attempts} if before is not None else {}
-    return [row for a in after.attempts if a.ended and not was.get(a.attempt_no, False)
-            for row in _rows(after, a)]
+    """(user, hour, GPU-seconds) to add for the attempts that ended between ``before`` and
+    ``after``, and for ended attempts whose span changed: a late event (Ray's running
+    report after its end, a second end) moves it, and a rebuild counts only the final span,
+    so the earlier one is taken back (negative GPU-seconds)."""
+    was = {a.attempt_no: a for a in before.attempts} if before is not None else {}
+    rows: list[tuple[str, int, float]] = []
+    for a in after.attempts:
+        if not a.ended:
+            continue
+        old = was.get(a.attempt_no)
+        if old is not None and old.ended:
+            if (_began(old), old.ended_at) == (_began(a), a.ended_at):
+                continue
+            rows += [(user, hour, -gpu_s) for user, hour, gpu_s in _rows(after, old)]
+        rows += _rows(after, a)
+    return rows
 
 
 def read_usage(db: sqlite3.Connection, half_life_s: float, *, now: float | None = None) -> UsageLedger:

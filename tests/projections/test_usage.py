@@ -37,3 +37,25 @@ def test_an_attempt_is_split_over_the_hours_it_ran() -> None:
 def ran(started: float, ended: float | None) -> AttemptView:
     return AttemptView(attempt_no=1, submission_id="t--a01", ray_status="RUNNING", decided_at=started,
                        started_at=started, ended_at=ended)
+
+
+def test_a_late_event_that_moves_an_ended_attempt_is_counted_as_a_rebuild_counts_it() -> None:
+    """Found by the inline == rebuild property: an attempt ended before Ray's running report
+    came (no start known: nothing to count), then the report and a second end moved it.
+    The live rows must add up to what the final view gives."""
+    from argus.events import EventMeta, Recorded
+    from projections.tasks import evolve_task
+    from projections.usage import ended_usage
+
+    events = [f.submitted("t"), f.starting("t", 1, f.T0 + 1), f.ended("t", 1, "SUCCEEDED", at=f.T0 + 2),
+              f.running("t", 1, f.T0 + 4), f.ended("t", 1, "SUCCEEDED", at=f.T0 + 21)]
+    view, live = None, {}
+    for version, event in enumerate(events, start=1):
+        before = view
+        view = evolve_task(view, Recorded(position=version, stream="task-t", version=version, type=type(event).__name__,
+                                          event=event, meta=EventMeta(), owner="alice", recorded_at=f.T0 + version))
+        for user, hour, gpu_s in ended_usage(before, view):
+            live[(user, hour)] = live.get((user, hour), 0.0) + gpu_s
+    assert view is not None
+    final = {("alice", hour): gpu_s for a in view.attempts for hour, gpu_s in attempt_usage(view, a)}
+    assert final and live == final
