@@ -24,7 +24,7 @@ from typing import Any
 
 import msgspec
 
-from argus.store.log import Share
+from argus.store.log import Share, head_position
 from projections.base import FoldPlan, Rebuild
 from projections.fold import fold_log
 from projections.registry import default_projections
@@ -35,6 +35,8 @@ __all__ = ["PARALLEL_MIN_EVENTS", "rebuild_in_parallel", "split_streams"]
 # folding half the log saves.
 PARALLEL_MIN_EVENTS = 200_000
 MAX_SHARES = 4
+# Events sampled to weigh the streams for the split (``split_streams``).
+SPLIT_SAMPLES = 4096
 # This process folds the first share and then writes it while the helpers, which start
 # ~0.4 s later, still fold theirs: a share a little under an equal part evens that out.
 OWN_SHARE = 0.9
@@ -55,18 +57,29 @@ def _database_file(conn: sqlite3.Connection) -> str | None:
     return None
 
 
-def split_streams(db: sqlite3.Connection, count: int, first: float | None = None) -> list[Share]:
+def split_streams(
+    db: sqlite3.Connection, count: int, first: float | None = None, until: int | None = None
+) -> list[Share]:
     """Up to ``count`` shares as ranges of stream names: the first holds about ``first`` of
-    the log's events (default: an equal part), the others equal parts of the rest.
+    the log's events up to ``until`` (default: an equal part), the others equal parts of
+    the rest.
 
-    Streams are weighed by their last version, read from the (stream, version) index in
-    name order without touching the rows; a cut falls where the running total passes the
-    next part, so one busy stream (the cluster's capacity observations) ends up in a share
-    with fewer streams rather than splitting anything."""
-    weights = db.execute("SELECT stream, max(version) FROM events GROUP BY stream ORDER BY stream").fetchall()
+    Streams are weighed by a sample of the log: the streams of every ``step``-th event (up
+    to ``SPLIT_SAMPLES`` rowid lookups, every event of a short log). Counting every
+    stream's events read the whole (stream, version) index, ~0.15 s of a million-event
+    rebuild, to place a cut that need only be about right. A cut falls where the running
+    total passes the next part, so one busy stream (the cluster's capacity observations)
+    ends up in a share with fewer streams rather than splitting anything."""
+    head = head_position(db, until)
+    step = max(1, head // SPLIT_SAMPLES)
+    weights = db.execute(
+        "WITH RECURSIVE sample(p) AS (SELECT ? UNION ALL SELECT p + ? FROM sample WHERE p + ? <= ?) "
+        "SELECT stream, count(*) FROM events JOIN sample ON position = p GROUP BY stream ORDER BY stream",
+        (step, step, step, head),
+    ).fetchall()
     total = sum(w for _, w in weights)
-    head = 1 / count if first is None else first
-    ends = [head + (1 - head) * k / (count - 1) for k in range(count - 1)] if count > 1 else []
+    head_part = 1 / count if first is None else first
+    ends = [head_part + (1 - head_part) * k / (count - 1) for k in range(count - 1)] if count > 1 else []
     cuts: list[str | None] = []
     running = 0
     for stream, weight in weights:
@@ -89,7 +102,7 @@ def rebuild_in_parallel(source: sqlite3.Connection, target: sqlite3.Connection, 
     names = [p.name for p in plan.projections]
     context = multiprocessing.get_context("spawn")  # never fork a process with threads
     try:
-        shares = split_streams(source, count, first=OWN_SHARE / count)
+        shares = split_streams(source, count, first=OWN_SHARE / count, until=until)
         with concurrent.futures.ProcessPoolExecutor(len(shares) - 1, mp_context=context) as pool:
             futures = [pool.submit(_fold_share, path, names, until, share) for share in shares[1:]]
             # This process folds the first share meanwhile, on its own connection (it may

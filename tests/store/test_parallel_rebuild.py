@@ -95,7 +95,7 @@ def test_a_key_whose_events_span_shares_falls_back_to_one_process(
     """Task ``a``'s events written to two streams that land in different shares: folded
     apart they would be wrong, so the parallel fold gives up and one process folds."""
     apart = [parallel.Share(None, "task-odd-2"), parallel.Share("task-odd-2", None)]
-    monkeypatch.setattr(parallel, "split_streams", lambda db, count: apart)
+    monkeypatch.setattr(parallel, "split_streams", lambda db, count, **_: apart)
     streams = mixed_streams(10)
     streams.append(("task-odd-1", "alice", [f.submitted("a")]))
     streams.append(("task-odd-2", "alice", [f.deferred("a")]))
