@@ -82,7 +82,7 @@ class UsageLedger:
 
 class UsageProjection(EntityProjection[TaskView]):
     name = "gpu_usage"
-    version = 1
+    version = 2  # v2: an ended attempt moved by a late event counts its final span
     tables = ("gpu_usage",)
     fold = TASK_FOLD
 
