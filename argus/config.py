@@ -61,6 +61,14 @@ class SqliteConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     synchronous: str = "FULL"
 
 
+class PostgresConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The event log shared by several hosts (docs/operations.md; ``argus.store.mirror``)."""
+
+    # postgresql://user:password@host:5432/argus. Empty (the default): the SQLite file is
+    # the log. Set: the log is PostgreSQL's, and v2.sqlite.db_path is this host's copy of it.
+    url: str = ""
+
+
 class FairShareConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The ``fairshare`` policy's knobs (docs/scheduling.md)."""
 
@@ -156,6 +164,7 @@ class ServiceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     api: ApiConfig = msgspec.field(default_factory=ApiConfig)
     auth: AuthConfig = msgspec.field(default_factory=AuthConfig)
     sqlite: SqliteConfig = msgspec.field(default_factory=SqliteConfig)
+    postgres: PostgresConfig = msgspec.field(default_factory=PostgresConfig)
     scheduler: SchedulerConfig = msgspec.field(default_factory=SchedulerConfig)
     taskspec: TaskSpecConfig = msgspec.field(default_factory=TaskSpecConfig)
     sandbox: SandboxConfig = msgspec.field(default_factory=SandboxConfig)

@@ -97,7 +97,7 @@ def create_app(
 
         own = store is None
         st = store or await open_store(
-            config.v2.sqlite.db_path, synchronous=config.v2.sqlite.synchronous)
+            config.v2.sqlite.db_path, synchronous=config.v2.sqlite.synchronous, shared_url=config.v2.postgres.url)
         auth = AuthCache(st)
         m = ApiMetrics()
         commands = Commands(st, config, auth, group_commit=group_commit, observe=m.observe_append)

@@ -23,7 +23,8 @@ async def _run(config_path: str | None, db: str | None, reactor_id: str | None) 
     # Ray is followed, never waited for: while it is away the reactor records capacity
     # unknown and admits nothing; a head that restarts or moves is picked up.
     gateway = AsyncRayGateway(following_gateway(config))
-    store = await open_store(db or config.v2.sqlite.db_path, synchronous=config.v2.sqlite.synchronous)
+    store = await open_store(db or config.v2.sqlite.db_path, synchronous=config.v2.sqlite.synchronous,
+                             shared_url=config.v2.postgres.url)
     engine = Reactor(store, gateway, config, reactor_id=reactor_id)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -23,6 +23,7 @@ fresh database at once do not race.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import sqlite3
 import time
@@ -234,14 +235,7 @@ class PostgresEventLog:
         process on any host: woken by the database's notification of each append (LISTEN
         argus_events), with a poll every ``poll_interval`` only as a safety net."""
         type_list = list(types) if types is not None else None
-        woken = asyncio.Event()
-        listener = await self._pool.acquire()  # held for the subscription: LISTEN is per connection
-
-        def notified(*_: object) -> None:
-            woken.set()
-
-        await listener.add_listener(_CHANNEL, notified)
-        try:
+        async with self.listening() as woken:
             cursor = after
             while True:
                 woken.clear()  # before reading, so no notification between the read and the wait is lost
@@ -255,9 +249,32 @@ class PostgresEventLog:
                     await asyncio.wait_for(woken.wait(), poll_interval)
                 except asyncio.TimeoutError:
                     pass
+
+    @contextlib.asynccontextmanager
+    async def listening(self) -> AsyncIterator[asyncio.Event]:
+        """An ``asyncio.Event`` set by the notification of every append, from any process
+        on any host, while inside (LISTEN argus_events on a connection held meanwhile).
+        Clear it before reading the log, then wait on it: nothing is missed."""
+        woken = asyncio.Event()
+        listener = await self._pool.acquire()  # LISTEN is per connection
+
+        def notified(*_: object) -> None:
+            woken.set()
+
+        await listener.add_listener(_CHANNEL, notified)
+        try:
+            yield woken
         finally:
             await listener.remove_listener(_CHANNEL, notified)
             await self._pool.release(listener)
+
+    async def rows_after(self, after: int, limit: int) -> list[tuple[object, ...]]:
+        """Up to ``limit`` stored rows (``EVENT_COLUMNS``, bytes as stored) after position
+        ``after``, in order: what a local copy of the log lacks (``argus.store.mirror``)."""
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(f"SELECT {EVENT_COLUMNS} FROM events WHERE position > $1 ORDER BY position "
+                                    "LIMIT $2", after, limit)
+        return [tuple(row) for row in rows]
 
     async def raw_rows(self, after: int = 0, until: int | None = None,
                        page: int = 5000) -> AsyncIterator[tuple[object, ...]]:

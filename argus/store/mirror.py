@@ -1,0 +1,231 @@
+"""The event log on PostgreSQL, shared by every host; each process reads a local copy.
+
+Several API processes and reactors on different hosts share one log in PostgreSQL
+(``PostgresEventLog``): it decides what must be decided in one place (positions,
+stream versions and so conflicts, leases on the database's clock) and notifies every
+append. Each process keeps a *copy* of that log in a local SQLite file, with the read
+models kept in the copy's own transactions, exactly as a single-host Argus keeps them
+(``EventStore``): every reader, every list's index and keyset page, the queue, replay
+and the reactor's state read the copy, unchanged, and a read costs no network round trip.
+
+Why a copy and not the read models in PostgreSQL: the read side is SQLite's (its SQL,
+its indexes, its measured latencies), and a read model is a cache of the log by
+definition: a copy that is rebuilt from the log when lost or when its code changes. What
+must be shared is the log alone.
+
+- **Writes**: an append is first tried on the copy in a transaction that is rolled back
+  (the same version checks and the read models' invariants as SQLite's store: an event the
+  read models refuse never reaches the shared log), then appended to PostgreSQL, which
+  decides; the copy then catches up to it before the call returns, so a process reads its
+  own writes.
+- **Following**: a task copies what the copy lacks, page by page (each page with its read
+  models in one local transaction, positions kept), whenever PostgreSQL notifies an
+  append (LISTEN), and every ``poll_interval`` as a safety net; each page wakes the
+  process's subscribers (SSE, the reactor) as a local append does.
+- **Leases** are PostgreSQL's (``claim_lease`` on the database clock), so a standby
+  reactor on another host takes over when the leader's lease runs out.
+- **A copy of another log is refused** at open: its last event must be the shared log's
+  event at that position.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from pathlib import Path
+from typing import Sequence
+
+from argus.events import EventMeta, Recorded
+from argus.store.append import AppendBatch, PreparedBatch
+from argus.store.errors import StoreError
+from argus.store.hooks import ReadModels
+from argus.store.log import EVENT_COLUMNS, decode_row
+from argus.store.postgres import PostgresEventLog
+from argus.store.sqlite import DEFAULT_MAX_PAYLOAD, EventStore
+
+__all__ = ["MirroredStore", "NotACopy"]
+
+log = logging.getLogger(__name__)
+
+_INSERT = f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)"
+_PAGE = 2000  # events copied per local transaction
+
+
+class NotACopy(StoreError):
+    """The local file holds events the shared log does not: it is a copy of another log."""
+
+
+class _TriedOnly(Exception):
+    """Raised to roll back an append tried on the copy once it passed every check."""
+
+
+class MirroredStore(EventStore):
+    """An ``EventStore`` whose log is PostgreSQL's, read from a local copy. Open with
+    ``await MirroredStore.open_mirrored(url, path, read_models)``."""
+
+    _log: PostgresEventLog | None = None
+    _follower: asyncio.Task[None] | None = None
+    _copy_lock: asyncio.Lock | None = None
+    _closing = False
+    _wake: asyncio.Event | None = None  # the follower's: set to stop its wait
+    poll_interval = 5.0
+
+    @classmethod
+    async def open_mirrored(
+        cls,
+        url: str,
+        path: str | Path,
+        read_models: ReadModels,
+        *,
+        synchronous: str = "FULL",
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
+    ) -> "MirroredStore":
+        """Connect to the shared log at ``url``, open (or create) the local copy at
+        ``path``, check that it is a copy of that log, and catch it up."""
+        shared = await PostgresEventLog.open(url, max_payload_bytes=max_payload_bytes)
+        try:
+            store = await cls.open(path, read_models, synchronous=synchronous, max_payload_bytes=max_payload_bytes)
+        except BaseException:
+            await shared.close()
+            raise
+        assert isinstance(store, MirroredStore)
+        store._log, store._copy_lock = shared, asyncio.Lock()
+        try:
+            await store._check_copy(url)
+            await store.sync()
+        except BaseException:
+            await store.close()
+            raise
+        store._follower = asyncio.create_task(store._follow(), name=f"argus-mirror-{path}")
+        return store
+
+    async def close(self) -> None:
+        # The follower is asked to stop, not cancelled: a task cancelled while asyncpg's
+        # pool hands it a connection leaves the pool unable to close.
+        self._closing = True
+        if self._follower is not None:
+            if self._wake is not None:
+                self._wake.set()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._follower), 10)
+            except asyncio.TimeoutError:
+                self._follower.cancel()
+                await asyncio.gather(self._follower, return_exceptions=True)
+        if self._log is not None:
+            await self._log.close()
+        await super().close()
+
+    @property
+    def shared_log(self) -> PostgresEventLog:
+        assert self._log is not None, "open with MirroredStore.open_mirrored"
+        return self._log
+
+    # ------------------------------------------------------------------ writing
+    async def record_batches(
+        self,
+        batches: Sequence[AppendBatch],
+        *,
+        meta: EventMeta | None = None,
+        checkpoint: tuple[str, int] | None = None,
+    ) -> list[Recorded]:
+        """Append to the shared log (all or nothing) once the copy, caught up, accepts the
+        events; return them as recorded there, once the copy holds them. Raises
+        ConcurrencyConflict, PayloadTooLarge, InvalidEvent or InvariantViolation; then
+        nothing is written anywhere."""
+        prepared = self._appender.prepare(batches, meta)
+        await self.sync()
+        try:
+            await self._writer.transaction(self._try, prepared)
+        except _TriedOnly:
+            pass
+        records = await self.shared_log.record_batches(batches, meta=meta)
+        await self.sync()
+        if checkpoint is not None:  # a consumer's position: this process's own
+            await self._writer.transaction(self._appender.write, [], checkpoint)
+        self.appends_total += 1
+        return records
+
+    def _try(self, db: sqlite3.Connection, prepared: list[PreparedBatch]) -> None:
+        self._appender.write(db, prepared, None)
+        raise _TriedOnly  # passed: roll the copy back, the shared log decides
+
+    async def claim_lease(
+        self, name: str, holder: str, ttl_s: float, *, on_new_leader: AppendBatch | None = None,
+        now: float | None = None,
+    ) -> bool:
+        """PostgreSQL's lease, on the database's clock (``now`` is not used: every host
+        must judge by one clock)."""
+        held = await self.shared_log.claim_lease(name, holder, ttl_s, on_new_leader=on_new_leader)
+        if held and on_new_leader is not None:
+            await self.sync()
+        return held
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        await self.shared_log.release_lease(name, holder)
+
+    # ------------------------------------------------------------------ copying
+    async def sync(self) -> int:
+        """Copy what the local copy lacks of the shared log, with its read models; wake
+        this process's subscribers if anything came. Returns the copy's head."""
+        assert self._copy_lock is not None
+        async with self._copy_lock:
+            head = await self.head_position()
+            copied = False
+            while rows := await self.shared_log.rows_after(head, _PAGE):
+                await self._writer.transaction(self._copy, rows)
+                head, copied = int(rows[-1][0]), True  # type: ignore[call-overload]
+            if copied:
+                self._notify()
+            return head
+
+    def _copy(self, db: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
+        db.executemany(_INSERT, rows)  # positions as the shared log gave them; the trigger checks they follow
+        folded = [decode_row(r) for r in rows if self.read_models.folds(str(r[3]))]
+        if folded:
+            self.read_models.apply(db, folded)
+
+    async def _follow(self) -> None:
+        """Copy every append as PostgreSQL notifies it, until closed."""
+        while not self._closing:
+            try:
+                async with self.shared_log.listening() as woken:
+                    self._wake = woken
+                    while not self._closing:
+                        woken.clear()  # before copying: a notification meanwhile is not lost
+                        await self.sync()
+                        await self._wait(woken)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the database went away: try again, the copy keeps serving reads
+                log.exception("following the shared log failed; retrying in %.0f s", self.poll_interval)
+                self._wake = asyncio.Event()
+                await self._wait(self._wake)
+
+    async def _wait(self, event: asyncio.Event) -> None:
+        if not self._closing:
+            try:
+                await asyncio.wait_for(event.wait(), self.poll_interval)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _check_copy(self, url: str) -> None:
+        head = await self.head_position()
+        if head == 0:
+            return
+        local = (await self.read(head - 1, 1))[0]
+        shared = await self.shared_log.read(head - 1, 1)
+        same = bool(shared) and (shared[0].stream, shared[0].version, shared[0].type) == (
+            local.stream, local.version, local.type)
+        if not same:
+            raise NotACopy(f"{self.path} holds events the log at {_redacted(url)} does not (position {head}): "
+                           "it is a copy of another log. Move it away; the copy is made again from the shared log")
+
+
+def _redacted(url: str) -> str:
+    """The URL without its password, for messages."""
+    scheme, sep, rest = url.partition("://")
+    if "@" not in rest:
+        return url
+    credentials, _, host = rest.rpartition("@")
+    return f"{scheme}{sep}{credentials.split(':')[0]}@{host}"

@@ -1,0 +1,152 @@
+"""The log on PostgreSQL read through local copies (``argus.store.mirror.MirroredStore``):
+the event log contract, with every ``open_log`` a new host (its own copy of the shared
+log, its own read models), and what the copies add: each host's read models follow every
+other host's appends, a process reads its own writes, the read models' invariants hold
+before anything reaches the shared log, a lost copy is made again, a copy of another log
+is refused. On the session's throwaway PostgreSQL server (``tests/support/postgres.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from argus.events import task_stream
+from argus.store import InvariantViolation
+from projections import open_store
+from projections.tasks_read import task_view
+from tests.events import factories as f
+from tests.projections.compare import dump_projections
+from tests.store.log_contract import EventLogContract
+from tests.support.postgres import PostgresServer
+
+asyncpg = pytest.importorskip("asyncpg", reason="asyncpg is not installed: pip install -e '.[test]'")
+
+Host = Callable[[str], Awaitable[Any]]
+
+
+@pytest.fixture
+async def host(postgres_server: PostgresServer, tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[Any]]]:
+    """``await host(name)``: a new host's store on the shared log ``name`` (its own copy,
+    with every read model, in a file of its own); ``copy=`` reuses a copy's file."""
+    databases: dict[str, str] = {}
+    opened: list[Any] = []
+    hosts = iter(range(1, 1000))
+
+    async def open_(name: str, *, copy: Path | None = None) -> Any:
+        if name not in databases:
+            databases[name] = await postgres_server.new_database()
+        path = copy or tmp_path / f"host{next(hosts)}.sqlite3"
+        opened.append(await open_store(path, synchronous="NORMAL", shared_url=databases[name]))
+        opened[-1].databases = databases
+        return opened[-1]
+
+    yield open_
+    for store in opened:
+        await store.close()
+
+
+class TestMirroredLog(EventLogContract):
+    @pytest.fixture
+    async def databases(self) -> dict[str, str]:
+        return {}
+
+    @pytest.fixture
+    async def open_log(self, postgres_server: PostgresServer,
+                       databases: dict[str, str]) -> AsyncIterator[Callable[..., Awaitable[Any]]]:
+        opened: list[Any] = []
+        with tempfile.TemporaryDirectory() as tmp:
+            async def open_(name: str) -> Any:
+                if name not in databases:
+                    databases[name] = await postgres_server.new_database()
+                path = Path(tmp) / f"copy{len(opened)}.sqlite3"  # every open: another host
+                opened.append(await open_store(path, projections=[], shared_url=databases[name]))
+                return opened[-1]
+
+            yield open_
+            for log in opened:
+                await log.close()
+
+    @pytest.fixture
+    def raw_sql(self, databases: dict[str, str]) -> Callable[[str, str], Awaitable[None]]:
+        async def run(name: str, sql: str) -> None:
+            conn = await asyncpg.connect(databases[name])
+            try:
+                await conn.execute(sql)
+            finally:
+                await conn.close()
+
+        return run
+
+    @pytest.fixture
+    def storm_target(self, databases: dict[str, str]) -> Callable[[str], str]:
+        return lambda name: databases[name]
+
+
+async def _task_on(store: Any, task_id: str, version: int = 1, timeout: float = 5.0) -> Any:
+    """The task's view in ``store``'s read models once it is at ``version`` (None: not in
+    time)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        view = await store.read_snapshot(lambda db: task_view(db, task_id))
+        if view is not None and view.stream_version >= version:
+            return view
+        if asyncio.get_running_loop().time() > deadline:
+            return None
+        await asyncio.sleep(0.02)
+
+
+async def test_each_host_reads_its_own_writes_and_follows_the_others(host: Host, monkeypatch: pytest.MonkeyPatch) -> None:
+    from argus.store.mirror import MirroredStore
+
+    monkeypatch.setattr(MirroredStore, "poll_interval", 60.0)  # only the database's notification is in time
+    a, b = await host("log"), await host("log")
+    await a.append(task_stream("t1"), 0, [f.submitted("t1")])
+    assert await a.read_snapshot(lambda db: task_view(db, "t1")) is not None  # at once: read your writes
+    seen = await _task_on(b, "t1")
+    assert seen is not None and seen.state.value == "QUEUED"
+    await b.append(task_stream("t1"), 1, [f.deferred("t1")])  # b wrote from its own copy's version
+    later = await _task_on(a, "t1", version=2)
+    assert later is not None and later.state.value == "PENDING_RESOURCES"
+
+
+async def test_an_event_the_read_models_refuse_never_reaches_the_shared_log(host: Host) -> None:
+    a, b = await host("log"), await host("log")
+    await a.append(task_stream("t1"), 0, [f.submitted("t1")])
+    with pytest.raises(InvariantViolation):  # a queued task cannot succeed
+        await a.append(task_stream("t1"), 1, [f.succeeded("t1", 1)])
+    assert await a.shared_log.head_position() == 1
+    await b.sync()
+    assert await b.head_position() == 1
+
+
+async def test_a_lost_copy_is_made_again_equal_to_the_others(host: Host, tmp_path: Path) -> None:
+    a = await host("log")
+    for k in range(30):
+        await a.append(task_stream(f"t{k}"), 0, [f.submitted(f"t{k}"), f.deferred(f"t{k}")])
+    fresh = await host("log")
+    assert await fresh.head_position() == 60
+
+    def dump(store: Any) -> dict[str, Any]:
+        db = sqlite3.connect(store.path)
+        try:
+            return dump_projections(db)
+        finally:
+            db.close()
+
+    assert dump(fresh) == dump(a)
+
+
+async def test_a_copy_of_another_log_is_refused(host: Host) -> None:
+    from argus.store.mirror import NotACopy
+
+    a = await host("one")
+    await a.append(task_stream("t1"), 0, [f.submitted("t1")])
+    b = await host("two")
+    await b.append(task_stream("t2"), 0, [f.submitted("t2"), f.deferred("t2")])
+    with pytest.raises(NotACopy, match="copy of another log"):
+        await host("two", copy=Path(a.path))
