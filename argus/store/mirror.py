@@ -50,6 +50,10 @@ log = logging.getLogger(__name__)
 
 _INSERT = f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)"
 _PAGE = 2000  # events copied per local transaction
+# A copy further behind than this at open (a new host, a lost copy) is made in one
+# transaction: every row first, then the read models rebuilt from them (the rebuild's
+# bulk path), instead of folding page after page into the tables.
+BULK_COPY = 20_000
 
 
 class NotACopy(StoreError):
@@ -93,6 +97,7 @@ class MirroredStore(EventStore):
         store._log, store._copy_lock = shared, asyncio.Lock()
         try:
             await store._check_copy(url)
+            await store._bulk_copy()
             await store.sync()
         except BaseException:
             await store.close()
@@ -178,6 +183,21 @@ class MirroredStore(EventStore):
             if copied:
                 self._notify()
             return head
+
+    async def _bulk_copy(self) -> None:
+        head = await self.head_position()
+        if await self.shared_log.head_position() - head < BULK_COPY:
+            return
+        rows: list[tuple[object, ...]] = []
+        while page := await self.shared_log.rows_after(head, 10 * _PAGE):
+            rows += page
+            head = int(page[-1][0])  # type: ignore[call-overload]
+        await self._writer.long_transaction(self._copy_all, rows)
+
+    def _copy_all(self, db: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
+        # One transaction: a crash leaves the copy as it was, never rows without their read models.
+        db.executemany(_INSERT, rows)
+        self.read_models.rebuild(db)
 
     def _copy(self, db: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
         db.executemany(_INSERT, rows)  # positions as the shared log gave them; the trigger checks they follow

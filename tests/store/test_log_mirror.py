@@ -124,7 +124,12 @@ async def test_an_event_the_read_models_refuse_never_reaches_the_shared_log(host
     assert await b.head_position() == 1
 
 
-async def test_a_lost_copy_is_made_again_equal_to_the_others(host: Host, tmp_path: Path) -> None:
+@pytest.mark.parametrize("bulk", [False, True], ids=["page-by-page", "in-bulk"])
+async def test_a_lost_copy_is_made_again_equal_to_the_others(host: Host, bulk: bool,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from argus.store import mirror
+
+    monkeypatch.setattr(mirror, "BULK_COPY", 10 if bulk else 1_000_000)
     a = await host("log")
     for k in range(30):
         await a.append(task_stream(f"t{k}"), 0, [f.submitted(f"t{k}"), f.deferred(f"t{k}")])
