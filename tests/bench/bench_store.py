@@ -344,6 +344,9 @@ def main() -> None:
     parser.add_argument("--measure", nargs=2, metavar=("KIND", "DB"), help=argparse.SUPPRESS)
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite",
                         help="postgres: the event log on a throwaway PostgreSQL server (tests/bench/bench_store_pg.py)")
+    parser.add_argument("--pg-rebuild-events", type=int, default=200_000,
+                        help="postgres: events in the rebuild log (loaded into PostgreSQL)")
+    parser.add_argument("--pg-rebuild-only", action="store_true", help="postgres: the rebuild measure alone")
     args = parser.parse_args()
     if args.backend == "postgres":
         from tests.bench.bench_store_pg import main as postgres_main

@@ -3,6 +3,7 @@ Postgres recorder, on a throwaway server started here (``tests/support/postgres.
 fsync and synchronous_commit on, as installed). Run through
 
     python tests/bench/bench_store.py --backend postgres [--single 2000] [--batches 200] [--rounds 3]
+        [--pg-rebuild-events 200000] [--appends-only | --pg-rebuild-only]
 
 Measured, from the same event objects to committed rows, 1 and 100 events per
 transaction, in interleaved rounds (fresh databases each round; medians shown):
@@ -15,16 +16,27 @@ transaction, in interleaved rounds (fresh databases each round; medians shown):
   as in the SQLite bench), then ``PostgresApplicationRecorder.insert_events`` (which takes
   the table lock).
 
-Not measured yet: a rebuild (the read models are not kept on PostgreSQL yet).
+And a rebuild: every read model made from a log of ``--pg-rebuild-events`` task events
+(the SQLite bench's lifecycles) held in PostgreSQL, into a fresh SQLite database, median
+of the rounds:
+
+- argus: ``MirroredStore.open_mirrored`` on a new host (``argus.store.mirror``): the rows
+  copied in pages, then the read models rebuilt from them in the same transaction;
+- eventsourcing: ``select_notifications`` in pages of 10,000 from its Postgres recorder,
+  the same fold (``fold_rows``) and the same table writes (as the SQLite bench's
+  "es rebuild").
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import sqlite3
 import statistics
+import tempfile
 import time
 import uuid
+from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
@@ -86,9 +98,108 @@ def _es(dsn: str, events: list[tuple[str, int, Any]], per_tx: int) -> float:
         datastore.close()
 
 
+def _es_recorder(dsn: str) -> Any:
+    from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+
+    url = urlsplit(dsn)
+    datastore = PostgresDatastore(url.path.lstrip("/"), url.hostname or "", url.port or 5432, url.username or "", "")
+    recorder = PostgresApplicationRecorder(datastore)
+    recorder.create_table()
+    return recorder
+
+
+def _load_es(dsn: str, log_rows: list[tuple[object, ...]]) -> None:
+    from eventsourcing.persistence import StoredEvent
+
+    recorder = _es_recorder(dsn)
+    try:
+        for k in range(0, len(log_rows), 10_000):
+            recorder.insert_events([StoredEvent(originator_id=uuid.uuid5(uuid.NAMESPACE_URL, str(r[1])),
+                                                originator_version=r[2], topic=r[3], state=r[5])  # type: ignore[arg-type]
+                                    for r in log_rows[k:k + 10_000]])
+    finally:
+        recorder.datastore.close()
+
+
+async def _argus_rebuild(dsn: str, path: Path) -> float:
+    from argus.store.mirror import MirroredStore
+    from projections import KeptProjections, default_projections
+
+    started = time.perf_counter()
+    store = await MirroredStore.open_mirrored(dsn, path, KeptProjections(default_projections()))
+    elapsed = time.perf_counter() - started
+    n = await store.head_position()
+    await store.close()
+    return n / elapsed
+
+
+def _es_rebuild(dsn: str, path: Path) -> float:
+    from argus.store import migrate
+    from projections import default_projections
+    from projections.base import FoldPlan
+    from projections.fold import fold_rows
+
+    recorder = _es_recorder(dsn)
+    count = 0
+
+    def log_rows() -> Any:
+        nonlocal count
+        start = 1
+        while page := recorder.select_notifications(start, 10_000):
+            count += len(page)
+            start = page[-1].id + 1
+            for n in page:
+                yield (n.id, str(n.originator_id), n.originator_version, n.topic, 1, n.state, None, None, 0.0)
+
+    try:
+        started = time.perf_counter()
+        rebuild = fold_rows(log_rows(), FoldPlan(default_projections()))
+        migrate(path)
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        rebuild.write(conn)
+        conn.execute("COMMIT")
+        conn.close()
+        return count / (time.perf_counter() - started)
+    finally:
+        recorder.datastore.close()
+
+
+def rebuild(server: PostgresServer, n: int, rounds: int) -> None:
+    from argus.store.postgres import PostgresEventLog
+    from tests.bench.bench_store import rows
+
+    log_rows = list(rows(n))
+    argus_dsn, es_dsn = asyncio.run(server.new_database()), asyncio.run(server.new_database())
+
+    async def load() -> None:
+        log = await PostgresEventLog.open(argus_dsn)
+        try:
+            await log.load_rows(log_rows)
+        finally:
+            await log.close()
+
+    asyncio.run(load())
+    _load_es(es_dsn, log_rows)
+    rates: dict[str, list[float]] = {"argus": [], "es": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(rounds):
+            rates["argus"].append(asyncio.run(_argus_rebuild(argus_dsn, Path(tmp) / f"argus{r}.sqlite3")))
+            rates["es"].append(_es_rebuild(es_dsn, Path(tmp) / f"es{r}.sqlite3"))
+            print(f"  round {r + 1}: rebuild argus {rates['argus'][-1]:,.0f} events/s, "
+                  f"eventsourcing {rates['es'][-1]:,.0f} events/s", flush=True)
+    a, e = statistics.median(rates["argus"]), statistics.median(rates["es"])
+    print(f"\nRebuild of {n:,} events from PostgreSQL into fresh read models, median of {rounds}: "
+          f"argus {a:,.0f} events/s, eventsourcing {e:,.0f} events/s, ratio {a / e:.2f}")
+    print("target (issue 22): argus >= 2x eventsourcing's rebuild")
+
+
 def main(args: argparse.Namespace, event_objects: Callable[[int], list[tuple[str, int, Any]]]) -> None:
     server = PostgresServer().start()
     try:
+        if args.pg_rebuild_only:
+            rebuild(server, args.pg_rebuild_events, args.rounds)
+            return
         sizes = {"1 event/tx": (args.single, 1), "100 events/tx": (args.batches * 100, 100)}
         rates: dict[str, dict[str, list[float]]] = {k: {} for k in sizes}
         for r in range(args.rounds):
@@ -113,5 +224,7 @@ def main(args: argparse.Namespace, event_objects: Callable[[int], list[tuple[str
             adv, tab, es = m["argus (advisory lock)"], m["argus (table lock)"], m["eventsourcing"]
             print(f"{key:<16}{adv:>18,.0f}{tab:>15,.0f}{es:>15,.0f}{adv / es:>13.2f}{tab / es:>10.2f}")
         print("\ntarget (issue 22): argus >= 1x eventsourcing's appends")
+        if not args.appends_only:
+            rebuild(server, args.pg_rebuild_events, args.rounds)
     finally:
         server.stop()
