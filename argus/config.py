@@ -61,6 +61,15 @@ class SqliteConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     synchronous: str = "FULL"
 
 
+def redact_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for anything shown or logged)."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    return f"{scheme}{sep}{credentials.split(':', 1)[0]}:***@{host}"
+
+
 class PostgresConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The event log shared by several hosts (docs/operations.md; ``argus.store.mirror``)."""
 

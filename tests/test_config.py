@@ -54,3 +54,12 @@ def test_tick_s_was_removed_and_says_what_replaced_it(tmp_path: Path) -> None:
         load_config(path, environ={})
     with pytest.raises(ConfigError, match="ARGUS_V2__SCHEDULER__TICK_S.*removed.*poll_interval_s"):
         load_config(None, environ={"ARGUS_V2__SCHEDULER__TICK_S": "1"})
+
+
+def test_a_database_password_is_never_shown() -> None:
+    from argus.config import redact_url
+
+    assert redact_url("postgresql://argus:s3cret@db:5432/argus") == "postgresql://argus:***@db:5432/argus"
+    assert redact_url("postgresql://argus@db/argus") == "postgresql://argus@db/argus"
+    assert redact_url("postgresql://db/argus") == "postgresql://db/argus"
+    assert redact_url("") == ""

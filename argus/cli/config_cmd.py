@@ -29,7 +29,7 @@ UP_EFFECTIVE_CONFIG = UP_DATA_DIR / "config.yaml"
 def show(path: str | None) -> None:
     """Print the server configuration and the client settings in effect."""
     from argus.cli.client import Client, client_config_path
-    from argus.config import ConfigError, load_config
+    from argus.config import ConfigError, load_config, redact_url
 
     path = path or os.environ.get("ARGUS_CONFIG")
     if path is None and UP_EFFECTIVE_CONFIG.is_file():
@@ -39,7 +39,9 @@ def show(path: str | None) -> None:
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
     click.echo(f"# server configuration ({path or 'defaults'} + ARGUS_* overrides)")
-    click.echo(yaml.safe_dump(msgspec.to_builtins(cfg), sort_keys=False).rstrip())
+    shown = msgspec.to_builtins(cfg)
+    shown["v2"]["postgres"]["url"] = redact_url(cfg.v2.postgres.url)  # never print a password
+    click.echo(yaml.safe_dump(shown, sort_keys=False).rstrip())
     client = Client(None, None)
     click.echo(f"\n# client ({client_config_path()}, $ARGUS_URL, $ARGUS_TOKEN)")
     click.echo(f"url: {client.url}\ntoken: {'set' if client.token else 'not set'}")

@@ -36,6 +36,7 @@ import sqlite3
 from pathlib import Path
 from typing import Sequence
 
+from argus.config import redact_url
 from argus.events import EventMeta, Recorded
 from argus.store.append import AppendBatch, PreparedBatch
 from argus.store.errors import StoreError
@@ -238,14 +239,6 @@ class MirroredStore(EventStore):
         same = bool(shared) and (shared[0].stream, shared[0].version, shared[0].type) == (
             local.stream, local.version, local.type)
         if not same:
-            raise NotACopy(f"{self.path} holds events the log at {_redacted(url)} does not (position {head}): "
+            raise NotACopy(f"{self.path} holds events the log at {redact_url(url)} does not (position {head}): "
                            "it is a copy of another log. Move it away; the copy is made again from the shared log")
 
-
-def _redacted(url: str) -> str:
-    """The URL without its password, for messages."""
-    scheme, sep, rest = url.partition("://")
-    if "@" not in rest:
-        return url
-    credentials, _, host = rest.rpartition("@")
-    return f"{scheme}{sep}{credentials.split(':')[0]}@{host}"

@@ -105,8 +105,10 @@ def test_files_and_config(server: Server, tmp_path: Path) -> None:
     r = run(server, "files", "get", "datasets/x/d.jsonl")
     assert r.output == "{}\n"
     assert run(server, "files", "rm", "datasets/x/d.jsonl").exit_code == 0
-    r = CliRunner().invoke(main, ["config", "show"], env={"ARGUS_V2__API__PORT": "9999"})
+    r = CliRunner().invoke(main, ["config", "show"], env={"ARGUS_V2__API__PORT": "9999",
+                                                          "ARGUS_V2__POSTGRES__URL": "postgresql://a:pw@db/argus"})
     assert r.exit_code == 0 and "port: 9999" in r.output
+    assert "postgresql://a:***@db/argus" in r.output and ":pw@" not in r.output
 
 
 def test_client_config_file(server: Server, tmp_path: Path) -> None:
