@@ -29,6 +29,7 @@ from argus.api.tasks import TasksController
 from argus.api.users import UsersController
 from argus.api.vocabulary import vocabulary
 from argus.api.eta import EtaBoard
+from argus.store import LogUnreachable
 from argus.config import ArgusConfig
 from argus.service import AuthCache, CommandError, Commands
 
@@ -58,6 +59,13 @@ def _command_error(request: Request[Any, Any, Any], exc: CommandError) -> Respon
     so it gets the same body as any other error (``extra`` only when there is some)."""
     return _http_error(request, HTTPException(status_code=exc.status, detail=exc.detail,
                                               extra=exc.extra or None))
+
+
+def _log_unreachable(request: Request[Any, Any, Any], exc: LogUnreachable) -> Response[dict[str, Any]]:
+    """The shared log (PostgreSQL) did not answer: a 503 the client may retry, saying
+    whether the write may have been made."""
+    log.warning("%s %s: %s", request.method, request.url.path, exc)
+    return _http_error(request, HTTPException(status_code=503, detail=str(exc), headers={"Retry-After": "5"}))
 
 
 def _freeze_heap(app: Litestar) -> None:
@@ -160,7 +168,7 @@ def create_app(
         lifespan=[lifespan],
         openapi_config=openapi,
         exception_handlers={HTTPException: _http_error, CommandError: _command_error,
-                            Exception: _internal_error},
+                            LogUnreachable: _log_unreachable, Exception: _internal_error},
         request_max_body_size=config.v2.api.max_body_bytes,
         debug=False,
     )

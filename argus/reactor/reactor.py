@@ -52,7 +52,7 @@ from argus.scheduler import Preempt
 from argus.reactor.submitting import Submitting
 from argus.reactor.watchdog import PlacementWatchdog
 from argus.reactor.state import ReactorState
-from argus.store import AppendBatch, ConcurrencyConflict, EventStore, InvariantViolation
+from argus.store import AppendBatch, ConcurrencyConflict, EventStore, InvariantViolation, LogUnreachable
 from projections import TaskView
 from projections.usage import live_usage
 
@@ -128,9 +128,13 @@ class Reactor(Submitting):
         )
         # The lease runs on the reactor's clock too: with an injected clock, expiry and
         # renewal stay on one timeline (a wall clock here would mix two).
-        return await self.store.claim_lease(
-            LEASE_NAME, self.reactor_id, self.sched.lease_ttl_s, on_new_leader=elected, now=now
-        )
+        try:
+            return await self.store.claim_lease(
+                LEASE_NAME, self.reactor_id, self.sched.lease_ttl_s, on_new_leader=elected, now=now
+            )
+        except LogUnreachable as exc:  # a lease that cannot be renewed is not held: stand by
+            log.warning("reactor %s: %s", self.reactor_id, exc)
+            return False
 
     async def _lead(self) -> None:
         self.is_leader = True

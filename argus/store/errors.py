@@ -1,4 +1,5 @@
-"""Named errors of the event store. Nothing is written when any of them is raised."""
+"""Named errors of the event store. Nothing is written when any of them is raised, but
+``LogUnreachable`` (a database that stopped answering cannot say whether it committed)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ __all__ = [
     "EventDecodeError",
     "InvalidEvent",
     "InvariantViolation",
+    "LogUnreachable",
     "PayloadTooLarge",
     "StoreError",
     "UnknownEventType",
@@ -43,6 +45,12 @@ class PayloadTooLarge(StoreError):
 class InvalidEvent(StoreError):
     """An event whose fields do not match its type (a str where it says int, say): it
     would not decode when read back, and the log cannot be corrected afterwards."""
+
+
+class LogUnreachable(StoreError):
+    """The shared log (PostgreSQL, ``argus.store.mirror``) did not answer. Raised before
+    the append was sent, nothing was written; raised by the append itself, the database
+    may have committed it before the connection broke (the copy will show it if so)."""
 
 
 class InvariantViolation(StoreError):

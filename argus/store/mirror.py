@@ -31,15 +31,16 @@ must be shared is the log alone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 from pathlib import Path
-from typing import Sequence
+from typing import AsyncIterator, Sequence
 
 from argus.config import redact_url
 from argus.events import EventMeta, Recorded
 from argus.store.append import AppendBatch, PreparedBatch
-from argus.store.errors import StoreError
+from argus.store.errors import LogUnreachable, StoreError
 from argus.store.hooks import ReadModels
 from argus.store.log import EVENT_COLUMNS, decode_row
 from argus.store.postgres import PostgresEventLog
@@ -55,6 +56,16 @@ _PAGE = 2000  # events copied per local transaction
 # transaction: every row first, then the read models rebuilt from them (the rebuild's
 # bulk path), instead of folding page after page into the tables.
 BULK_COPY = 20_000
+
+
+def _connection_errors() -> tuple[type[BaseException], ...]:
+    import asyncpg
+
+    return (OSError, asyncio.TimeoutError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
+            asyncpg.exceptions.OperatorInterventionError)
+
+
+_UNREACHABLE = _connection_errors()
 
 
 class NotACopy(StoreError):
@@ -140,13 +151,18 @@ class MirroredStore(EventStore):
         ConcurrencyConflict, PayloadTooLarge, InvalidEvent or InvariantViolation; then
         nothing is written anywhere."""
         prepared = self._appender.prepare(batches, meta)
-        await self.sync()
+        async with self._reaching("nothing was written"):
+            await self.sync()
         try:
             await self._writer.transaction(self._try, prepared)
         except _TriedOnly:
             pass
-        records = await self.shared_log.record_batches(batches, meta=meta)
-        await self.sync()
+        async with self._reaching("the append may or may not have been committed"):
+            records = await self.shared_log.record_batches(batches, meta=meta)
+        try:
+            await self.sync()
+        except _UNREACHABLE:  # it was appended: the copy catches up when the database answers
+            log.warning("appended to the shared log, but the copy could not follow it yet", exc_info=True)
         if checkpoint is not None:  # a consumer's position: this process's own
             await self._writer.transaction(self._appender.write, [], checkpoint)
         self.appends_total += 1
@@ -162,13 +178,25 @@ class MirroredStore(EventStore):
     ) -> bool:
         """PostgreSQL's lease, on the database's clock (``now`` is not used: every host
         must judge by one clock)."""
-        held = await self.shared_log.claim_lease(name, holder, ttl_s, on_new_leader=on_new_leader)
-        if held and on_new_leader is not None:
-            await self.sync()
+        async with self._reaching("the lease was not taken or renewed"):
+            held = await self.shared_log.claim_lease(name, holder, ttl_s, on_new_leader=on_new_leader)
+            if held and on_new_leader is not None:
+                await self.sync()
         return held
 
     async def release_lease(self, name: str, holder: str) -> None:
-        await self.shared_log.release_lease(name, holder)
+        async with self._reaching("the lease runs out by itself"):
+            await self.shared_log.release_lease(name, holder)
+
+    @contextlib.asynccontextmanager
+    async def _reaching(self, consequence: str) -> AsyncIterator[None]:
+        """Turn the driver's connection failures into ``LogUnreachable``, saying what
+        they mean for the caller."""
+        try:
+            yield
+        except _UNREACHABLE as exc:
+            raise LogUnreachable(f"the shared event log did not answer ({type(exc).__name__}: {exc}); "
+                                 f"{consequence}") from exc
 
     # ------------------------------------------------------------------ copying
     async def sync(self) -> int:

@@ -146,6 +146,41 @@ async def test_a_lost_copy_is_made_again_equal_to_the_others(host: Host, bulk: b
     assert dump(fresh) == dump(a)
 
 
+async def test_while_the_shared_log_is_down_reads_go_on_and_writes_say_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its own server (stopped and started again): reads are served from the copy, an
+    append is refused as LogUnreachable, and once the database is back the copies take
+    writes and follow each other again."""
+    from argus.store import LogUnreachable
+    from argus.store.mirror import MirroredStore
+
+    monkeypatch.setattr(MirroredStore, "poll_interval", 0.2)  # the follower's retry after an outage
+    server = PostgresServer().start()
+    stores: list[Any] = []
+    try:
+        url = await server.new_database()
+        for k in range(2):
+            stores.append(await open_store(tmp_path / f"c{k}.sqlite3", synchronous="NORMAL", shared_url=url))
+        a, b = stores
+        await a.append(task_stream("t1"), 0, [f.submitted("t1")])
+        server.pause()
+        assert await a.read_snapshot(lambda db: task_view(db, "t1")) is not None
+        with pytest.raises(LogUnreachable, match="nothing was written"):
+            await a.append(task_stream("t2"), 0, [f.submitted("t2")])
+        server.resume()
+        for _ in range(50):  # the pool's broken connections are replaced as they fail
+            try:
+                await a.append(task_stream("t2"), 0, [f.submitted("t2")])
+                break
+            except LogUnreachable:
+                await asyncio.sleep(0.1)
+        assert await _task_on(b, "t2") is not None
+    finally:
+        for store in stores:
+            await store.close()
+        server.stop()
+
+
 async def test_a_copy_of_another_log_is_refused(host: Host) -> None:
     from argus.store.mirror import NotACopy
 

@@ -69,10 +69,19 @@ class PostgresServer:
     def start(self) -> "PostgresServer":
         self._run(self.initdb, "-D", str(self.data), "-U", "postgres", "--auth=trust", "--encoding=UTF8",
                   "--no-instructions")
+        self.resume()
+        return self
+
+    def resume(self) -> None:
+        """Start the server (again, after ``pause``), on the same port and data."""
         self._run(self.pg_ctl, "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "-o",
                   f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c max_connections=100", "start")
         self.started = True
-        return self
+
+    def pause(self) -> None:
+        """Stop the server as an outage would (connections cut), keeping its data."""
+        self._run(self.pg_ctl, "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        self.started = False
 
     def dsn(self, database: str = "postgres") -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
