@@ -21,7 +21,7 @@ from projections import open_store
 from projections.tasks_read import task_view
 from tests.events import factories as f
 from tests.projections.compare import dump_projections
-from tests.store.log_contract import EventLogContract
+from tests.store import test_log_postgres as postgres_log
 from tests.support.postgres import PostgresServer
 
 asyncpg = pytest.importorskip("asyncpg", reason="asyncpg is not installed: pip install -e '.[test]'")
@@ -50,10 +50,9 @@ async def host(postgres_server: PostgresServer, tmp_path: Path) -> AsyncIterator
         await store.close()
 
 
-class TestMirroredLog(EventLogContract):
-    @pytest.fixture
-    async def databases(self) -> dict[str, str]:
-        return {}
+class TestMirroredLog(postgres_log.TestPostgresLog):
+    """The PostgreSQL log's contract, its fixtures (``raw_sql`` and the storm writer work
+    on the shared log), with every ``open_log`` a new host reading through its own copy."""
 
     @pytest.fixture
     async def open_log(self, postgres_server: PostgresServer,
@@ -70,21 +69,6 @@ class TestMirroredLog(EventLogContract):
             yield open_
             for log in opened:
                 await log.close()
-
-    @pytest.fixture
-    def raw_sql(self, databases: dict[str, str]) -> Callable[[str, str], Awaitable[None]]:
-        async def run(name: str, sql: str) -> None:
-            conn = await asyncpg.connect(databases[name])
-            try:
-                await conn.execute(sql)
-            finally:
-                await conn.close()
-
-        return run
-
-    @pytest.fixture
-    def storm_target(self, databases: dict[str, str]) -> Callable[[str], str]:
-        return lambda name: databases[name]
 
 
 async def _task_on(store: Any, task_id: str, version: int = 1, timeout: float = 5.0) -> Any:
