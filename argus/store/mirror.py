@@ -42,7 +42,7 @@ from argus.events import EventMeta, Recorded
 from argus.store.append import AppendBatch, PreparedBatch
 from argus.store.errors import LogUnreachable, StoreError
 from argus.store.hooks import ReadModels
-from argus.store.log import EVENT_COLUMNS, decode_row
+from argus.store.log import EVENT_COLUMNS, decode_row, head_position
 from argus.store.postgres import PostgresEventLog
 from argus.store.sqlite import DEFAULT_MAX_PAYLOAD, EventStore
 
@@ -66,6 +66,14 @@ def _connection_errors() -> tuple[type[BaseException], ...]:
 
 
 _UNREACHABLE = _connection_errors()
+
+
+def _after_head(db: sqlite3.Connection, rows: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
+    """The ``rows`` (consecutive, from the shared log) that follow the copy's head as read in
+    this transaction: another process on this host may share the copy's file (an API and a
+    reactor with one configuration) and have copied some of them meanwhile."""
+    head = head_position(db)
+    return [r for r in rows if int(r[0]) > head]  # type: ignore[call-overload]
 
 
 class NotACopy(StoreError):
@@ -207,8 +215,8 @@ class MirroredStore(EventStore):
             head = await self.head_position()
             copied = False
             while rows := await self.shared_log.rows_after(head, _PAGE):
-                await self._writer.transaction(self._copy, rows)
-                head, copied = int(rows[-1][0]), True  # type: ignore[call-overload]
+                head, added = await self._writer.transaction(self._copy, rows)
+                copied = copied or added
             if copied:
                 self._notify()
             return head
@@ -225,14 +233,21 @@ class MirroredStore(EventStore):
 
     def _copy_all(self, db: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
         # One transaction: a crash leaves the copy as it was, never rows without their read models.
-        db.executemany(_INSERT, rows)
-        self.read_models.rebuild(db)
+        rows = _after_head(db, rows)
+        if rows:
+            db.executemany(_INSERT, rows)
+            self.read_models.rebuild(db)
 
-    def _copy(self, db: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
+    def _copy(self, db: sqlite3.Connection, rows: list[tuple[object, ...]]) -> tuple[int, bool]:
+        """Copy ``rows`` with their read models; the copy's head, and whether any came."""
+        rows = _after_head(db, rows)
+        if not rows:
+            return head_position(db), False
         db.executemany(_INSERT, rows)  # positions as the shared log gave them; the trigger checks they follow
         folded = [decode_row(r) for r in rows if self.read_models.folds(str(r[3]))]
         if folded:
             self.read_models.apply(db, folded)
+        return int(rows[-1][0]), True  # type: ignore[call-overload]
 
     async def _follow(self) -> None:
         """Copy every append as PostgreSQL notifies it, until closed."""

@@ -165,6 +165,18 @@ async def test_while_the_shared_log_is_down_reads_go_on_and_writes_say_so(
         server.stop()
 
 
+async def test_two_processes_may_share_one_copy(host: Host) -> None:
+    """An API and a reactor on one host, with one configuration, copy into one file: each
+    copies only what the other has not."""
+    a = await host("log")
+    b = await host("log", copy=Path(a.path))
+    await asyncio.gather(*(store.append(task_stream(f"{name}{k}"), 0, [f.submitted(f"{name}{k}"), f.deferred(f"{name}{k}")])
+                           for k in range(15) for name, store in (("a", a), ("b", b))))
+    await asyncio.gather(a.sync(), b.sync())
+    assert await a.head_position() == await b.head_position() == await a.shared_log.head_position() == 60
+    assert await _task_on(a, "b14", version=2) is not None and await _task_on(b, "a14", version=2) is not None
+
+
 async def test_a_copy_of_another_log_is_refused(host: Host) -> None:
     from argus.store.mirror import NotACopy
 
