@@ -26,7 +26,6 @@ from argus.config import ArgusConfig
 from argus.events import (
     AttemptPreempted,
     AttemptRunning,
-    AttemptStarting,
     AttemptTimeLimitReached,
     CapacityObserved,
     ClusterUnreachable,
