@@ -23,7 +23,9 @@ __all__ = ["sim"]
               help="An Argus database (read-only): our own tasks and run times, on the nodes last seen.")
 @click.option("--policy", "policies", multiple=True, default=("all",), show_default=True,
               help="A registered policy; repeat for several side by side; 'all' for every one.")
-@click.option("--backfill", is_flag=True, help="Let tasks pass a head that does not fit (the policies' backfill).")
+@click.option("--backfill", is_flag=True,
+              help="Turn unreserved backfill on for every policy, also those without it (fifo, priority); "
+                   "fifo-backfill, reserve-backfill and fairshare backfill anyway.")
 @click.option("--nodes-subset", type=click.IntRange(min=1), default=None,
               help="Simulate on this many nodes (a deterministic subset).")
 @click.option("--load", type=click.FloatRange(min=0.01), default=None,
@@ -96,11 +98,13 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
     if as_json:
         click.echo(msgspec.json.encode({"tasks": len(trace.tasks), "nodes": len(trace.nodes),
                                         "gpus": sum(n.gpus for n in trace.nodes), "skipped": skipped,
-                                        "backfill": backfill, "policies": results}))
+                                        # --backfill: forced on every policy (those named
+                                        # *backfill and fairshare backfill in any case)
+                                        "backfill_forced": backfill, "policies": results}))
         return
     click.echo(f"{len(trace.tasks)} tasks on {len(trace.nodes)} nodes ({sum(n.gpus for n in trace.nodes):g} GPUs); "
                f"skipped: {', '.join(f'{k} {v}' for k, v in skipped.items())}"
-               + ("; backfill on" if backfill else ""))
+               + ("; backfill forced on every policy" if backfill else ""))
     rows = [("policy", "util", "util busy", "wait p50", "p90", "p99", "max", "big p99", "slowdown", "Jain", "Jain sd", "never", "preempted")]
     for m in results:
         rows.append((m.policy, f"{m.gpu_utilization:.3f}", f"{m.contended_utilization:.3f}",
