@@ -88,10 +88,13 @@ def fair_shares(queue: Sequence[QueuedTask], running: Sequence[RunningTask], tot
 
 def fair_order(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now: float, *,
                usage: Mapping[str, float], shares: Mapping[str, float], quotas: Mapping[str, float],
-               default_runtime_s: float, fair: Mapping[str, float] | None = None) -> list[QueuedTask]:
+               default_runtime_s: float, fair: Mapping[str, float] | None = None,
+               in_line_order: bool = False) -> list[QueuedTask]:
     """``queue`` in fair-share order (tasks still in a retry's backoff last, as they are
     deferred anyway and must not count as handed out). ``fair``: each user's fair share
-    in GPUs (``fair_shares``), given with preemption: work within it comes before the rest."""
+    in GPUs (``fair_shares``), given with preemption: work within it comes before the rest.
+    ``in_line_order``: ``queue`` is already sorted as ``queue_order("fairshare")`` (the
+    policy gets it so from ``decide``): not sorted again."""
     committed: dict[str, float] = dict(usage)
     held = held_gpus(running)
     for r in running:
@@ -100,8 +103,9 @@ def fair_order(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now:
         end = expected_end(r.expected_end, r.started_at, now, default_runtime_s)
         committed[r.user] = committed.get(r.user, 0.0) + r.demand.total_gpus * max(0.0, end - now)
     later = [t for t in queue if t.next_run_at is not None and t.next_run_at > now]
-    ready = queue_order("fairshare", [t for t in queue if t.next_run_at is None or t.next_run_at <= now]
-                        if later else queue)  # each user's own line: priority, then arrival
+    ready = [t for t in queue if t.next_run_at is None or t.next_run_at <= now] if later else list(queue)
+    if not in_line_order:
+        ready = queue_order("fairshare", ready)  # each user's own line: priority, then arrival
     lines: dict[str, list[int]] = {}
     for i, user in enumerate(map(_USER, ready)):
         lines.setdefault(user, []).append(i)

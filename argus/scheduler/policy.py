@@ -351,7 +351,8 @@ def fairshare(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capac
     shares = fair_shares(queue, running, total, config.shares, config.quotas)
     ordered = fair_order(queue, running, now, usage=config.usage, shares=config.shares, quotas=config.quotas,
                          default_runtime_s=config.default_runtime_s,
-                         fair=shares.fair if config.preemption and capacity is not None else None)
+                         fair=shares.fair if config.preemption and capacity is not None else None,
+                         in_line_order=True)
     return _run(ordered, running, capacity, now, msgspec.structs.replace(config, reserve=True), _ByShare(shares))
 
 
