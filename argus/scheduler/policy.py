@@ -106,6 +106,10 @@ class Outranks(Protocol):
     def same_rule(self, t: QueuedTask) -> Hashable:
         """Tasks with equal values here (and one shape) find the same room, or none."""
 
+    def alike(self, t: QueuedTask) -> Hashable:
+        """Coarser than ``same_rule`` (asked only when it misses): tasks with equal values
+        here (and one shape) may stop the same running tasks, as things stand in the pass."""
+
 
 def _shape_mix(queue: Sequence[QueuedTask], running: Sequence[RunningTask], config: PolicyConfig) -> ShapeMix:
     """The shapes placement should leave room for: the configured mix, else what waits at
@@ -147,6 +151,7 @@ def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: 
                    for r in running]
     planner: RoomPlanner | None = None  # made when a task first needs room (preemption)
     no_room: set[tuple[tuple[int, int, float], Hashable]] = set()
+    no_room_alike: set[tuple[tuple[int, int, float], Hashable]] = set()
     full_msg = f"{config.max_running_tasks} task(s) already running (max_running_tasks)"
     for t in queue:
         if t.next_run_at is not None and t.next_run_at > now:
@@ -204,9 +209,11 @@ def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: 
             if planner is None:
                 planner = RoomPlanner(running, ids=pool.ids, free_gpus=pool.gpus, free_cpus=pool.cpus,
                                       total_gpus=[g for g, _ in pool.totals], total_cpus=[c for _, c in pool.totals])
-            room = _make_room(t, why, planner, outranks.rule(t), config)
+            alike = (key, outranks.alike(t))
+            room = None if alike in no_room_alike else _make_room(t, why, planner, outranks.rule(t), config)
             if room is None:
                 no_room.add((key, outranks.same_rule(t)))  # its like would find none either
+                no_room_alike.add(alike)
             else:
                 defer, preempts, room_nodes = room
                 outranks.granted(t, [r for r in running if r.task_id in {p.task_id for p in preempts}])
@@ -339,6 +346,9 @@ class _ByPriority:
     def same_rule(self, t: QueuedTask) -> Hashable:
         return t.priority
 
+    def alike(self, t: QueuedTask) -> Hashable:
+        return t.priority
+
 
 @register_policy("fairshare")
 def fairshare(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
@@ -367,6 +377,7 @@ class _ByShare:
         # same_rule's answer per user until a grant changes it: asked once per waiting task
         # that does not fit, which on a full cluster is every task of the pass.
         self._same: dict[str, tuple[str, float]] = {}
+        self._grants = 0  # grants so far: each may change who is over a share
 
     def rule(self, t: QueuedTask) -> Callable[[RunningTask], str | None]:
         shares, gpus = self.shares, t.demand.total_gpus
@@ -389,7 +400,15 @@ class _ByShare:
             same = self._same[t.user] = (t.user, self.shares.held.get(t.user, 0.0))
         return same
 
+    def alike(self, t: QueuedTask) -> Hashable:
+        # Who may be stopped depends on the user only through these two: a user within
+        # their quota (or fair share) is not beyond it, so their own tasks are never among
+        # the victims either way. Users alike share one attempt per shape, not one each.
+        gpus = t.demand.total_gpus
+        return self.shares.under_quota(t.user, gpus), self.shares.within_fair(t.user, gpus), self._grants
+
     def granted(self, t: QueuedTask, victims: Sequence[RunningTask]) -> None:
+        self._grants += 1
         self.shares.grant(t.user, t.demand.total_gpus)
         self._same.pop(t.user, None)
         for r in victims:
