@@ -43,6 +43,7 @@ from argus.store.append import AppendBatch, PreparedBatch
 from argus.store.errors import LogUnreachable, StoreError
 from argus.store.hooks import ReadModels
 from argus.store.log import EVENT_COLUMNS, decode_row, head_position
+from argus.store.migrate import migrate
 from argus.store.postgres import PostgresEventLog
 from argus.store.sqlite import DEFAULT_MAX_PAYLOAD, EventStore
 
@@ -52,9 +53,11 @@ log = logging.getLogger(__name__)
 
 _INSERT = f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)"
 _PAGE = 2000  # events copied per local transaction
-# A copy further behind than this at open (a new host, a lost copy) is made in one
-# transaction: every row first, then the read models rebuilt from them (the rebuild's
-# bulk path), instead of folding page after page into the tables.
+# A copy further behind than this at open is made in bulk: every row first, then the read
+# models rebuilt from them (the rebuild's bulk path), instead of folding page after page.
+# A new copy (no file yet) gets its rows committed before the store opens, which then
+# builds the read models as at any open (in parallel on a long log); an existing copy far
+# behind, in one transaction with its read models (never rows without them).
 BULK_COPY = 20_000
 
 
@@ -66,6 +69,29 @@ def _connection_errors() -> tuple[type[BaseException], ...]:
 
 
 _UNREACHABLE = _connection_errors()
+
+
+async def _rows_after(shared: PostgresEventLog, head: int) -> list[tuple[object, ...]]:
+    """Every row of the shared log after ``head``."""
+    rows: list[tuple[object, ...]] = []
+    while page := await shared.rows_after(head, 10 * _PAGE):
+        rows += page
+        head = int(page[-1][0])  # type: ignore[call-overload]
+    return rows
+
+
+def _seed_new_copy(path: str, rows: list[tuple[object, ...]]) -> None:
+    """A new copy's rows, committed before its store opens: it has no read models yet, so
+    opening builds them all from these rows (in parallel on a long log), and a crash in
+    between leaves nothing that claims to be up to date."""
+    migrate(path)
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        db.executemany(_INSERT, _after_head(db, rows))  # another process may have seeded it meanwhile
+        db.execute("COMMIT")
+    finally:
+        db.close()
 
 
 def _after_head(db: sqlite3.Connection, rows: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
@@ -109,6 +135,9 @@ class MirroredStore(EventStore):
         ``path``, check that it is a copy of that log, and catch it up."""
         shared = await PostgresEventLog.open(url, max_payload_bytes=max_payload_bytes)
         try:
+            if not Path(path).exists() and await shared.head_position() >= BULK_COPY:
+                rows = await _rows_after(shared, 0)
+                await asyncio.to_thread(_seed_new_copy, str(path), rows)
             store = await cls.open(path, read_models, synchronous=synchronous, max_payload_bytes=max_payload_bytes)
         except BaseException:
             await shared.close()
@@ -225,11 +254,7 @@ class MirroredStore(EventStore):
         head = await self.head_position()
         if await self.shared_log.head_position() - head < BULK_COPY:
             return
-        rows: list[tuple[object, ...]] = []
-        while page := await self.shared_log.rows_after(head, 10 * _PAGE):
-            rows += page
-            head = int(page[-1][0])  # type: ignore[call-overload]
-        await self._writer.long_transaction(self._copy_all, rows)
+        await self._writer.long_transaction(self._copy_all, await _rows_after(self.shared_log, head))
 
     def _copy_all(self, db: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
         # One transaction: a crash leaves the copy as it was, never rows without their read models.

@@ -108,16 +108,23 @@ async def test_an_event_the_read_models_refuse_never_reaches_the_shared_log(host
     assert await b.head_position() == 1
 
 
-@pytest.mark.parametrize("bulk", [False, True], ids=["page-by-page", "in-bulk"])
-async def test_a_lost_copy_is_made_again_equal_to_the_others(host: Host, bulk: bool,
+@pytest.mark.parametrize("how", ["page-by-page", "new-copy-in-bulk", "old-copy-in-bulk"])
+async def test_a_lost_copy_is_made_again_equal_to_the_others(host: Host, how: str, tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Made page by page (each page folded into the tables), or in bulk: a new copy's rows
+    first and its read models built at open, or an existing copy far behind (its read
+    models already kept) in one transaction."""
     from argus.store import mirror
 
-    monkeypatch.setattr(mirror, "BULK_COPY", 10 if bulk else 1_000_000)
+    monkeypatch.setattr(mirror, "BULK_COPY", 1_000_000 if how == "page-by-page" else 10)
     a = await host("log")
     for k in range(30):
         await a.append(task_stream(f"t{k}"), 0, [f.submitted(f"t{k}"), f.deferred(f"t{k}")])
-    fresh = await host("log")
+    old = None
+    if how == "old-copy-in-bulk":  # a copy that exists, with its read models, and is far behind
+        old = tmp_path / "old.sqlite3"
+        await (await open_store(old)).close()
+    fresh = await host("log", copy=old)
     assert await fresh.head_position() == 60
 
     def dump(store: Any) -> dict[str, Any]:
