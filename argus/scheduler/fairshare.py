@@ -112,9 +112,10 @@ def fair_order(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now:
     # Each task's key is its user's usage per share once the tasks ahead of it in its
     # user's line are counted (keys only grow along a line, so the merge keeps each line's
     # order). Tasks others were stopped for go first, to the rooms made for them; then tasks
-    # within their user's quota; then (with preemption) within their fair share; then the rest. Each group is sorted by its float keys
-    # alone: a stable sort of positions already in line order breaks ties by priority,
-    # then arrival, with no tuple built or compared per task.
+    # within their user's quota; then (with preemption) within their fair share; then the
+    # rest. Each group is sorted by its float keys alone: a stable sort of positions already
+    # in line order breaks ties by priority, then arrival, with no tuple built or compared
+    # per task.
     keys = [0.0] * len(ready)
     first: list[int] = []
     within: list[int] = []

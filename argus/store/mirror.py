@@ -72,7 +72,9 @@ _UNREACHABLE = _connection_errors()
 
 
 async def _rows_after(shared: PostgresEventLog, head: int) -> list[tuple[object, ...]]:
-    """Every row of the shared log after ``head``."""
+    """Every row of the shared log after ``head``, a page at a time. Not ``raw_rows`` (one
+    snapshot, row by row through an async generator): the same fetch, but the rows it
+    makes fold about 30 % slower afterwards (measured, 200,000 events, fold and writes)."""
     rows: list[tuple[object, ...]] = []
     while page := await shared.rows_after(head, 10 * _PAGE):
         rows += page
@@ -195,7 +197,7 @@ class MirroredStore(EventStore):
         except _TriedOnly:
             pass
         async with self._reaching("the append may or may not have been committed"):
-            records = await self.shared_log.record_batches(batches, meta=meta)
+            records = await self.shared_log.record_prepared(prepared)
         try:
             await self.sync()
         except _UNREACHABLE:  # it was appended: the copy catches up when the database answers

@@ -34,6 +34,7 @@ from typing import Any
 from argus.events import EventMeta, Recorded, decode_event
 from argus.store.append import AppendBatch, Appender, PreparedBatch, number_events
 from argus.store.dbfile import NotEmpty
+from argus.store.follow import follow_log
 from argus.store.log import EVENT_COLUMNS, decode_row
 
 __all__ = ["APPEND_LOCK", "PostgresEventLog", "migrate_postgres"]
@@ -150,7 +151,11 @@ class PostgresEventLog:
         """Several streams in one transaction, all or nothing; the events as recorded.
         Raises ConcurrencyConflict, PayloadTooLarge or InvalidEvent; then nothing is
         written."""
-        prepared = self._appender.prepare(batches, meta)
+        return await self.record_prepared(self._appender.prepare(batches, meta))
+
+    async def record_prepared(self, prepared: list[PreparedBatch]) -> list[Recorded]:
+        """``record_batches`` of batches already encoded and validated (``Appender.prepare``),
+        as a store that tried them first on its copy has (``argus.store.mirror``)."""
         if not prepared:
             return []
         async with self._pool.acquire() as conn:
@@ -234,21 +239,14 @@ class PostgresEventLog:
         """Every event after ``after``, then every new one as it is appended, by any
         process on any host: woken by the database's notification of each append (LISTEN
         argus_events), with a poll every ``poll_interval`` only as a safety net."""
-        type_list = list(types) if types is not None else None
         async with self.listening() as woken:
-            cursor = after
-            while True:
-                woken.clear()  # before reading, so no notification between the read and the wait is lost
-                records = await self.read(cursor, batch, types=type_list)
-                if records:
-                    for rec in records:
-                        yield rec
-                    cursor = records[-1].position
-                    continue
-                try:
-                    await asyncio.wait_for(woken.wait(), poll_interval)
-                except asyncio.TimeoutError:
-                    pass
+            def armed() -> asyncio.Event:
+                woken.clear()  # before each read: a notification after it is kept
+                return woken
+
+            async for rec in follow_log(self.read, armed, after=after, types=types, batch=batch,
+                                        poll_interval=poll_interval):
+                yield rec
 
     @contextlib.asynccontextmanager
     async def listening(self) -> AsyncIterator[asyncio.Event]:

@@ -22,6 +22,7 @@ from typing import Any, AsyncIterator, Callable, Iterable, Sequence, TypeVar
 
 from argus.events import EventBase, EventMeta, Recorded
 from argus.store.append import AppendBatch, Appender
+from argus.store.follow import follow_log
 from argus.store.migrate import migrate
 from argus.store.hooks import ReadModels
 from argus.store.log import EVENT_COLUMNS, decode_row
@@ -264,20 +265,9 @@ class EventStore:
         """Every event after ``after``, then every new one as it is appended: catch-up and
         live are the same loop. Appends from this process wake it at once; appends from
         other processes are seen within ``poll_interval``."""
-        type_list = list(types) if types is not None else None
-        cursor = after
-        while True:
-            woken = self._appended  # taken before reading, so no append is missed
-            records = await self.read(cursor, batch, types=type_list)
-            if records:
-                for rec in records:
-                    yield rec
-                cursor = records[-1].position
-                continue
-            try:
-                await asyncio.wait_for(woken.wait(), poll_interval)
-            except asyncio.TimeoutError:
-                pass
+        async for rec in follow_log(self.read, lambda: self._appended, after=after, types=types, batch=batch,
+                                    poll_interval=poll_interval):
+            yield rec
 
     # ------------------------------------------------------------------ read models
     async def rebuild(self) -> int:
