@@ -24,6 +24,7 @@ merges the lines: O(n log n), about 3 ms for 10,000 waiting tasks.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
 import msgspec
@@ -102,13 +103,15 @@ def fair_order(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now:
             continue
         end = expected_end(r.expected_end, r.started_at, now, default_runtime_s)
         committed[r.user] = committed.get(r.user, 0.0) + r.demand.total_gpus * max(0.0, end - now)
-    later = [t for t in queue if t.next_run_at is not None and t.next_run_at > now]
-    ready = [t for t in queue if t.next_run_at is None or t.next_run_at <= now] if later else list(queue)
+    later: list[QueuedTask] = []
+    ready: list[QueuedTask] = []
+    for t in queue:
+        (later if t.next_run_at is not None and t.next_run_at > now else ready).append(t)
     if not in_line_order:
         ready = queue_order("fairshare", ready)  # each user's own line: priority, then arrival
-    lines: dict[str, list[int]] = {}
-    for i, user in enumerate(map(_USER, ready)):
-        lines.setdefault(user, []).append(i)
+    lines: defaultdict[str, list[int]] = defaultdict(list)  # positions in ready, by user
+    for i, t in enumerate(ready):
+        lines[t.user].append(i)
     # Each task's key is its user's usage per share once the tasks ahead of it in its
     # user's line are counted (keys only grow along a line, so the merge keeps each line's
     # order). Tasks others were stopped for go first, to the rooms made for them; then tasks

@@ -50,7 +50,9 @@ class Pool:
         self._cache: dict[tuple[int, int, float], tuple[int, ...] | None] = {}
         self._snapshot: tuple[float, ...] | None = None
         self.totals = [(n.total_gpus, n.total_cpus) for n in ordered]
-        self._never: dict[tuple[int, int, float], Defer | None] = {}
+        # never_fits' answers by shape; public so that a pass over 10,000 tasks can look a
+        # shape up without a call per task
+        self.never_known: dict[tuple[int, int, float], Defer | None] = {}
         self._make_mix = mix
         self._mix: ShapeMix | None = None
 
@@ -66,12 +68,12 @@ class Pool:
     def never_fits(self, d: Demand, key: tuple[int, int, float]) -> Defer | None:
         """Why ``d`` could not be placed even on idle nodes (by their totals), or None.
         ``key``: the shape, ``(nnodes, n_gpus_per_node, cpus_per_node)`` (the pass has it)."""
-        found = self._never.get(key, _UNSEEN)
+        found = self.never_known.get(key, _UNSEEN)
         if found is not _UNSEEN:
             return found  # type: ignore[return-value]
         big = sum(1 for g, c in self.totals if g >= d.n_gpus_per_node and c >= d.cpus_per_node)
         largest = max(self.totals, default=(0.0, 0.0))
-        found = self._never[key] = None if big >= d.nnodes else Defer(
+        found = self.never_known[key] = None if big >= d.nnodes else Defer(
             task_id="", reason=Reason.NEVER_FITS, free_gpus_per_node=self.free_gpus(), message=(
                 f"{needs(d)}; the {len(self.totals)} alive worker node(s) could not hold it even if "
                 f"idle: {big} of them have ≥ {d.n_gpus_per_node} GPUs and ≥ {fmt_amount(d.cpus_per_node)} "
