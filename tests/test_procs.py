@@ -12,7 +12,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+import pytest
+
 from argus.procs import (
+    PortBook,
     free_port_range,
     free_ports,
     kill_group,
@@ -68,8 +71,27 @@ def test_free_ports_are_distinct_and_free() -> None:
 
 def test_free_port_range_is_consecutive_and_free() -> None:
     base = free_port_range(16)
-    assert 20_000 <= base <= 60_000 - 16
+    assert 10_000 <= base <= 32_768 - 16  # below the kernel's usual ephemeral range
     assert all(_bindable(p) for p in range(base, base + 16))
+
+
+def test_a_port_book_never_gives_one_port_to_two_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """free_ports is distinct within one call only: the book draws again when a call
+    repeats a port it gave (the head and worker of argus up once got the same one), and
+    a range that overlaps a port it gave is drawn again too."""
+    book = PortBook()
+    head = book.ports(6)
+    draws = iter([[head[2], *free_ports(5)], free_ports(6)])  # the first draw repeats one of head's
+    monkeypatch.setattr("argus.procs.free_ports", lambda count, host: next(draws))
+    worker = book.ports(6)
+    assert set(head).isdisjoint(worker) and len(set(worker)) == 6
+    assert next(draws, None) is None  # it did draw twice
+    bases = iter([head[0] - 3, free_port_range(16)])  # the first range covers one of head's
+    monkeypatch.setattr("argus.procs.free_port_range", lambda width, host: next(bases))
+    base = book.port_range(16)
+    assert next(bases, None) is None
+    assert set(range(base, base + 16)).isdisjoint(head + worker)
+    assert all(_bindable(p) for p in worker)
 
 
 @contextmanager

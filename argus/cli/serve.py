@@ -23,7 +23,7 @@ import msgspec
 import yaml
 
 from argus.guardian import MARKER_ENV, kill_marked
-from argus.procs import free_ports, reap_group, signal_group, spawn_group
+from argus.procs import PortBook, reap_group, signal_group, spawn_group
 
 __all__ = ["serve", "up"]
 
@@ -106,21 +106,28 @@ def serve(config_path: str | None, host: str | None, port: int | None, with_reac
     _run_uvicorn(app, host or config.v2.api.host, port or config.v2.api.port, access_log)
 
 
-def _node_port_args() -> str:
-    p = free_ports(6)  # from the kernel's ephemeral range (32768+)
-    base = 10000 + secrets.randbelow(20000)  # workers: below it, so the two never overlap
+def _node_port_args(book: PortBook) -> str:
+    """Every port one Ray node listens on, none given to the stack's other node."""
+    p = book.ports(6)
+    base = book.port_range(100)
     return (f"--node-manager-port={p[0]} --object-manager-port={p[1]} "
             f"--dashboard-agent-grpc-port={p[2]} --dashboard-agent-listen-port={p[3]} "
             f"--metrics-export-port={p[4]} --runtime-env-agent-port={p[5]} "
             f"--min-worker-port={base} --max-worker-port={base + 99}")
 
 
+_LOG_CHUNK = 1 << 20  # the most of a node's log read per look (every 2 s)
+
+
 class Stack:
     """The node-pool watchdog subprocesses of ``argus up``, each in its own process group."""
 
-    def __init__(self, data_dir: Path, config: Any, gpus: int, cpus: int) -> None:
+    def __init__(self, data_dir: Path, config: Any, gpus: int, cpus: int,
+                 echo: Callable[[str], None] = log.warning) -> None:
         self.data_dir, self.config, self.gpus, self.cpus = data_dir, config, gpus, cpus
+        self.echo = echo  # the console
         self.procs: list[subprocess.Popen[bytes]] = []
+        self._log_read: dict[str, int] = {}  # how far _report_node_exits has read each log
         # Unix socket paths are limited to ~107 bytes: keep Ray's temp dir short.
         self.temp_dir = Path(tempfile.mkdtemp(prefix="argus-ray-", dir="/tmp"))
         # Every process of this stack carries it in its environment (see argus.guardian).
@@ -149,7 +156,8 @@ class Stack:
     def start(self) -> None:
         """Start both watchdogs and a supervisor thread that restarts one that exits (the
         watchdogs exit non-zero when their Ray node dies: supervisord's job in the image)."""
-        ray_port, dash_port, client_port = free_ports(3)
+        book = PortBook()  # a watchdog restarted by _supervise gets new ports from it too
+        ray_port, dash_port, client_port = book.ports(3)
         common = "--disable-usage-stats --object-store-memory=100000000"
         # Each node its own temp dir, as on separate hosts: a node's log monitor tails every
         # log under its temp dir, so two nodes sharing one forwarded each actor line twice.
@@ -159,29 +167,53 @@ class Stack:
                 ARGUS_RAY_PORT=str(ray_port), ARGUS_DASHBOARD_PORT=str(dash_port),
                 ARGUS_DASHBOARD_HOST="127.0.0.1",
                 ARGUS_RAY_EXTRA_ARGS=f"{common} --temp-dir={head_tmp} --ray-client-server-port={client_port} "
-                                     f"{_node_port_args()}"),
+                                     f"{_node_port_args(book)}"),
             "worker": lambda: self._env(
                 ARGUS_NUM_GPUS=str(self.gpus), ARGUS_NUM_CPUS=str(self.cpus), ARGUS_POLL_S="1",
                 ARGUS_WORKER_RESOURCES_KV="worker_node=100",
-                ARGUS_RAY_EXTRA_ARGS=f"{common} --temp-dir={worker_tmp} {_node_port_args()}"),
+                ARGUS_RAY_EXTRA_ARGS=f"{common} --temp-dir={worker_tmp} {_node_port_args(book)}"),
         }
         self.guardian = subprocess.Popen(
             [sys.executable, "-m", "argus.guardian", "--parent", str(os.getpid()), "--marker", self.marker,
              "--temp-dir", str(self.temp_dir)],
             start_new_session=True, stdin=subprocess.DEVNULL, env=self._env())
         for role, env in self.roles.items():
+            with contextlib.suppress(OSError):  # appended to across runs: only this run's lines
+                self._log_read[role] = (self.data_dir / "logs" / f"{role}.log").stat().st_size
             self._spawn(role, env())
         self.stopping = threading.Event()
         threading.Thread(target=self._supervise, name="argus-up-supervisor", daemon=True).start()
 
     def _supervise(self) -> None:
         while not self.stopping.wait(2.0):
+            self._report_node_exits()
             for i, (role, env) in enumerate(self.roles.items()):
                 proc = self.procs[i]
                 if proc.poll() is not None and not self.stopping.is_set():
                     log.warning("%s watchdog exited (rc=%s); restarting it", role, proc.returncode)
                     signal_group(proc, signal.SIGKILL)  # leftovers of its group
                     self.procs[i] = self._spawn(role, env())
+
+    def _report_node_exits(self) -> None:
+        """Say on the console when a Ray node exited. Each watchdog restarts its node by
+        itself, so nothing else would: a worker once crashed in a loop (a port clash)
+        behind a console that still said "cluster ready"."""
+        for role in self.roles:
+            path = self.data_dir / "logs" / f"{role}.log"
+            try:
+                with open(path, "rb") as f:
+                    f.seek(self._log_read.get(role, 0))
+                    chunk = f.read(_LOG_CHUNK)  # bounded: a Ray node can print a lot at once
+            except OSError:
+                continue
+            complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits
+            self._log_read[role] = self._log_read.get(role, 0) + len(complete)
+            for line in complete.decode(errors="replace").splitlines():
+                fields = line.split()
+                if len(fields) > 2 and fields[2] == "ray_exited":
+                    said = dict(kv.split("=", 1) for kv in fields[3:] if "=" in kv)
+                    self.echo(f"{role}: its Ray node exited (rc={said.get('rc', '?')} after "
+                              f"{said.get('ran_s', '?')} s); it is being restarted. Why: {path}")
 
     def stop(self, grace_s: float = 20.0) -> None:
         """SIGTERM each watchdog's group (they stop their Ray child), then SIGKILL."""
@@ -312,7 +344,8 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, hos
     from argus.store import migrate
 
     migrate(config.v2.sqlite.db_path)
-    stack = Stack(data_dir, config, gpus, cpus if cpus is not None else local_worker_cpus(gpus))
+    stack = Stack(data_dir, config, gpus, cpus if cpus is not None else local_worker_cpus(gpus),
+                  echo=lambda text: click.echo(text, err=True))
     sched = config.v2.scheduler
     if sched.assumed_nodes == 0:  # judge gangs at submit before the worker has joined
         sched.assumed_nodes, sched.assumed_node_gpus, sched.assumed_node_cpus = 1, gpus, stack.cpus

@@ -175,6 +175,8 @@ def test_head_killed_under_a_running_task(stack: Stack) -> None:
 
     assert stack.proc.poll() is None, f"argus up exited:\n{stack.console.read_text()[-4000:]}"
     assert polls[0] > AWAY_S and not errors, errors[:10]  # two requests a poll, every 0.5 s
+    # The console said so (each watchdog restarts its node by itself, out of its sight).
+    assert "head: its Ray node exited" in stack.console.read_text(), stack.console.read_text()[-4000:]
     verify = subprocess.run([sys.executable, "-m", "argus", "replay", "--db", str(stack.data / "argus.sqlite3"),
                              "verify"], capture_output=True, text=True, timeout=120)
     assert verify.returncode == 0, verify.stdout + verify.stderr

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from argus.procs import free_port_range, free_ports, kill_group, spawn_group
+from argus.procs import PortBook, free_ports, kill_group, spawn_group
 
 __all__ = ["Cluster", "NodeProc", "cluster_factory", "descendants", "find_descendant",
            "free_ports", "kill_group", "wait_for"]
@@ -39,15 +39,20 @@ FAST_ENV = {
 }
 
 
+# Checked on all interfaces (""): these nodes advertise the host's detected IP, not loopback.
+# One book for every node of the test run: no two nodes (nor a head and its restart's
+# GCS port, kept across restarts) are ever given the same port.
+PORTS = PortBook(host="")
+
+
 def node_port_args(head: bool) -> tuple[list[str], dict[str, int]]:
     """Distinct ports for every listener of one Ray node, as ``ray start`` arguments."""
     names = ["node-manager-port", "object-manager-port", "dashboard-agent-grpc-port",
              "dashboard-agent-listen-port", "metrics-export-port", "runtime-env-agent-port"]
     if head:
         names += ["port", "dashboard-port", "ray-client-server-port"]
-    # Checked on all interfaces (""): these nodes advertise the host's detected IP, not loopback.
-    ports = dict(zip(names, free_ports(len(names), host=""), strict=True))
-    base = free_port_range(16, host="")
+    ports = dict(zip(names, PORTS.ports(len(names)), strict=True))
+    base = PORTS.port_range(16)
     args = [f"--{name}={port}" for name, port in ports.items()
             if name not in ("port", "dashboard-port")]
     args += [f"--min-worker-port={base}", f"--max-worker-port={base + 15}",

@@ -25,7 +25,7 @@ import msgspec
 import pytest
 
 from argus.procs import (
-    free_port_range,
+    PortBook,
     free_ports,
     kill_group,
     signal_group,
@@ -40,10 +40,15 @@ WORKER_NODE_RESOURCE = 100
 STARTUP_TIMEOUT_S = 90.0
 
 
+# Every port given to a node this process starts, so that no two nodes share one (nodes
+# are started one at a time, and a port freed when asked is not bound until ``ray start``).
+PORTS = PortBook()
+
+
 def _node_ports() -> list[str]:
     """The per-node port flags (everything a raylet and its agents listen on)."""
-    p = free_ports(6)
-    lo = free_port_range(40)
+    p = PORTS.ports(6)
+    lo = PORTS.port_range(40)
     hi = lo + 39
     return [
         f"--node-manager-port={p[0]}",
@@ -76,7 +81,7 @@ class RayCluster:
         self.shared_root = shared_root
         self.log_dir = temp_dir / "node-logs"
         self.log_dir.mkdir()
-        gcs_port, dash_port, client_port = free_ports(3)
+        gcs_port, dash_port, client_port = PORTS.ports(3)
         self.address = f"127.0.0.1:{gcs_port}"
         self.job_server_url = f"http://127.0.0.1:{dash_port}"
         self._client_port = client_port
