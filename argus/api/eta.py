@@ -3,9 +3,10 @@ them: the scheduler's own policy run forward (``argus.scheduler.eta``) from the 
 projections: the unfinished tasks, the cluster as last observed and the run-time history.
 
 One forward run serves every request for a while: it is redone only when the log has
-moved and ``min_interval_s`` has passed. It reads only what it runs forward: the first
-``DEFAULT_HORIZON`` waiting tasks in the policy's order and the tasks holding Ray jobs, so
-its cost does not grow with the queue.
+moved and ``min_interval_s`` has passed. It reads whole views only of what the policy runs
+forward: the first ``DEFAULT_HORIZON`` waiting tasks in the shown order and the tasks
+holding Ray jobs. The rest of the line, up to ``DEFAULT_LIMIT`` (1,000), gets the coarse
+estimate (``argus.scheduler.eta``) from its queue entries and workloads.
 """
 
 from __future__ import annotations
@@ -18,14 +19,17 @@ from argus.config import ArgusConfig
 from argus.lifecycle import TaskState
 from argus.reactor.admission import policy_inputs
 from argus.scheduler import PolicyConfig
-from argus.scheduler.eta import DEFAULT_HORIZON, estimate_starts
+from argus.scheduler.eta import DEFAULT_HORIZON, DEFAULT_LIMIT, estimate_starts
+from argus.scheduler.inputs import with_driver
+from argus.scheduler.model import QueuedTask
 from argus.scheduler.queue import fair_view, queue_page
 from argus.store import EventStore
 from argus.store.dbfile import read_transaction
 from projections.cluster import read_cluster
-from projections.runtime_stats import read_runtime_history
+from projections.queue import QueueEntry
+from projections.runtime_stats import RunKey, RuntimeHistory, read_runtime_history
 from projections.tasks import TASK_FOLD
-from projections.tasks_read import tasks_in_states
+from projections.tasks_read import task_workloads, tasks_in_states
 
 __all__ = ["EtaBoard"]
 
@@ -53,8 +57,10 @@ class EtaBoard:
     def _compute(self, db: sqlite3.Connection) -> dict[str, float]:
         sched = self.config.v2.scheduler
         with read_transaction(db):
-            head = queue_page(db, sched.policy, limit=DEFAULT_HORIZON, fair=fair_view(self.config)).items
+            line = queue_page(db, sched.policy, limit=DEFAULT_LIMIT, fair=fair_view(self.config)).items
+            head, rest = line[:DEFAULT_HORIZON], line[DEFAULT_HORIZON:]
             found = TASK_FOLD.load_many(db, [e.task_id for e in head if e.task_id])
+            workloads = task_workloads(db, [e.task_id for e in rest if e.task_id])
             active = tasks_in_states(db, [s for s in TaskState if s.holds_ray_job() or s is TaskState.CANCELING])
             cluster = read_cluster(db)
             history = read_runtime_history(db)
@@ -66,4 +72,23 @@ class EtaBoard:
             waiting=waiting, active=active, capacity=list(cluster.nodes), now=now, config=sched,
             driver_cpus=self.config.entrypoint_num_cpus, runtimes=history)
         assert capacity is not None
-        return estimate_starts(queue, running, capacity, now, PolicyConfig.from_scheduler(sched))
+        queue += self._coarse(rest, workloads, history)
+        return estimate_starts(queue, running, capacity, now, PolicyConfig.from_scheduler(sched), in_line=True)
+
+    def _coarse(self, rest: list[QueueEntry], workloads: dict[str, str], history: RuntimeHistory) -> list[QueuedTask]:
+        """The line past the horizon, for the coarse estimate: from the queue entries, with
+        the median of each (user, workload, shape)'s runs (time limits are in the views,
+        which are not read for these)."""
+        default, driver = self.config.v2.scheduler.default_runtime_s, self.config.entrypoint_num_cpus
+        medians: dict[RunKey, float] = {}
+        out = []
+        for e in rest:
+            if e.task_id is None or e.user is None:
+                continue  # redacted: not what this reads (it reads the queue whole)
+            key = RunKey(e.user, workloads.get(e.task_id, ""), e.demand.nnodes, e.demand.n_gpus_per_node)
+            if key not in medians:
+                medians[key] = history.expected(key, default)[0]
+            out.append(QueuedTask(task_id=e.task_id, demand=with_driver(e.demand, driver), seq=e.seq,
+                                  priority=e.priority, user=e.user, next_run_at=e.next_run_at,
+                                  estimate_s=medians[key]))
+        return out

@@ -58,6 +58,7 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
     """Run a trace through the scheduler's own policies on a virtual clock and compare
     waits, utilisation and fairness (docs/scheduling.md)."""
     from argus.scheduler import POLICIES
+    from argus.scheduler.eta import DEFAULT_HORIZON
     from argus.sim import GangMix, load_openb, measure, simulate
     from argus.sim.trace import Marks
 
@@ -122,6 +123,9 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
                    if m.eta_abs_error_p50_s is not None and m.eta_abs_error_p90_s is not None else "-")
             if m.eta_rel_error_p50 is not None:
                 err += f" (median {m.eta_rel_error_p50:.0%} of the actual wait)"
+            if m.eta_coarse_rel_error_p50 is not None:
+                err += (f"; of them {m.eta_coarse_samples} past the first {DEFAULT_HORIZON} in line "
+                        f"(the coarse estimate): median {m.eta_coarse_rel_error_p50:.0%} of the wait")
             click.echo(f"ETA error ({m.policy}): {err} over {m.eta_samples} waiting tasks; "
                        f"{m.eta_unknown} got no estimate")
 

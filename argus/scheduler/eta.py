@@ -4,8 +4,15 @@ Take the waiting tasks (the first ``horizon`` in the policy's order), the runnin
 with their expected ends, and the free capacity now; assume nothing else arrives and every
 task runs its expected time. Each time resources come back (a running task's expected
 end) or a retry's backoff ends, the policy decides again, exactly as the reactor would;
-the time a task is admitted there is its estimated start. A task past the horizon, or one
-the cluster could not hold, gets none.
+the time a task is admitted there is its estimated start.
+
+Tasks past the horizon (the first ``horizon`` in line), up to ``limit``, are not run
+through the policy: its pass is O(waiting tasks) and the forward run makes one per start.
+They get a coarse estimate instead: the cluster's free GPUs over time as the forward run
+left them, and each, in line order, the earliest span with its GPUs free for its whole
+expected run (conservative backfill on GPU counts, no nodes). On the trace it is late:
+off by a median 52-110 % of the wait (seeds 0-3), later than the real start for three tasks
+in four or more. A task the cluster could not hold, or past ``limit``, gets none.
 
 Ray does not say which nodes a running job holds; where they are not known, a task's end
 frees the nodes with the most GPUs in use (as reservations assume, ``reserve.py``).
@@ -13,6 +20,7 @@ frees the nodes with the most GPUs in use (as reservations assume, ``reserve.py`
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Sequence
 
@@ -23,16 +31,24 @@ from argus.scheduler.order import queue_order
 from argus.scheduler.policy import Admit, Capacity, PolicyConfig, QueuedTask, RunningTask, decide
 from argus.scheduler.reserve import expected_end
 
-__all__ = ["DEFAULT_HORIZON", "estimate_starts"]
+__all__ = ["DEFAULT_HORIZON", "DEFAULT_LIMIT", "estimate_starts"]
 
 DEFAULT_HORIZON = 200
+# Waiting tasks given an estimate, the first DEFAULT_HORIZON by the policy. The coarse rest
+# costs O(tasks x steps of the GPU profile): 1,000 in ~80 ms, 2,000 in ~250 ms.
+DEFAULT_LIMIT = 1_000
 _MAX_PASSES = 10_000  # a bound on the forward run, whatever the inputs
 
 
 def estimate_starts(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity,
-                    now: float, config: PolicyConfig, *, horizon: int = DEFAULT_HORIZON) -> dict[str, float]:
-    """Estimated start of each of the first ``horizon`` waiting tasks (by task id)."""
-    ahead = queue_order(config.policy, queue)[:horizon]
+                    now: float, config: PolicyConfig, *, horizon: int = DEFAULT_HORIZON,
+                    limit: int = DEFAULT_LIMIT, in_line: bool = False) -> dict[str, float]:
+    """Estimated start of each of the first ``limit`` waiting tasks (by task id): the
+    first ``horizon`` by the policy run forward, the rest coarsely (module docstring).
+    ``in_line``: ``queue`` is in the order users are shown (the API's, fair share's
+    included), else it is put in ``queue_order``."""
+    line = (list(queue) if in_line else queue_order(config.policy, queue))[:limit]
+    ahead = line[:horizon]
     nodes = sorted(capacity.nodes, key=lambda n: n.node_id)
     ids = [n.node_id for n in nodes]
     index = {nid: i for i, nid in enumerate(ids)}
@@ -43,8 +59,11 @@ def estimate_starts(queue: Sequence[QueuedTask], running: Sequence[RunningTask],
     ends: list[tuple[float, int, str, Demand, tuple[int, ...]]] = []
     live: dict[str, RunningTask] = {}
     known = [0.0] * len(ids)  # GPUs in use by tasks whose nodes are known
+    free_now = sum(g for g, _ in free)
+    deltas: list[tuple[float, float]] = []  # (when, GPUs given back (+) or taken (-)) from now on
     for k, r in enumerate(running):
         at = expected_end(r.expected_end, r.started_at, now, default)
+        deltas.append((at, float(r.demand.nnodes * r.demand.n_gpus_per_node)))
         placed = tuple(index[n] for n in r.node_ids if n in index)
         for i in placed:
             known[i] += r.demand.n_gpus_per_node
@@ -73,13 +92,15 @@ def estimate_starts(queue: Sequence[QueuedTask], running: Sequence[RunningTask],
                                              started_at=clock)
             order += 1
             heapq.heappush(ends, (clock + (task.estimate_s or default), order, task.task_id, task.demand, picked))
+            gpus = float(task.demand.nnodes * task.demand.n_gpus_per_node)
+            deltas += [(clock, -gpus), (clock + (task.estimate_s or default), gpus)]
         if not waiting:
             break
         next_end = ends[0][0] if ends else None
         wakes = [w for w in wakes if w > clock]
         upcoming = [t for t in (next_end, wakes[0] if wakes else None) if t is not None]
         if not upcoming:
-            break  # nothing will free anything: the rest never start (by these estimates)
+            return starts  # nothing will free anything: the rest never start (by these estimates)
         clock = min(upcoming)
         while ends and ends[0][0] <= clock:
             _, _, task_id, demand, picked = heapq.heappop(ends)
@@ -89,6 +110,58 @@ def estimate_starts(queue: Sequence[QueuedTask], running: Sequence[RunningTask],
             for i in picked or _busiest(free, total, known, demand):
                 free[i][0] = min(total[i][0], free[i][0] + demand.n_gpus_per_node)
                 free[i][1] = min(total[i][1], free[i][1] + demand.cpus_per_node)
+    if waiting:
+        return starts  # the horizon's own tasks did not all start: the rest are past knowing
+    behind = line[len(ahead):]
+    if behind:
+        starts.update(_by_gpu_profile(behind, free_now, deltas, total, now, default))
+    return starts
+
+
+def _by_gpu_profile(behind: Sequence[QueuedTask], free_now: float, deltas: list[tuple[float, float]],
+                    total: list[tuple[float, float]], now: float, default: float) -> dict[str, float]:
+    """The coarse estimate past the horizon: the cluster's free GPUs over time as the
+    forward run left them (running tasks' ends, the horizon's starts and ends); each task
+    in line takes the earliest span, from now, with its GPUs free for its whole expected
+    run (GPUs alone: no nodes). A gang larger than the cluster's nodes could hold gets none."""
+    times, free = [now], [free_now]
+    for at, change in sorted(deltas):
+        at = max(at, now)
+        if at == times[-1]:
+            free[-1] += change
+        else:
+            times.append(at)
+            free.append(free[-1] + change)
+    cluster_gpus = sum(g for g, _ in total)
+    starts: dict[str, float] = {}
+    for t in behind:
+        d = t.demand
+        gpus = d.nnodes * d.n_gpus_per_node
+        if gpus > cluster_gpus or sum(1 for g, _ in total if g >= d.n_gpus_per_node) < d.nnodes:
+            continue
+        run = t.estimate_s or default
+        earliest = now if t.next_run_at is None else max(now, t.next_run_at)
+        i = max(0, bisect.bisect_right(times, earliest) - 1)
+        start = None
+        while i < len(times):
+            begin = max(times[i], earliest)
+            j = i
+            while j < len(times) and times[j] < begin + run and free[j] >= gpus:
+                j += 1
+            if j == len(times) or times[j] >= begin + run:
+                start = begin
+                break
+            i = j + 1  # free[j] is short: try from the next step on
+        if start is None:
+            continue
+        starts[t.task_id] = start
+        for edge in (start, start + run):  # take its GPUs over [start, start + run)
+            k = bisect.bisect_right(times, edge) - 1
+            if times[k] != edge:
+                times.insert(k + 1, edge)
+                free.insert(k + 1, free[k])
+        for k in range(bisect.bisect_left(times, start), bisect.bisect_left(times, start + run)):
+            free[k] -= gpus
     return starts
 
 

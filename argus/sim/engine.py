@@ -23,7 +23,8 @@ import msgspec
 from argus.config import FairShareConfig
 from argus.events import NodeCapacity
 from argus.scheduler import Admit, Capacity, Defer, PolicyConfig, Preempt, QueuedTask, Reason, RunningTask, decide
-from argus.scheduler.eta import estimate_starts
+from argus.scheduler.eta import DEFAULT_HORIZON, estimate_starts
+from argus.scheduler.order import queue_order
 from argus.sim.trace import SimTask, Trace
 from projections.runtime_stats import RunKey, RuntimeHistory
 from projections.usage import UsageLedger
@@ -59,6 +60,7 @@ class SimResult(msgspec.Struct, frozen=True, kw_only=True):
     contended_capacity_gpu_s: float = 0.0
     eta_errors: list[float] = []
     eta_waits: list[float] = []  # the same tasks' actual waits
+    eta_coarse: list[bool] = []  # the same tasks': past the horizon (the coarse estimate)
     eta_unknown: int = 0
 
 
@@ -116,6 +118,7 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
     decisions = 0
     arrivals = 0
     predicted: dict[str, float | None] = {}
+    coarse: set[str] = set()  # sampled tasks that were past the forward run's horizon
     busy_used = busy_capacity = 0.0  # GPU-seconds used / offered while some task waited
     last, capacity_gpus, in_use = 0.0, sum(n.gpus for n in trace.nodes), 0.0  # in_use: GPUs of running tasks
     while events:
@@ -191,8 +194,11 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
         if asked:
             still = [q for q in queue if q.task_id in waiting]  # estimates unchanged since the decision
             etas = estimate_starts(still, [r for r, _ in running.values()], _capacity(free, totals), now, config)
+            ahead = {q.task_id for q in queue_order(config.policy, still)[:DEFAULT_HORIZON]}
             for t in asked:
                 predicted[t] = etas.get(t, -1.0)  # -1: no estimate
+                if t not in ahead:
+                    coarse.add(t)
         for t in [t for t, eta in predicted.items() if eta is None and t not in waiting]:
             del predicted[t]  # admitted at arrival: nothing to estimate
     outcomes = [TaskOutcome(task_id=t.task_id, user=t.user, nnodes=t.demand.nnodes, gpus=t.demand.total_gpus,
@@ -204,6 +210,7 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
     return SimResult(policy=policy, outcomes=outcomes, capacity_gpus=capacity_gpus,
                      contended_used_gpu_s=busy_used, contended_capacity_gpu_s=busy_capacity,
                      decisions=decisions, eta_errors=errors, eta_waits=waits,
+                     eta_coarse=[t in coarse for t, _ in sampled],
                      eta_unknown=sum(1 for eta in predicted.values() if eta is not None and eta < 0))
 
 

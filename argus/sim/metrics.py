@@ -42,6 +42,8 @@ class PolicyMetrics(msgspec.Struct, frozen=True, kw_only=True):
     eta_abs_error_p90_s: float | None = None
     eta_unknown: int = 0  # sampled waiting tasks that got no estimate
     eta_rel_error_p50: float | None = None  # |ETA - start| / actual wait (waits under a minute count as one)
+    eta_coarse_samples: int = 0  # of eta_samples, those past the forward run's horizon (the coarse estimate)
+    eta_coarse_rel_error_p50: float | None = None
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -62,6 +64,9 @@ def measure(result: SimResult) -> PolicyMetrics:
     first = min((o.arrival for o in result.outcomes), default=0.0)
     last = max((o.end or o.start or o.arrival for o in result.outcomes), default=0.0)
     busy = max(last - first, 1e-9)
+    # ETA errors as a share of the actual wait (waits under a minute count as one)
+    relative = [e / max(w, 60.0) for e, w in zip(result.eta_errors, result.eta_waits)]
+    coarse = [r for r, past in zip(relative, result.eta_coarse) if past]
     # A preempted task's span holds its time back in line: it used only its run time.
     used = sum(o.gpus * min(o.runtime, (o.end if o.end is not None else last) - start) for o, start in done)
     cut = _pct([float(o.gpus) for o in result.outcomes], 0.9)
@@ -88,6 +93,6 @@ def measure(result: SimResult) -> PolicyMetrics:
         eta_samples=len(result.eta_errors), eta_unknown=result.eta_unknown,
         eta_abs_error_p50_s=_pct(result.eta_errors, 0.5) if result.eta_errors else None,
         eta_abs_error_p90_s=_pct(result.eta_errors, 0.9) if result.eta_errors else None,
-        eta_rel_error_p50=_pct([e / max(w, 60.0) for e, w in zip(result.eta_errors, result.eta_waits)], 0.5)
-        if result.eta_errors else None,
+        eta_rel_error_p50=_pct(relative, 0.5) if relative else None,
+        eta_coarse_samples=len(coarse), eta_coarse_rel_error_p50=_pct(coarse, 0.5) if coarse else None,
     )

@@ -15,7 +15,12 @@ from tests.api.conftest import Env
 from tests.events import factories as f
 
 
-async def test_waiting_tasks_show_when_they_are_expected_to_start(env: Env) -> None:
+@pytest.mark.parametrize("horizon", [200, 1], ids=["policy-run-forward", "past-the-horizon"])
+async def test_waiting_tasks_show_when_they_are_expected_to_start(env: Env, horizon: int,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a horizon of one, the second and third waiting tasks get the coarse estimate
+    (GPUs alone, in line): on one node it is the policy's own."""
+    monkeypatch.setattr("argus.api.eta.DEFAULT_HORIZON", horizon)
     now = time.time()
     running = [f"alice-ppo-20260101-00000{i}-run{i}" for i in range(2)]
     waiting = ["alice-ppo-20260101-000010-wai0", "alice-ppo-20260101-000011-wai1", "alice-ppo-20260101-000012-wai2"]

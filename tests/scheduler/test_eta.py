@@ -40,8 +40,35 @@ def test_each_waiting_task_starts_when_the_policy_would_admit_it() -> None:
     assert estimate_starts(guessed, running, capacity, NOW, PolicyConfig(policy="reserve-backfill")) == fifo
 
 
-def test_the_horizon_bounds_the_work_and_retries_wait_for_their_backoff() -> None:
+def test_the_horizon_bounds_the_forward_run_and_retries_wait_for_their_backoff() -> None:
     queue = [QueuedTask(task_id=f"t{i}", demand=gang(1, 8), seq=i, estimate_s=10) for i in range(5)]
     queue.append(QueuedTask(task_id="retry", demand=gang(1, 8), seq=0, next_run_at=NOW + 25, estimate_s=10))
-    starts = estimate_starts(queue, [], nodes(8), NOW, PolicyConfig(policy="fifo"), horizon=4)
+    starts = estimate_starts(queue, [], nodes(8), NOW, PolicyConfig(policy="fifo"), horizon=4, limit=4)
     assert starts == {"t0": NOW, "t1": NOW + 10, "t2": NOW + 20, "retry": NOW + 30}  # first 4 in order only
+
+
+def test_past_the_horizon_each_task_takes_the_first_span_with_its_gpus_free() -> None:
+    """The coarse estimate: the free GPUs over time as the forward run left them; each task
+    in line takes the earliest span with its GPUs free for its whole run (GPUs alone)."""
+    running = [RunningTask(task_id="r0", demand=gang(1, 8), node_ids=("n0",), expected_end=NOW + 100)]
+    queue = [QueuedTask(task_id="head", demand=gang(1, 4), seq=1, estimate_s=50),  # the forward run's
+             QueuedTask(task_id="four", demand=gang(1, 4), seq=2, estimate_s=30),
+             QueuedTask(task_id="twelve", demand=gang(2, 6), seq=3, estimate_s=10),
+             QueuedTask(task_id="retry", demand=gang(1, 2), seq=4, estimate_s=5, next_run_at=NOW + 500),
+             QueuedTask(task_id="too_big", demand=gang(1, 16), seq=5, estimate_s=5),  # no node has 16
+             QueuedTask(task_id="last", demand=gang(1, 2), seq=6, estimate_s=5)]
+    starts = estimate_starts(queue, running, nodes(0, 8), NOW, PolicyConfig(policy="fifo"), horizon=1)
+    # head runs at once on n1 (4 of its 8 GPUs) until +50; r0 gives 8 back at +100. Past the
+    # horizon: "four" takes the other 4 at once, until +30; "twelve" needs 12 of the 16:
+    # from +100; the retry not before its backoff; "last" fits in the 4 free from +30 to
+    # +50, before "twelve"; too_big (16 on one node) never.
+    assert starts == {"head": NOW, "four": NOW, "twelve": NOW + 100, "retry": NOW + 500, "last": NOW + 30}
+    limited = estimate_starts(queue, running, nodes(0, 8), NOW, PolicyConfig(policy="fifo"), horizon=1, limit=3)
+    assert set(limited) == {"head", "four", "twelve"}
+
+
+def test_no_coarse_estimate_when_the_forward_run_could_not_place_its_own() -> None:
+    queue = [QueuedTask(task_id="huge", demand=gang(3, 8), seq=1, estimate_s=10),  # 2 nodes: never
+             QueuedTask(task_id="small", demand=gang(1, 1), seq=2, estimate_s=10)]
+    starts = estimate_starts(queue, [], nodes(8, 8), NOW, PolicyConfig(policy="fifo"), horizon=1)
+    assert starts == {}
