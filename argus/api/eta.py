@@ -12,6 +12,7 @@ estimate (``argus.scheduler.eta``) from its queue entries and workloads.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import time
 
@@ -33,26 +34,42 @@ from projections.tasks_read import task_workloads, tasks_in_states
 
 __all__ = ["EtaBoard"]
 
+log = logging.getLogger(__name__)
+
 
 class EtaBoard:
-    """The latest estimated starts, by task id (tasks past the horizon have none)."""
+    """The latest estimated starts, by task id (tasks past ``DEFAULT_LIMIT`` have none).
+
+    A request never waits for a new forward run (one takes ~0.1 s on a long queue) once
+    there is a result: it gets the last one while the next is made in the background.
+    Only the first request waits, so that a task's first look shows its estimate."""
 
     def __init__(self, store: EventStore, config: ArgusConfig, min_interval_s: float = 5.0) -> None:
         self.store, self.config, self.min_interval_s = store, config, min_interval_s
         self._starts: dict[str, float] = {}
         self._head = -1
         self._at = -float("inf")
-        self._lock = asyncio.Lock()
+        self._refresh: asyncio.Task[None] | None = None  # the forward run under way
 
     async def starts(self) -> dict[str, float]:
-        async with self._lock:  # one forward run at a time; the others take its result
-            if time.monotonic() - self._at >= self.min_interval_s:
-                head = await self.store.head_position()
-                if head != self._head:
-                    self._starts = await self.store.read_snapshot(self._compute)
-                    self._head = head
-                self._at = time.monotonic()
-            return self._starts
+        if self._refresh is None and time.monotonic() - self._at >= self.min_interval_s:
+            self._at = time.monotonic()
+            head = await self.store.head_position()
+            if head != self._head and self._refresh is None:
+                self._refresh = asyncio.get_running_loop().create_task(self._run(head))
+        if self._refresh is not None and self._head < 0:
+            await asyncio.shield(self._refresh)  # no result yet: the first one is worth the wait
+        return self._starts
+
+    async def _run(self, head: int) -> None:
+        try:
+            self._starts = await self.store.read_snapshot(self._compute)
+            self._head = head
+        except Exception:  # noqa: BLE001 - estimates are a convenience: keep the last ones
+            log.exception("estimating start times failed; keeping the last estimates")
+            self._head = max(self._head, 0)  # do not make the next request wait for a retry
+        finally:
+            self._refresh = None
 
     def _compute(self, db: sqlite3.Connection) -> dict[str, float]:
         sched = self.config.v2.scheduler

@@ -47,3 +47,40 @@ async def test_waiting_tasks_show_when_they_are_expected_to_start(env: Env, hori
     other = (await env.client.get("/api/v2/queue", headers=env.h("bob"))).json()["items"]
     assert [e["task_id"] for e in other] == [None, None, None]  # anonymised, ETAs still shown
     assert all(e["expected_start"] for e in other)
+
+
+async def test_a_request_gets_the_last_estimates_while_the_next_are_made() -> None:
+    """Only the first request waits for a forward run; later ones take the last result at
+    once while the next run goes on in the background (a run takes ~0.1 s on a long queue)."""
+    import asyncio
+
+    from argus.api.eta import EtaBoard
+    from argus.config import ArgusConfig
+
+    class Log:  # the two store calls the board makes, the second held until released
+        head = 1
+        release = asyncio.Event()
+        runs = 0
+
+        async def head_position(self) -> int:
+            return self.head
+
+        async def read_snapshot(self, fn: object) -> dict[str, float]:
+            self.runs += 1
+            if self.runs > 1:
+                await self.release.wait()
+            return {"t": float(self.runs)}
+
+    log = Log()
+    board = EtaBoard(log, ArgusConfig(), min_interval_s=0.0)  # type: ignore[arg-type]
+    assert await board.starts() == {"t": 1.0}  # the first waits for its result
+    log.head = 2  # the log moved: a new run starts, and is held
+    assert await asyncio.wait_for(board.starts(), 1.0) == {"t": 1.0}  # the last result, at once
+    assert await asyncio.wait_for(board.starts(), 1.0) == {"t": 1.0}  # one run at a time
+    assert log.runs == 2
+    log.release.set()
+    for _ in range(100):
+        if await board.starts() == {"t": 2.0}:
+            break
+        await asyncio.sleep(0.01)
+    assert await board.starts() == {"t": 2.0}
