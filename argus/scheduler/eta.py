@@ -63,7 +63,7 @@ def estimate_starts(queue: Sequence[QueuedTask], running: Sequence[RunningTask],
     deltas: list[tuple[float, float]] = []  # (when, GPUs given back (+) or taken (-)) from now on
     for k, r in enumerate(running):
         at = expected_end(r.expected_end, r.started_at, now, default)
-        deltas.append((at, float(r.demand.nnodes * r.demand.n_gpus_per_node)))
+        deltas.append((at, float(r.demand.total_gpus)))
         placed = tuple(index[n] for n in r.node_ids if n in index)
         for i in placed:
             known[i] += r.demand.n_gpus_per_node
@@ -87,13 +87,12 @@ def estimate_starts(queue: Sequence[QueuedTask], running: Sequence[RunningTask],
                 free[i][0] -= task.demand.n_gpus_per_node
                 free[i][1] -= task.demand.cpus_per_node
                 known[i] += task.demand.n_gpus_per_node
+            run = task.estimate_s or default
             live[task.task_id] = RunningTask(task_id=task.task_id, demand=task.demand, user=task.user,
-                                             node_ids=d.node_ids, expected_end=clock + (task.estimate_s or default),
-                                             started_at=clock)
+                                             node_ids=d.node_ids, expected_end=clock + run, started_at=clock)
             order += 1
-            heapq.heappush(ends, (clock + (task.estimate_s or default), order, task.task_id, task.demand, picked))
-            gpus = float(task.demand.nnodes * task.demand.n_gpus_per_node)
-            deltas += [(clock, -gpus), (clock + (task.estimate_s or default), gpus)]
+            heapq.heappush(ends, (clock + run, order, task.task_id, task.demand, picked))
+            deltas += [(clock, -float(task.demand.total_gpus)), (clock + run, float(task.demand.total_gpus))]
         if not waiting:
             break
         next_end = ends[0][0] if ends else None
@@ -132,13 +131,12 @@ def _by_gpu_profile(behind: Sequence[QueuedTask], free_now: float, deltas: list[
         else:
             times.append(at)
             free.append(free[-1] + change)
-    cluster_gpus = sum(g for g, _ in total)
     starts: dict[str, float] = {}
     for t in behind:
         d = t.demand
-        gpus = d.nnodes * d.n_gpus_per_node
-        if gpus > cluster_gpus or sum(1 for g, _ in total if g >= d.n_gpus_per_node) < d.nnodes:
-            continue
+        gpus = d.total_gpus
+        if sum(1 for g, _ in total if g >= d.n_gpus_per_node) < d.nnodes:
+            continue  # no nodes could hold it
         run = t.estimate_s or default
         earliest = now if t.next_run_at is None else max(now, t.next_run_at)
         i = max(0, bisect.bisect_right(times, earliest) - 1)

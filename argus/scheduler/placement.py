@@ -29,7 +29,9 @@ def needs(d: Demand) -> str:
             f"(+{fmt_amount(d.cpus_per_node)} CPUs each)")
 
 
-_UNSEEN = object()  # a shape not looked at yet in this pass
+# What ``Pool.never_known`` gives for a shape never_fits has not answered for yet in this
+# pass (a Defer, so that a lookup keeps its type).
+NOT_ASKED = Defer(task_id="", reason="", message="")
 
 
 class Pool:
@@ -68,9 +70,9 @@ class Pool:
     def never_fits(self, d: Demand, key: tuple[int, int, float]) -> Defer | None:
         """Why ``d`` could not be placed even on idle nodes (by their totals), or None.
         ``key``: the shape, ``(nnodes, n_gpus_per_node, cpus_per_node)`` (the pass has it)."""
-        found = self.never_known.get(key, _UNSEEN)
-        if found is not _UNSEEN:
-            return found  # type: ignore[return-value]
+        found = self.never_known.get(key, NOT_ASKED)
+        if found is not NOT_ASKED:
+            return found
         big = sum(1 for g, c in self.totals if g >= d.n_gpus_per_node and c >= d.cpus_per_node)
         largest = max(self.totals, default=(0.0, 0.0))
         found = self.never_known[key] = None if big >= d.nnodes else Defer(

@@ -42,7 +42,7 @@ from argus.scheduler.model import (
     Admit, Capacity, Decision, Defer, PolicyConfig, Preempt, QueuedTask, Reason, RunningTask,
 )
 from argus.scheduler.order import ORDERS, queue_order
-from argus.scheduler.placement import Pool, fmt_amount, needs
+from argus.scheduler.placement import NOT_ASKED, Pool, fmt_amount, needs
 from argus.scheduler.preempt import RoomPlanner
 from argus.scheduler.reserve import Ending, Reservation, expected_end, fmt_clock
 
@@ -90,7 +90,6 @@ def decide(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity
     return policy(queue_order(config.policy, queue), running, capacity, now, config)
 
 
-_UNSEEN = Defer(task_id="", reason="", message="")  # a shape never_fits has not answered for yet
 _BLOCKED_MSG = "waiting in line: an earlier task that does not fit yet is at the head of the FIFO queue"
 _UNKNOWN_MSG = "cluster capacity is unknown (Ray unreachable); nothing is admitted until it is observed"
 
@@ -166,8 +165,8 @@ def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: 
             continue
         d = t.demand
         key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node)
-        never = never_known.get(key, _UNSEEN)
-        if never is _UNSEEN:
+        never = never_known.get(key, NOT_ASKED)
+        if never is NOT_ASKED:
             never = pool.never_fits(d, key)
         if never is not None:  # waiting in line for it would only block everyone behind it
             append(Defer(task_id=t.task_id, reason=never.reason, message=never.message,

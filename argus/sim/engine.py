@@ -192,9 +192,11 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
             observe(now, list(waiting.values()), [r for r, _ in running.values()])
         asked = [t for t, eta in predicted.items() if eta is None and t in waiting]
         if asked:
-            still = [q for q in queue if q.task_id in waiting]  # estimates unchanged since the decision
-            etas = estimate_starts(still, [r for r, _ in running.values()], _capacity(free, totals), now, config)
-            ahead = {q.task_id for q in queue_order(config.policy, still)[:DEFAULT_HORIZON]}
+            # estimates unchanged since the decision; put in line once, for both uses
+            line = queue_order(config.policy, [q for q in queue if q.task_id in waiting])
+            etas = estimate_starts(line, [r for r, _ in running.values()], _capacity(free, totals), now, config,
+                                   in_line=True)
+            ahead = {q.task_id for q in line[:DEFAULT_HORIZON]}
             for t in asked:
                 predicted[t] = etas.get(t, -1.0)  # -1: no estimate
                 if t not in ahead:
