@@ -17,7 +17,13 @@ must be shared is the log alone.
   (the same version checks and the read models' invariants as SQLite's store: an event the
   read models refuse never reaches the shared log), then appended to PostgreSQL, which
   decides; the copy then catches up to it before the call returns, so a process reads its
-  own writes.
+  own writes. A batch with no expected version is sent with the version the copy judged it
+  at: another host may append to its stream in between, and PostgreSQL, which folds
+  nothing, would otherwise take an event the read models refuse at the stream's real head
+  (every copy would then refuse it for ever). Every read model's rule is about one stream
+  (a task's, a user's), so a version check on each stream makes the copy's judgment the
+  one a fold in PostgreSQL's transaction would make; when a stream moved, the append is
+  judged again on the copy, caught up.
 - **Following**: a task copies what the copy lacks, page by page (each page with its read
   models in one local transaction, positions kept), whenever PostgreSQL notifies an
   append (LISTEN), and every ``poll_interval`` as a safety net; each page wakes the
@@ -32,15 +38,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import sqlite3
 from pathlib import Path
 from typing import AsyncIterator, Sequence
 
+import msgspec
+
 from argus.config import redact_url
 from argus.events import EventMeta, Recorded
 from argus.store.append import AppendBatch, PreparedBatch
-from argus.store.errors import LogUnreachable, StoreError
+from argus.store.errors import ConcurrencyConflict, LogUnreachable, StoreError
 from argus.store.hooks import ReadModels
 from argus.store.log import EVENT_COLUMNS, decode_row, head_position
 from argus.store.migrate import migrate
@@ -59,6 +68,9 @@ _PAGE = 2000  # events copied per local transaction
 # builds the read models as at any open (in parallel on a long log); an existing copy far
 # behind, in one transaction with its read models (never rows without them).
 BULK_COPY = 20_000
+# Tries of an append whose unchecked streams other hosts keep moving between its trial on
+# the copy and PostgreSQL's check; then ConcurrencyConflict, as for a checked stream.
+RACE_TRIES = 20
 
 
 def _connection_errors() -> tuple[type[BaseException], ...]:
@@ -109,7 +121,26 @@ class NotACopy(StoreError):
 
 
 class _TriedOnly(Exception):
-    """Raised to roll back an append tried on the copy once it passed every check."""
+    """Raised to roll back an append tried on the copy once it passed every check; holds
+    the batches to send, each pinned to the stream version the copy judged it at."""
+
+    def __init__(self, pinned: list[PreparedBatch]) -> None:
+        super().__init__()
+        self.pinned = pinned
+
+
+def _pinned(prepared: list[PreparedBatch], records: Sequence[Recorded]) -> list[PreparedBatch]:
+    """``prepared`` with each batch that had no expected version given the version its
+    stream had before it, as numbered in ``records`` (one per event, in order)."""
+    out: list[PreparedBatch] = []
+    first = 0
+    for item in prepared:
+        if item.batch.expected_version is None:
+            batch = msgspec.structs.replace(item.batch, expected_version=records[first].version - 1)
+            item = msgspec.structs.replace(item, batch=batch)
+        out.append(item)
+        first += len(item.events)
+    return out
 
 
 class MirroredStore(EventStore):
@@ -190,14 +221,23 @@ class MirroredStore(EventStore):
         ConcurrencyConflict, PayloadTooLarge, InvalidEvent or InvariantViolation; then
         nothing is written anywhere."""
         prepared = self._appender.prepare(batches, meta)
-        async with self._reaching("nothing was written"):
-            await self.sync()
-        try:
-            await self._writer.transaction(self._try, prepared)
-        except _TriedOnly:
-            pass
-        async with self._reaching("the append may or may not have been committed"):
-            records = await self.shared_log.record_prepared(prepared)
+        unchecked = any(item.batch.expected_version is None for item in prepared)
+        for attempt in itertools.count(1):
+            async with self._reaching("nothing was written"):
+                await self.sync()
+            try:
+                await self._writer.transaction(self._try, prepared)
+            except _TriedOnly as tried:  # always: the trial is rolled back
+                pinned = tried.pinned
+            try:
+                async with self._reaching("the append may or may not have been committed"):
+                    records = await self.shared_log.record_prepared(pinned)
+                break
+            except ConcurrencyConflict:
+                # A stream moved since the copy's trial. A checked one's conflict is the
+                # caller's; an unchecked one is judged again at its new head.
+                if not unchecked or attempt == RACE_TRIES:
+                    raise
         try:
             await self.sync()
         except _UNREACHABLE:  # it was appended: the copy catches up when the database answers
@@ -208,8 +248,8 @@ class MirroredStore(EventStore):
         return records
 
     def _try(self, db: sqlite3.Connection, prepared: list[PreparedBatch]) -> None:
-        self._appender.write(db, prepared, None)
-        raise _TriedOnly  # passed: roll the copy back, the shared log decides
+        records = self._appender.write(db, prepared, None)
+        raise _TriedOnly(_pinned(prepared, records))  # passed: roll the copy back, the shared log decides
 
     async def claim_lease(
         self, name: str, holder: str, ttl_s: float, *, on_new_leader: AppendBatch | None = None,

@@ -193,3 +193,45 @@ async def test_a_copy_of_another_log_is_refused(host: Host) -> None:
     await b.append(task_stream("t2"), 0, [f.submitted("t2"), f.deferred("t2")])
     with pytest.raises(NotACopy, match="copy of another log"):
         await host("two", copy=Path(a.path))
+
+
+async def test_an_unchecked_append_raced_by_another_host_is_judged_at_the_streams_head(host: Host) -> None:
+    """An append without an expected version (the reactor's, say) is tried on a copy that
+    may be one event behind by the time PostgreSQL takes it. Another host's append lands in
+    that gap here: the shared log must not take an event the read models refuse at the
+    stream's real head, or no copy could follow it (each would refuse it for ever). As on
+    one SQLite host, the append is judged at that head: refused, nothing written."""
+    a, b = await host("log"), await host("log")
+    await a.append(task_stream("t1"), 0, [f.submitted("t1")])
+    await b.sync()
+    append_to_shared = b.shared_log.record_prepared
+
+    async def raced(prepared: Any) -> Any:  # a's cancel lands after b's copy said yes
+        if await a.shared_log.head_position() == 1:
+            await a.append(task_stream("t1"), 1, [f.cancel_requested("t1"), f.canceled("t1")])
+        return await append_to_shared(prepared)
+
+    b.shared_log.record_prepared = raced
+    with pytest.raises(InvariantViolation):  # a canceled task is never deferred
+        await b.append(task_stream("t1"), None, [f.deferred("t1")])
+    assert await a.shared_log.head_position() == 3
+    for store in (a, b):
+        assert await store.sync() == 3
+        view = await store.read_snapshot(lambda db: task_view(db, "t1"))
+        assert view.state.value == "CANCELED"
+    # An unchecked append that is still legal at the head goes through after the race.
+    calls = 0
+
+    async def raced_once(prepared: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            await a.append(task_stream("t2"), 1, [f.deferred("t2")])
+        return await append_to_shared(prepared)
+
+    await a.append(task_stream("t2"), 0, [f.submitted("t2")])
+    await b.sync()
+    b.shared_log.record_prepared = raced_once
+    await b.append(task_stream("t2"), None, [f.deferred("t2", reason="quota")])
+    assert calls == 2  # refused once at PostgreSQL (the version moved), tried again
+    assert (await _task_on(a, "t2", version=3)) is not None
