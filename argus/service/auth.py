@@ -62,6 +62,10 @@ class AuthCache:
             return self._cache[digest]
         generation = self._generation
         holder = await self._store.read_snapshot(lambda db: token_holder(db, digest))
+        # Not found on a copy of a shared log: the token may have been issued on another
+        # host a moment ago, before this copy followed it. One look at the log settles it.
+        if holder is None and await self._store.catch_up():
+            holder = await self._store.read_snapshot(lambda db: token_holder(db, digest))
         principal = None
         if holder is not None:
             principal = Principal(

@@ -278,6 +278,13 @@ class MirroredStore(EventStore):
                                  f"{consequence}") from exc
 
     # ------------------------------------------------------------------ copying
+    async def catch_up(self) -> bool:
+        before = await self.head_position()
+        try:
+            return await self.sync() > before
+        except _UNREACHABLE:  # the copy is what there is: reads go on from it
+            return False
+
     async def sync(self) -> int:
         """Copy what the local copy lacks of the shared log, with its read models; wake
         this process's subscribers if anything came. Returns the copy's head."""

@@ -246,6 +246,12 @@ class EventStore:
         rows = await self._reader.fetchall("SELECT coalesce(max(position), 0) FROM events")
         return int(list(rows)[0][0])
 
+    async def catch_up(self) -> bool:
+        """Bring the read models up to the log's head now; whether anything new came.
+        Never here: this file is the log. A copy of a shared log (``MirroredStore``) asks
+        the log for what it lacks (a token issued on another host a moment ago, say)."""
+        return False
+
     async def checkpoint(self, consumer: str) -> int:
         rows = list(
             await self._reader.fetchall(

@@ -235,3 +235,29 @@ async def test_an_unchecked_append_raced_by_another_host_is_judged_at_the_stream
     await b.append(task_stream("t2"), None, [f.deferred("t2", reason="quota")])
     assert calls == 2  # refused once at PostgreSQL (the version moved), tried again
     assert (await _task_on(a, "t2", version=3)) is not None
+
+
+async def test_a_token_issued_on_another_host_a_moment_ago_is_known_at_once(
+        host: Host, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tokens are checked on each host's copy; a miss asks the shared log before it says
+    no, so a user created on one host can call another at once (no notification needed)."""
+    import msgspec
+
+    from argus.events import user_stream
+    from argus.service.auth import AuthCache, hash_token
+    from argus.store.mirror import MirroredStore
+
+    a = await host("log")
+
+    async def follows_nothing(self: MirroredStore) -> None:
+        return None
+
+    monkeypatch.setattr(MirroredStore, "_follow", follows_nothing)  # b learns of a's appends only by asking
+    b = await host("log")
+    cache = AuthCache(b)
+    issued = msgspec.structs.replace(f.token_issued("u", "k1"), token_hash=hash_token("s3cret"))
+    await a.append(user_stream("u"), 0, [f.user_created("u"), issued])
+    assert await b.head_position() == 0
+    principal = await cache.lookup("s3cret")
+    assert principal is not None and principal.user_id == "u"
+    assert await cache.lookup("not-a-token") is None  # still refused
