@@ -239,6 +239,10 @@ class Commands:
     async def load_task(self, who: Principal, task_id: str) -> "TaskView":
         """The task if ``who`` may see it; else NotFound (never 403: ids must not leak)."""
         view = await self.store.read_snapshot(lambda db: task_view(db, task_id))
+        # Not on a copy of a shared log: it may have been submitted through another host a
+        # moment ago (behind one load balancer); one look at the log settles it.
+        if view is None and await self.store.catch_up():
+            view = await self.store.read_snapshot(lambda db: task_view(db, task_id))
         if view is None or (view.user != who.user_id and not who.is_admin):
             raise NotFound("task")  # no echo: another user's id must look like a typo
         return view
