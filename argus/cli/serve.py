@@ -233,13 +233,19 @@ class Stack:
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
-def report_progress(config: Any, stopping: "threading.Event", echo: Callable[[str], None]) -> None:
+def report_progress(config: Any, stopping: "threading.Event", echo: Callable[[str], None],
+                    since: float | None = None) -> None:
     """Tell the console what a newcomer waits for: the head up, the worker joined (seen by
-    the reactor in the cluster projection), the cluster ready. Polls; says each once."""
+    the reactor in the cluster projection), the cluster ready. Polls; says each once.
+
+    Only what happened since this start (``since``, default now) counts: a restarted
+    stack finds the last run's discovery file and the last run's nodes in its log, and
+    saying "cluster ready" from them, before this run's head is even up, would be a lie."""
     import sqlite3
 
     from argus.nodepool.discovery import read_head_record
 
+    since = time.time() if since is None else since
     said: set[str] = set()
 
     def say(key: str, text: str) -> None:
@@ -250,9 +256,13 @@ def report_progress(config: Any, stopping: "threading.Event", echo: Callable[[st
     say("start", "starting the Ray head and worker (the worker joins in 10-30 s) ...")
     while not stopping.wait(1.0):
         head = read_head_record(config.discovery_file(), cluster_name=config.cluster_name)
-        if head.reason == "ok" and head.record is not None:
-            say("head", f"Ray head up at {head.record.gcs_address} "
-                        f"(dashboard http://{head.record.head_ip}:{head.record.dashboard_port})")
+        record = head.record
+        # The record's times are whole seconds: a start in this second counts.
+        if head.reason == "ok" and record is not None and (record.started_at or record.updated_at).timestamp() > since - 1:
+            say("head", f"Ray head up at {record.gcs_address} "
+                        f"(dashboard http://{record.head_ip}:{record.dashboard_port})")
+        if "head" not in said:
+            continue
         from argus.store import open_read_only
         from projections.cluster import read_cluster
 
@@ -264,7 +274,7 @@ def report_progress(config: Any, stopping: "threading.Event", echo: Callable[[st
                 seen = read_cluster(db)
         except (sqlite3.Error, OSError):
             continue
-        nodes = list(seen.nodes) if seen is not None else []
+        nodes = list(seen.nodes) if seen is not None and seen.reachable and seen.observed_at >= since else []
         if nodes:
             gpus, cpus = sum(n.total_gpus for n in nodes), sum(n.total_cpus for n in nodes)
             # Say plainly how much can run at once: CPUs, not GPUs, may be the limit.
@@ -361,6 +371,7 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, hos
     # uvicorn shuts down on SIGTERM, then re-raises it with the handler it found: this one,
     # so that the finally below still stops the Ray nodes.
     signal.signal(signal.SIGTERM, on_term)
+    started = time.time()  # the console reports only what this start brings
     stack.start()
     try:
         app = create_app(config, admin_token=token, background=[reactor_background(config)],
@@ -372,9 +383,12 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, hos
                    f"data: {data_dir}   logs: {data_dir / 'logs'}   Ctrl-C stops everything.\n",
                    err=True)
         progress = threading.Thread(target=report_progress, name="argus-up-progress", daemon=True,
-                                    args=(config, stack.stopping, lambda t: click.echo(t, err=True)))
+                                    args=(config, stack.stopping, lambda t: click.echo(t, err=True), started))
         progress.start()
         _run_uvicorn(app, host, port)
     finally:
-        click.echo("stopping the Ray node watchdogs ...", err=True)
+        click.echo("stopping the Ray nodes (Ray takes up to 20 s) ...", err=True)
+        stopping_since = time.monotonic()
         stack.stop()
+        click.echo(f"stopped: this stack's Ray nodes and their processes are gone "
+                   f"({time.monotonic() - stopping_since:.0f} s)", err=True)

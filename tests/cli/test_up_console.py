@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from pathlib import Path
 
@@ -47,3 +48,52 @@ def test_only_this_runs_lines_count(tmp_path: Path) -> None:
     stack._log_read["head"] = log.stat().st_size  # as start() records it
     stack._report_node_exits()
     assert said == []
+
+
+def test_a_restart_says_ready_only_from_what_this_start_brings(tmp_path: Path) -> None:
+    """A restarted `argus up` finds the last run's discovery file and the last run's nodes
+    in its log: "cluster ready" must wait for this run's head and a new observation."""
+    import threading
+    import time as clock
+    from datetime import datetime, timezone
+
+    from argus.events import cluster_stream
+    from argus.nodepool.discovery import make_head_record, write_head_record
+    from argus.cli.serve import report_progress
+    from projections import open_store
+    from tests.events import factories as f
+
+    async def append_to(path: str, event: object) -> None:
+        store = await open_store(path, synchronous="NORMAL")
+        try:
+            await store.append(cluster_stream, None, [event])
+        finally:
+            await store.close()
+
+    def append(event: object) -> None:
+        asyncio.run(append_to(config.v2.sqlite.db_path, event))
+
+    config = ArgusConfig(shared_root=str(tmp_path / "shared"))
+    config.v2.sqlite.db_path = str(tmp_path / "argus.sqlite3")
+    config.discovery_file().parent.mkdir(parents=True)
+    earlier = clock.time() - 3600
+    last_run = datetime.fromtimestamp(earlier, timezone.utc)
+    write_head_record(config.discovery_file(), make_head_record(
+        cluster_name=config.cluster_name, head_ip="127.0.0.1", gcs_port=6379, dashboard_port=8265,
+        ttl_s=7200, started_at=last_run))
+    append(f.capacity({"w-old": 4}, at=earlier))
+
+    said: list[str] = []
+    stopping = threading.Event()
+    since = clock.time()
+    progress = threading.Thread(target=report_progress, args=(config, stopping, said.append, since), daemon=True)
+    progress.start()
+    clock.sleep(2.5)
+    assert not [s for s in said if "Ray head up" in s or "cluster ready" in s], said
+    write_head_record(config.discovery_file(), make_head_record(
+        cluster_name=config.cluster_name, head_ip="127.0.0.1", gcs_port=6380, dashboard_port=8266, ttl_s=60))
+    append(f.capacity({"w-new": 4}, at=clock.time()))
+    progress.join(10)
+    stopping.set()
+    assert [s.split(" ")[0] for s in said[1:]] == ["Ray", "worker"], said
+    assert "127.0.0.1:6380" in said[1] and "cluster ready" in said[2]
