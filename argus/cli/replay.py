@@ -7,6 +7,7 @@ could not be answered (no such task, not an Argus database, …).
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -179,8 +180,14 @@ def export_cmd(ctx: click.Context, after: int, until: int | None, output: Path |
     if output is None:
         n = _guard(lambda: export_jsonl(_db(ctx), sys.stdout.buffer, after=after, until=until))
     else:
-        with output.open("wb") as out:
-            n = _guard(lambda: export_jsonl(_db(ctx), out, after=after, until=until))
+        # Written beside it, then renamed: a failed export leaves no file that looks like one.
+        partial = output.with_name(output.name + ".partial")
+        try:
+            with partial.open("wb") as out:
+                n = _guard(lambda: export_jsonl(_db(ctx), out, after=after, until=until))
+            os.replace(partial, output)
+        finally:
+            partial.unlink(missing_ok=True)
     click.echo(f"exported {n} events", err=True)
 
 
@@ -192,12 +199,14 @@ def export_cmd(ctx: click.Context, after: int, until: int | None, output: Path |
 def import_cmd(source: Path, target: str, allow_partial: bool) -> None:
     """Load an export (SOURCE, JSON Lines) into TARGET, a new or empty database: a SQLite
     file, or a PostgreSQL URL (postgresql://user@host:port/db) whose log is empty."""
+    from argus.config import redact_url
     from argus.replay import import_jsonl
     from argus.replay.source import is_postgres_url
 
     with source.open("rb") as lines:
         report = _guard(lambda: import_jsonl(lines, target, allow_partial=allow_partial))
-    rebuilt = ("projections rebuilt" if report.rebuilt else "no projections on PostgreSQL yet"
-               if is_postgres_url(target) else "projections NOT rebuilt (partial log)")
+    rebuilt = ("read models rebuilt" if report.rebuilt else
+               "each host's copy makes its read models when it first starts on it" if is_postgres_url(target)
+               else "read models NOT rebuilt (partial log)")
     click.echo(f"imported {report.events} events (positions {report.first_position}.."
-               f"{report.last_position}) into {target}; {rebuilt}")
+               f"{report.last_position}) into {redact_url(target)}; {rebuilt}")

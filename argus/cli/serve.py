@@ -39,6 +39,31 @@ def _load(config_path: str | None) -> Any:
         raise click.UsageError(str(exc)) from exc
 
 
+def open_event_log_once(config: Any) -> str:
+    """Open the event log as the API will, and close it, before anything starts: a log
+    that cannot be opened (a copy of a shared log given no URL, a database that does not
+    answer, a newer schema) is one line on the console, not a traceback after the banner.
+    Returns where the log is, for the banner."""
+    from argus.config import redact_url
+    from argus.store import StoreError
+    from projections import open_store
+
+    url, path = config.v2.postgres.url, config.v2.sqlite.db_path
+
+    async def open_and_close() -> None:
+        store = await open_store(path, synchronous=config.v2.sqlite.synchronous, shared_url=url)
+        await store.close()
+
+    try:
+        asyncio.run(open_and_close())
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - the driver's own errors, a file that cannot be made
+        raise click.ClickException(f"cannot open the event log ({redact_url(url) or path}): "
+                                   f"{type(exc).__name__}: {exc}") from None
+    return f"PostgreSQL at {redact_url(url)} (this host's copy: {path})" if url else f"SQLite {path}"
+
+
 def reactor_background(config: Any) -> Any:
     """A background job for create_app: the reactor, until shutdown. Ray is followed, never
     waited for (argus.rayjobs.target.following_gateway)."""
@@ -101,6 +126,7 @@ def serve(config_path: str | None, host: str | None, port: int | None, with_reac
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     config = _load(config_path)
+    click.echo(f"event log: {open_event_log_once(config)}", err=True)
     background = [reactor_background(config)] if with_reactor else []
     app = create_app(config, background=background, freeze_gc=True)
     _run_uvicorn(app, host or config.v2.api.host, port or config.v2.api.port, access_log)
@@ -351,9 +377,7 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, hos
     token, token_file = admin_token_for(data_dir, config.v2.auth.token_env)
     (data_dir / "shared" / "datasets").mkdir(parents=True, exist_ok=True)
     (data_dir / "shared" / "hf").mkdir(parents=True, exist_ok=True)
-    from argus.store import migrate
-
-    migrate(config.v2.sqlite.db_path)
+    log_at = open_event_log_once(config)
     stack = Stack(data_dir, config, gpus, cpus if cpus is not None else local_worker_cpus(gpus),
                   echo=lambda text: click.echo(text, err=True))
     sched = config.v2.scheduler
@@ -380,7 +404,8 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, hos
         click.echo(f"\nArgus is up: http://{host}:{port}/  (API http://{host}:{port}/api/v2)\n"
                    f"admin token ({where}):\n  {token}\n"
                    f"  export ARGUS_URL=http://{host}:{port} ARGUS_TOKEN={token}\n"
-                   f"data: {data_dir}   logs: {data_dir / 'logs'}   Ctrl-C stops everything.\n",
+                   f"data: {data_dir}   logs: {data_dir / 'logs'}   Ctrl-C stops everything.\n"
+                   f"event log: {log_at}\n",
                    err=True)
         progress = threading.Thread(target=report_progress, name="argus-up-progress", daemon=True,
                                     args=(config, stack.stopping, lambda t: click.echo(t, err=True), started))

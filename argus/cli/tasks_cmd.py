@@ -82,12 +82,17 @@ def _step(t: dict[str, Any]) -> str:
     return f"{t['step']}/{t['total_steps']}" if t.get("total_steps") else str(t["step"])
 
 
+def _reason(kind: str, text: str | None) -> str:
+    """``KIND: text``, or the kind alone when there is no text (a canceled task's, say)."""
+    return f"{kind}: {text}" if text else kind
+
+
 def _why(t: dict[str, Any]) -> str:
     """The waiting or the failure reason, short enough for one row."""
     if t.get("failure_kind"):
-        return f"{t['failure_kind']}: {t.get('error_summary') or ''}"[:70]
+        return _reason(t["failure_kind"], t.get("error_summary"))[:70]
     if t.get("wait_reason"):
-        return f"{t['wait_reason']}: {t.get('wait_message') or ''}"[:70]
+        return _reason(t["wait_reason"], t.get("wait_message"))[:70]
     return ""
 
 
@@ -118,7 +123,7 @@ def show(client: Client, task_id: str) -> None:
         if d.get("next_run_at"):
             click.echo(f"retry at  {fmt_time(d['next_run_at'])}")
         if d.get("failure_kind"):
-            click.echo(f"failure   {d['failure_kind']}: {d.get('error_summary') or ''}")
+            click.echo(f"failure   {_reason(d['failure_kind'], d.get('error_summary'))}")
         for w in d.get("warnings", []):
             click.echo(f"warning   {w}")
         if d["attempts"]:

@@ -49,8 +49,10 @@ def open_log(db_path: str | Path) -> Iterator[LogSource]:
     """Open ``db_path`` read-only (falling back to a temporary copy of it); ReplayError
     for a file that is not an Argus database or is newer than this code."""
     if is_postgres_url(str(db_path)):
-        raise ReplayError("of a log on PostgreSQL only export reads so far: argus replay --db <url> export, "
-                          "then import that into a SQLite file and ask it")
+        raise ReplayError("this command reads a SQLite file, and the log on PostgreSQL is read only by "
+                          "export: point --db at a host's copy (its v2.sqlite.db_path; .argus/argus.sqlite3 "
+                          "under argus up), or run argus replay --db <url> export -o log.jsonl and import "
+                          "that into a new SQLite file")
     path = Path(db_path)
     if not path.is_file():
         raise ReplayError(f"no database at {path}")

@@ -10,6 +10,7 @@ __all__ = [
     "EventDecodeError",
     "InvalidEvent",
     "InvariantViolation",
+    "IsACopy",
     "LogUnreachable",
     "PayloadTooLarge",
     "StoreError",
@@ -55,3 +56,8 @@ class LogUnreachable(StoreError):
 
 class InvariantViolation(StoreError):
     """A projection refused the event (an illegal state transition, a duplicate user...)."""
+
+
+class IsACopy(StoreError):
+    """The SQLite file is a host's copy of a log shared through PostgreSQL: opened alone,
+    as a log of its own, its writes would reach no other host and it would stop being a copy."""

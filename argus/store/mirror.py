@@ -41,6 +41,7 @@ import contextlib
 import itertools
 import logging
 import sqlite3
+import time
 from pathlib import Path
 from typing import AsyncIterator, Sequence
 
@@ -94,7 +95,7 @@ async def _rows_after(shared: PostgresEventLog, head: int) -> list[tuple[object,
     return rows
 
 
-def _seed_new_copy(path: str, rows: list[tuple[object, ...]]) -> None:
+def _seed_new_copy(path: str, url: str, rows: list[tuple[object, ...]]) -> None:
     """A new copy's rows, committed before its store opens: it has no read models yet, so
     opening builds them all from these rows (in parallel on a long log), and a crash in
     between leaves nothing that claims to be up to date."""
@@ -103,6 +104,7 @@ def _seed_new_copy(path: str, rows: list[tuple[object, ...]]) -> None:
     try:
         db.execute("BEGIN IMMEDIATE")
         db.executemany(_INSERT, _after_head(db, rows))  # another process may have seeded it meanwhile
+        _mark_copy(db, url)
         db.execute("COMMIT")
     finally:
         db.close()
@@ -117,7 +119,15 @@ def _after_head(db: sqlite3.Connection, rows: list[tuple[object, ...]]) -> list[
 
 
 class NotACopy(StoreError):
-    """The local file holds events the shared log does not: it is a copy of another log."""
+    """The local file holds events the shared log does not: a copy of another log, or a
+    file written without the shared log since."""
+
+
+def _mark_copy(db: sqlite3.Connection, url: str) -> None:
+    """Say in the file that it is a copy of the log at ``url`` (EventStore refuses to open
+    it alone), in the caller's transaction."""
+    db.execute("INSERT INTO copy_of VALUES (1, ?, ?) ON CONFLICT (id) DO UPDATE SET url = excluded.url, "
+               "marked_at = excluded.marked_at", (redact_url(url), time.time()))
 
 
 class _TriedOnly(Exception):
@@ -147,6 +157,7 @@ class MirroredStore(EventStore):
     """An ``EventStore`` whose log is PostgreSQL's, read from a local copy. Open with
     ``await MirroredStore.open_mirrored(url, path, read_models)``."""
 
+    is_copy = True
     _log: PostgresEventLog | None = None
     _follower: asyncio.Task[None] | None = None
     _copy_lock: asyncio.Lock | None = None
@@ -170,7 +181,7 @@ class MirroredStore(EventStore):
         try:
             if not Path(path).exists() and await shared.head_position() >= BULK_COPY:
                 rows = await _rows_after(shared, 0)
-                await asyncio.to_thread(_seed_new_copy, str(path), rows)
+                await asyncio.to_thread(_seed_new_copy, str(path), url, rows)
             store = await cls.open(path, read_models, synchronous=synchronous, max_payload_bytes=max_payload_bytes)
         except BaseException:
             await shared.close()
@@ -179,6 +190,7 @@ class MirroredStore(EventStore):
         store._log, store._copy_lock = shared, asyncio.Lock()
         try:
             await store._check_copy(url)
+            await store._writer.transaction(_mark_copy, url)
             await store._bulk_copy()
             await store.sync()
         except BaseException:
@@ -357,5 +369,6 @@ class MirroredStore(EventStore):
             local.stream, local.version, local.type)
         if not same:
             raise NotACopy(f"{self.path} holds events the log at {redact_url(url)} does not (position {head}): "
-                           "it is a copy of another log. Move it away; the copy is made again from the shared log")
+                           "it is not a copy of that log (another log's, or written without it since). Move it "
+                           "away; the copy is made again from the shared log")
 

@@ -22,6 +22,7 @@ from typing import Any, AsyncIterator, Callable, Iterable, Sequence, TypeVar
 
 from argus.events import EventBase, EventMeta, Recorded
 from argus.store.append import AppendBatch, Appender
+from argus.store.errors import IsACopy
 from argus.store.follow import follow_log
 from argus.store.migrate import migrate
 from argus.store.hooks import ReadModels
@@ -35,10 +36,27 @@ T = TypeVar("T")
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 DEFAULT_MAX_PAYLOAD = 1_048_576
 
+def _refuse_a_copy(path: str) -> None:
+    """Raise IsACopy if the file at ``path`` is a host's copy of a shared log."""
+    db = sqlite3.connect(path)
+    try:
+        row = db.execute("SELECT url FROM copy_of").fetchone()
+    finally:
+        db.close()
+    if row is not None:
+        raise IsACopy(
+            f"{path} is this host's copy of the event log shared through PostgreSQL at {row[0]}: "
+            "give it the same v2.postgres.url (or ARGUS_V2__POSTGRES__URL) to use it. Written alone "
+            "it would stop being a copy; to go back to SQLite alone, export the shared log and "
+            "import it into a new file (docs/operations.md)")
+
+
 class EventStore:
     """Append, read and subscribe to the log, keeping ``read_models`` in the same
     transactions. Open with ``await EventStore.open(path, read_models)`` (or, with the
     read models of this house, ``projections.open_store(path)``)."""
+
+    is_copy = False  # a copy of a shared log (argus.store.mirror) opens its file as such
 
     def __init__(
         self,
@@ -74,6 +92,8 @@ class EventStore:
             raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}, not {synchronous!r}")
         path = str(path)
         migrate(path)
+        if not cls.is_copy:
+            _refuse_a_copy(path)
         writer = SqliteWriter(path, synchronous)
         reader = ReadPool(path)
         try:

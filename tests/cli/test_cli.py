@@ -79,6 +79,10 @@ def test_users_tokens_submit_show_cancel(server: Server, tmp_path: Path) -> None
     assert r.exit_code == 0 and "CANCELED" in r.output
     r = run(server, "watch", task_id, token=token)
     assert r.exit_code == 1 and "canceled by" in r.output  # not a success
+    r = run(server, "show", task_id, token=token)
+    assert "failure   CANCELED\n" in r.output  # no empty ": " after the kind
+    r = run(server, "tasks", token=token)
+    assert "CANCELED:" not in r.output
     r = run(server, "tokens", "list", token=token)
     assert "initial" in r.output and token not in r.output
 

@@ -97,3 +97,25 @@ def test_a_restart_says_ready_only_from_what_this_start_brings(tmp_path: Path) -
     stopping.set()
     assert [s.split(" ")[0] for s in said[1:]] == ["Ray", "worker"], said
     assert "127.0.0.1:6380" in said[1] and "cluster ready" in said[2]
+
+
+def test_up_on_a_copy_of_a_shared_log_without_its_url_is_one_line_and_starts_nothing(tmp_path: Path) -> None:
+    """A newcomer who moved to PostgreSQL and then ran `argus up` without the URL: the
+    file is the shared log's copy, so nothing starts and one line says what to do."""
+    import sqlite3
+
+    from click.testing import CliRunner
+
+    from argus.cli import main
+    from argus.store import migrate
+
+    data = tmp_path / "data"
+    data.mkdir()
+    migrate(data / "argus.sqlite3")
+    with sqlite3.connect(data / "argus.sqlite3") as db:
+        db.execute("INSERT INTO copy_of VALUES (1, 'postgresql://argus:***@db:5432/argus', 0)")
+    r = CliRunner().invoke(main, ["up", "--data-dir", str(data)], env={"ARGUS_CONFIG": ""})
+    assert r.exit_code == 1, r.output
+    assert "is this host's copy of the event log shared through PostgreSQL at postgresql://argus:***@db" in r.output
+    assert "Argus is up" not in r.output and "Traceback" not in r.output
+    assert not (data / "logs").exists()  # no Ray node was started

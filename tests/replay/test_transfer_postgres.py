@@ -41,15 +41,21 @@ def test_the_cli_moves_a_log_to_postgres(scenario: Scenario, postgres_server: Po
     runner = CliRunner()
     out = runner.invoke(replay, ["--db", str(scenario.db), "export", "-o", str(dump)])
     assert out.exit_code == 0, out.output
-    out = runner.invoke(replay, ["import", str(dump), url])
+    with_password = url.replace("@", ":s3cret@", 1)  # the throwaway server trusts, and ignores it
+    out = runner.invoke(replay, ["import", str(dump), with_password])
     assert out.exit_code == 0, out.output
-    assert "imported 40 events (positions 1..40)" in out.output and "no projections on PostgreSQL yet" in out.output
+    assert "s3cret" not in out.output and ":***@" in out.output
+    assert "imported 40 events (positions 1..40)" in out.output and "each host's copy makes its read models" in out.output
     again = tmp_path / "again.jsonl"
     out = runner.invoke(replay, ["--db", url, "export", "-o", str(again)])
     assert out.exit_code == 0, out.output
     assert again.read_bytes() == dump.read_bytes()
     out = runner.invoke(replay, ["--db", url, "verify"])  # said plainly, not a traceback
-    assert out.exit_code == 2 and "only export reads so far" in out.output
+    assert out.exit_code == 2 and "point --db at a host's copy" in out.output
+    missing = tmp_path / "not-made.jsonl"
+    out = runner.invoke(replay, ["--db", str(tmp_path / "no.sqlite3"), "export", "-o", str(missing)])
+    assert out.exit_code == 2 and "no database at" in out.output
+    assert not missing.exists() and list(tmp_path.glob("*.partial")) == []  # no empty export left behind
 
 
 def test_import_into_postgres_refuses_a_non_empty_log_and_a_gap_writing_nothing(

@@ -191,7 +191,7 @@ async def test_a_copy_of_another_log_is_refused(host: Host) -> None:
     await a.append(task_stream("t1"), 0, [f.submitted("t1")])
     b = await host("two")
     await b.append(task_stream("t2"), 0, [f.submitted("t2"), f.deferred("t2")])
-    with pytest.raises(NotACopy, match="copy of another log"):
+    with pytest.raises(NotACopy, match="not a copy of that log"):
         await host("two", copy=Path(a.path))
 
 
@@ -261,3 +261,15 @@ async def test_a_token_issued_on_another_host_a_moment_ago_is_known_at_once(
     principal = await cache.lookup("s3cret")
     assert principal is not None and principal.user_id == "u"
     assert await cache.lookup("not-a-token") is None  # still refused
+
+
+async def test_a_copy_opened_alone_is_refused_saying_how_to_use_it(host: Host) -> None:
+    """Written alone, a copy would reach no other host and no longer be a copy (the next
+    start on the shared log would refuse it): it is refused at open, nothing written."""
+    from argus.store import IsACopy
+
+    a = await host("log")
+    await a.append(task_stream("t1"), 0, [f.submitted("t1")])
+    with pytest.raises(IsACopy, match=r"copy of the event log shared through PostgreSQL at postgresql://.*v2\.postgres\.url"):
+        await open_store(a.path)
+    assert await host("log", copy=Path(a.path)) is not None  # as a copy, it opens
