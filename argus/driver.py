@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import select
+import shlex
 import shutil
 import signal
 import socket
@@ -139,7 +140,7 @@ def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult
     with open(path / "driver.log", "ab", buffering=0) as log:
         boxed = " (in a bwrap sandbox)" if ctx.sandbox is not None else ""
         header = (f"[argus.driver] {ctx.submission_id} on {socket.gethostname()}{boxed}: "
-                  f"bash -c {ctx.command!r}\n")
+                  f"bash -c {shlex.quote(ctx.command)}\n")  # as run, one override per line
         log.write(header.encode())
         out.write(header.encode())
         if ctx.sandbox is not None and shutil.which(argv[0]) is None:  # fail closed, saying why

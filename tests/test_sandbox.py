@@ -111,3 +111,17 @@ def test_a_missing_bwrap_fails_closed(tmp_path: Path) -> None:
     assert result.exit_code == 127
     assert "apt-get install bubblewrap" in (path / "driver.log").read_text()
     assert not (tmp_path / "ran").exists()
+
+
+def test_the_log_shows_the_command_as_run_with_its_lines(tmp_path: Path) -> None:
+    """The header shows a multi-line command as a shell would take it (real line breaks,
+    quoted once), not Python's repr with ``\\n`` escapes."""
+    config = ArgusConfig(shared_root=str(tmp_path / "shared"))
+    command = "echo one \\\n  two"
+    ctx = _context(config, command)
+    path = prepare_job_dir(ctx)  # type: ignore[arg-type]
+    result = run_command(ctx, path, out=io.BytesIO())  # type: ignore[arg-type]
+    assert result.exit_code == 0
+    text = (path / "driver.log").read_text()
+    assert "bash -c 'echo one \\\n  two'\n" in text and "\\n" not in text
+    assert text.endswith("one two\n")
