@@ -116,7 +116,8 @@ def _stats_row(u: UserStats) -> tuple[Any, ...]:
 
 
 def render_stats(s: Stats) -> str:
-    head = f"From {ts(s.since)} to {ts(s.until)} UTC"
+    start = "the start of the log" if s.since <= 0 else f"{ts(s.since)} UTC"  # no --since: all of it
+    head = f"From {start} to {ts(s.until)} UTC"
     return head + "\n" + table(
         ["USER", "SUBMITTED", "ENDED", "WAITS", "WAIT P50", "WAIT P95", "GPU-H", "RETRIES"],
         [*(_stats_row(u) for u in s.users), _stats_row(s.overall)],

@@ -72,3 +72,6 @@ def test_cli_stats(scenario: Scenario) -> None:
     assert doc["overall"]["outcomes"]["SUCCEEDED"] == 2
     table = runner.invoke(replay, args)
     assert table.exit_code == 0 and "INSUFFICIENT_RESOURCES 1" in table.output
+    assert table.output.startswith("From 2026-01-05 09:00:00 UTC to ")
+    whole = runner.invoke(replay, ["--db", str(scenario.db), "stats"])  # no --since: the whole log
+    assert whole.exit_code == 0 and whole.output.startswith("From the start of the log to "), whole.output
