@@ -50,14 +50,15 @@ import msgspec
 from argus.config import redact_url
 from argus.events import EventMeta, Recorded
 from argus.store.append import AppendBatch, PreparedBatch
-from argus.store.errors import ConcurrencyConflict, LogUnreachable, StoreError
+from argus.events.codec import EventDecodeError, UnknownEventType
+from argus.store.errors import ConcurrencyConflict, InvariantViolation, LogUnreachable, StoreError
 from argus.store.hooks import ReadModels
 from argus.store.log import EVENT_COLUMNS, decode_row, head_position
 from argus.store.migrate import migrate
 from argus.store.postgres import PostgresEventLog
 from argus.store.sqlite import DEFAULT_MAX_PAYLOAD, EventStore
 
-__all__ = ["MirroredStore", "NotACopy"]
+__all__ = ["CopyCannotFollow", "MirroredStore", "NotACopy"]
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,12 @@ def _after_head(db: sqlite3.Connection, rows: list[tuple[object, ...]]) -> list[
 class NotACopy(StoreError):
     """The local file holds events the shared log does not: a copy of another log, or a
     file written without the shared log since."""
+
+
+class CopyCannotFollow(LogUnreachable):
+    """The copy cannot take events of the shared log (its read models refuse them, or
+    their type is unknown here): the hosts on one log run different Argus versions. Reads
+    go on from the copy as it was; writes are refused, nothing written (the API: 503)."""
 
 
 def _mark_copy(db: sqlite3.Connection, url: str) -> None:
@@ -252,7 +259,7 @@ class MirroredStore(EventStore):
                     raise
         try:
             await self.sync()
-        except _UNREACHABLE:  # it was appended: the copy catches up when the database answers
+        except (*_UNREACHABLE, CopyCannotFollow):  # it was appended: the copy catches up when it can
             log.warning("appended to the shared log, but the copy could not follow it yet", exc_info=True)
         if checkpoint is not None:  # a consumer's position: this process's own
             await self._writer.transaction(self._appender.write, [], checkpoint)
@@ -330,13 +337,23 @@ class MirroredStore(EventStore):
         if not rows:
             return head_position(db), False
         db.executemany(_INSERT, rows)  # positions as the shared log gave them; the trigger checks they follow
-        folded = [decode_row(r) for r in rows if self.read_models.folds(str(r[3]))]
-        if folded:
-            self.read_models.apply(db, folded)
+        try:
+            folded = [decode_row(r) for r in rows if self.read_models.folds(str(r[3]))]
+            if folded:
+                self.read_models.apply(db, folded)
+        except (InvariantViolation, EventDecodeError, UnknownEventType) as exc:
+            # Every event was judged by a copy's read models before PostgreSQL took it: one
+            # that this copy cannot take was judged by other code.
+            first = int(rows[0][0])  # type: ignore[call-overload]
+            raise CopyCannotFollow(
+                f"{self.path} cannot take positions {first}..{rows[-1][0]} of the shared log: {exc}. "
+                "Every host on one log must run the same Argus version: upgrade this one. Reads go on "
+                f"from the copy as of position {first - 1}; writes here are refused, nothing written") from exc
         return int(rows[-1][0]), True  # type: ignore[call-overload]
 
     async def _follow(self) -> None:
         """Copy every append as PostgreSQL notifies it, until closed."""
+        said = ""  # the last failure logged: a lasting one is logged once, not every few seconds
         while not self._closing:
             try:
                 async with self.shared_log.listening() as woken:
@@ -344,11 +361,14 @@ class MirroredStore(EventStore):
                     while not self._closing:
                         woken.clear()  # before copying: a notification meanwhile is not lost
                         await self.sync()
+                        said = ""
                         await self._wait(woken)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # the database went away: try again, the copy keeps serving reads
-                log.exception("following the shared log failed; retrying in %.0f s", self.poll_interval)
+            except Exception as exc:  # the database went away: try again, the copy keeps serving reads
+                if str(exc) != said:
+                    said = str(exc)
+                    log.exception("following the shared log failed; retrying every %.0f s", self.poll_interval)
                 self._wake = asyncio.Event()
                 await self._wait(self._wake)
 

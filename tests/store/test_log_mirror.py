@@ -273,3 +273,24 @@ async def test_a_copy_opened_alone_is_refused_saying_how_to_use_it(host: Host) -
     with pytest.raises(IsACopy, match=r"copy of the event log shared through PostgreSQL at postgresql://.*v2\.postgres\.url"):
         await open_store(a.path)
     assert await host("log", copy=Path(a.path)) is not None  # as a copy, it opens
+
+
+async def test_a_copy_that_cannot_take_an_event_says_why_and_refuses_writes(host: Host) -> None:
+    """Hosts on one log running different code: an event one host's read models allowed
+    and another's refuse. The other host says so (position, why, what to do), keeps its
+    reads, and refuses writes with nothing written, rather than failing some other way."""
+    from argus.store import LogUnreachable
+    from argus.store.mirror import CopyCannotFollow
+
+    a, b = await host("log"), await host("log")
+    await a.append(task_stream("t1"), 0, [f.submitted("t1")])
+    await b.sync()
+    # As a host whose code allowed it would: straight to the shared log, past any copy.
+    await a.shared_log.append(task_stream("t1"), 1, [f.succeeded("t1")])
+    with pytest.raises(CopyCannotFollow, match=r"positions 2\.\.2 of the shared log: .*same Argus version"):
+        await b.sync()
+    with pytest.raises(LogUnreachable, match="nothing written"):  # the API's 503
+        await b.append(task_stream("t2"), 0, [f.submitted("t2")])
+    assert await b.head_position() == 1 and await a.shared_log.head_position() == 2
+    view = await b.read_snapshot(lambda db: task_view(db, "t1"))
+    assert view.state.value == "QUEUED"  # reads go on from the copy as it was
