@@ -29,9 +29,14 @@ BOB = EventMeta(actor="user:bob", request_id="req-bob")
 CAROL = EventMeta(actor="user:carol", request_id="req-carol")
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[EventStore]:
-    s = await open_store(tmp_path / "events.sqlite3", synchronous="NORMAL")
+@pytest.fixture(params=["sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[EventStore]:
+    """One process's store: its own SQLite log, or its copy of a log shared through
+    PostgreSQL (group commit works per process there too: one append to the shared log)."""
+    url = ""
+    if request.param == "postgres":
+        url = await request.getfixturevalue("postgres_server").new_database()
+    s = await open_store(tmp_path / "events.sqlite3", synchronous="NORMAL", shared_url=url)
     yield s
     await s.close()
 
