@@ -21,17 +21,20 @@ from projections import TaskView, load_task
 _counter = 0
 
 
-def write_config_file(cluster: Any, **scheduler: Any) -> str:
-    """An Argus config file pointing at ``cluster``, with fast scheduler settings."""
+def write_config_file(cluster: Any, *, postgres_url: str = "", **scheduler: Any) -> str:
+    """An Argus config file pointing at ``cluster``, with fast scheduler settings (and the
+    log shared through PostgreSQL at ``postgres_url``, if given)."""
     global _counter
     _counter += 1
-    doc = {
+    doc: dict[str, Any] = {
         "address": cluster.job_server_url, "gcs_address": cluster.address,
         "shared_root": str(cluster.shared_root), "entrypoint_num_cpus": 0.5,
         "v2": {"scheduler": {"poll_interval_s": 0.2, "retry_interval_s": 1.0,
                              "lease_ttl_s": 3.0, **scheduler},
                "taskspec": {"python": sys.executable}},  # as `argus up` does
     }
+    if postgres_url:
+        doc["v2"]["postgres"] = {"url": postgres_url}
     path = Path(cluster.temp_dir) / f"argus-config-{_counter}.yaml"
     path.write_text(yaml.safe_dump(doc))
     return str(path)

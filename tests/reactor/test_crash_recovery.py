@@ -1,5 +1,7 @@
 """kill -9 of the reactor process at each step of a submission, over a batch of tasks:
-after a restart every task ends exactly once and Ray holds exactly one job per attempt."""
+after a restart every task ends exactly once and Ray holds exactly one job per attempt. On
+a SQLite log, and on a log shared through PostgreSQL (the reactor and the test each with
+a copy of their own, as on two hosts)."""
 
 from __future__ import annotations
 
@@ -40,13 +42,16 @@ def _stop(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
             proc.wait(5)
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 @pytest.mark.parametrize("crash_at", CRASH_POINTS)
-async def test_kill_9_at_each_submission_step(ray_cluster: Any, tmp_path: Path, crash_at: str) -> None:
+async def test_kill_9_at_each_submission_step(ray_cluster: Any, tmp_path: Path, crash_at: str, backend: str,
+                                              request: pytest.FixtureRequest) -> None:
     shared = Path(ray_cluster.shared_root)
-    config = write_config_file(ray_cluster)
-    db = tmp_path / "argus.db"
+    url = await request.getfixturevalue("postgres_server").new_database() if backend == "postgres" else ""
+    config = write_config_file(ray_cluster, postgres_url=url)
+    db = tmp_path / "argus.db"  # the reactor's log, or its copy of the shared one
     log = tmp_path / "reactor.log"
-    store = await open_store(db, synchronous="NORMAL")
+    store = await open_store(tmp_path / "test-copy.db" if url else db, synchronous="NORMAL", shared_url=url)
     try:
         tasks = [
             await submit_task(store, unique_id(f"crash{i}"), command=toy_command(shared, "alice", nnodes=1, gpus=1, steps=2))
