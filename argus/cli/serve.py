@@ -10,6 +10,7 @@ import logging
 import os
 import secrets
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -58,9 +59,15 @@ def open_event_log_once(config: Any) -> str:
         asyncio.run(open_and_close())
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
-    except Exception as exc:  # noqa: BLE001 - the driver's own errors, a file that cannot be made
-        raise click.ClickException(f"cannot open the event log ({redact_url(url) or path}): "
-                                   f"{type(exc).__name__}: {exc}") from None
+    except sqlite3.Error as exc:  # the local file (the log, or this host's copy of the shared one)
+        raise click.ClickException(f"cannot open the event log's file {path}: {exc}: does its folder exist, "
+                                   "and may this user write there?") from None
+    except Exception as exc:  # noqa: BLE001 - the driver's own errors: one line, the password hidden
+        if not url:
+            raise click.ClickException(f"cannot open the event log {path}: {type(exc).__name__}: {exc}") from None
+        from argus.store.postgres import describe_open_failure
+
+        raise click.ClickException(describe_open_failure(url, exc)) from None
     return f"PostgreSQL at {redact_url(url)} (this host's copy: {path})" if url else f"SQLite {path}"
 
 

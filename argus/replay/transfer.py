@@ -118,12 +118,14 @@ async def _export_postgres(url: str, out: IO[bytes], after: int, until: int | No
 
 
 async def _open_postgres(url: str) -> "PostgresEventLog":
-    from argus.store.postgres import PostgresEventLog
-
     try:
+        from argus.store.postgres import PostgresEventLog
+
         return await PostgresEventLog.open(url)
-    except (OSError, ImportError) as exc:
-        raise ReplayError(f"cannot open the PostgreSQL log at {url}: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - the driver's errors: one line, the password hidden
+        from argus.store.postgres import describe_open_failure
+
+        raise ReplayError(describe_open_failure(url, exc)) from exc
 
 
 def _column(raw: msgspec.Raw | msgspec.UnsetType, b64: str | msgspec.UnsetType, name: str,

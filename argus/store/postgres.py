@@ -37,7 +37,7 @@ from argus.store.dbfile import NotEmpty
 from argus.store.follow import follow_log
 from argus.store.log import EVENT_COLUMNS, decode_row
 
-__all__ = ["APPEND_LOCK", "PostgresEventLog", "migrate_postgres"]
+__all__ = ["APPEND_LOCK", "PostgresEventLog", "describe_open_failure", "migrate_postgres"]
 
 APPEND_LOCK = 0x41524755  # "ARGU": the advisory lock every append holds to its commit
 _MIGRATE_LOCK = 0x41524756
@@ -59,6 +59,26 @@ def _check_decodes(row: tuple[object, ...]) -> None:
         decode_event(type_, schema, data)  # type: ignore[arg-type]
     except Exception as exc:  # an unknown type, a payload that does not match it
         raise ValueError(f"position {position}: {exc}") from exc
+
+
+def describe_open_failure(url: str, exc: BaseException) -> str:
+    """One line for a failure to open the log at ``url`` (password hidden), saying what to
+    change: the driver missing, a server that does not answer, a refused login, no such
+    database."""
+    from argus.config import redact_url
+
+    where = f"the PostgreSQL log at {redact_url(url)}"
+    if isinstance(exc, ImportError):
+        return f"cannot open {where}: its driver is not installed: pip install -e '.[postgres]' ({exc})"
+    name = type(exc).__name__
+    if name in ("InvalidPasswordError", "InvalidAuthorizationSpecificationError"):
+        return f"{where} refused the login ({exc}): check the user and password in the URL"
+    if name == "InvalidCatalogNameError":
+        return f"{where}: {exc}: create it first (createdb -O <user> <database>, docs/operations.md)"
+    if isinstance(exc, (OSError, asyncio.TimeoutError)):
+        return (f"{where} did not answer ({name}: {exc}): is PostgreSQL running, and are the host and "
+                "port in the URL right?")
+    return f"cannot open {where}: {name}: {exc}"
 
 
 class _NoReadModels:

@@ -119,3 +119,28 @@ def test_up_on_a_copy_of_a_shared_log_without_its_url_is_one_line_and_starts_not
     assert "is this host's copy of the event log shared through PostgreSQL at postgresql://argus:***@db" in r.output
     assert "Argus is up" not in r.output and "Traceback" not in r.output
     assert not (data / "logs").exists()  # no Ray node was started
+
+
+def test_an_event_log_that_cannot_be_opened_is_one_line_naming_what_failed(tmp_path: Path) -> None:
+    """A copy's folder that does not exist is the local file's fault, not PostgreSQL's; a
+    server that does not answer is named, its password hidden."""
+    import socket
+
+    import click
+    import pytest
+
+    from argus.cli.serve import open_event_log_once
+
+    config = ArgusConfig(shared_root=str(tmp_path / "shared"))
+    config.v2.sqlite.db_path = str(tmp_path / "no-such-folder" / "copy.sqlite3")
+    with pytest.raises(click.ClickException, match=r"event log's file .*no-such-folder/copy\.sqlite3.*folder exist"):
+        open_event_log_once(config)
+    pytest.importorskip("asyncpg")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    config.v2.sqlite.db_path = str(tmp_path / "copy.sqlite3")
+    config.v2.postgres.url = f"postgresql://argus:s3cret@127.0.0.1:{closed}/argus"
+    with pytest.raises(click.ClickException) as refused:
+        open_event_log_once(config)
+    assert "is PostgreSQL running" in refused.value.message and "s3cret" not in refused.value.message

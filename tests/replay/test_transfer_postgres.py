@@ -74,3 +74,24 @@ def test_import_into_postgres_refuses_a_non_empty_log_and_a_gap_writing_nothing(
     with pytest.raises(ImportRefused, match="not a valid log"):
         import_jsonl(io.BytesIO(odd), fresh)
     assert _export(fresh) == b""
+
+
+def test_a_log_on_postgres_that_cannot_be_opened_is_one_line_saying_what_to_change(
+        postgres_server: PostgresServer, tmp_path: Path) -> None:
+    """No traceback and never the password: no such database, no server on that port."""
+    import socket
+
+    runner = CliRunner()
+    no_database = f"postgresql://postgres:s3cret@127.0.0.1:{postgres_server.port}/no_such_db"
+    out = runner.invoke(replay, ["--db", no_database, "export", "-o", str(tmp_path / "a.jsonl")])
+    assert out.exit_code == 2 and "create it first" in out.output, out.output
+    said = [out.output]
+    assert not (tmp_path / "a.jsonl").exists()
+    (tmp_path / "b.jsonl").write_bytes(b"")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]  # nothing listens there once this closes
+    out = runner.invoke(replay, ["import", str(tmp_path / "b.jsonl"), f"postgresql://argus:s3cret@127.0.0.1:{closed}/argus"])
+    assert out.exit_code == 2 and "is PostgreSQL running" in out.output, out.output
+    for output in (*said, out.output):
+        assert "s3cret" not in output and "Traceback" not in output and ":***@" in output
