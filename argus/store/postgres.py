@@ -1,17 +1,18 @@
 """The event log on PostgreSQL (issue: beyond one control-plane host), first layer: the log
 itself, behind the same calls as ``EventStore``'s log (``append_batches``,
 ``record_batches``, ``read``, ``read_stream``, ``stream_version``, ``head_position``) and
-held to the same contract (``tests/store/log_contract.py``). The read models (projections)
-are not kept here yet: the service still runs on SQLite.
+held to the same contract (``tests/store/log_contract.py``). It keeps no read models: each
+process keeps them in its own copy of this log (``argus.store.mirror``).
 
 - **Append-only in the database**: triggers refuse UPDATE, DELETE and TRUNCATE, and an
   INSERT whose positions are not gapless after the head (``migrations/postgres``).
-- **Gapless positions in commit order under concurrent writers, in one round trip**: the
-  client reads the head and its streams' versions, numbers the events (as SQLite's store,
-  ``append.number_events``) and calls ``argus_append``, which takes a transaction-scoped
-  advisory lock (eventsourcing's recorder takes a table lock; both are measured) and
-  inserts only if nothing moved since the read, else the client reads again. Appends so
-  commit one after another, each right after the one before it; readers are never blocked.
+- **Gapless positions in commit order under concurrent writers, in one round trip**:
+  ``argus_append_numbered`` takes a transaction-scoped advisory lock (eventsourcing's
+  recorder takes a table lock; both are measured), reads the head and the streams'
+  versions, checks the versions the batches expect and inserts the rows numbered from
+  them; the client numbers the events as recorded the same way from what it returns (as
+  SQLite's store, ``append.number_events``). Appends so commit one after another, each
+  right after the one before it; readers are never blocked.
 - **Encoded and validated as SQLite's store does** (``Appender.prepare``): an event that
   would not decode never reaches the log.
 
@@ -34,6 +35,7 @@ from typing import Any
 from argus.events import EventMeta, Recorded, decode_event
 from argus.store.append import AppendBatch, Appender, PreparedBatch, number_events
 from argus.store.dbfile import NotEmpty
+from argus.store.errors import ConcurrencyConflict
 from argus.store.follow import follow_log
 from argus.store.log import EVENT_COLUMNS, decode_row
 
@@ -43,11 +45,9 @@ APPEND_LOCK = 0x41524755  # "ARGU": the advisory lock every append holds to its 
 _MIGRATE_LOCK = 0x41524756
 _SERIALISE = ("advisory", "table")  # how argus_append takes its turn (migrations/postgres/0002)
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
-_APPEND = ("SELECT argus_append($1::bigint[], $2::text[], $3::int[], $4::text[], $5::int[], $6::bytea[], "
-           "$7::bytea[], $8::text[], $9::float8[], $10::boolean)")
-_HEAD_AND_VERSIONS = ("SELECT (SELECT coalesce(max(position), 0) FROM events), s, "
-                      "(SELECT coalesce(max(version), 0) FROM events WHERE stream = s) FROM unnest($1::text[]) AS s")
-_MOVED = "AG001"  # argus_append: the log moved since it was read
+_APPEND = ("SELECT head, stream, version FROM argus_append_numbered($1::text[], $2::int[], $3::int[], $4::text[], "
+           "$5::int[], $6::bytea[], $7::bytea[], $8::text[], $9::float8, $10::boolean)")
+_CONFLICT = "AG002"  # argus_append_numbered: a stream is not at the version a batch expects
 _CHANNEL = "argus_events"  # argus_append notifies it with its last position (migrations/postgres/0002)
 _LOAD = (f"INSERT INTO events ({EVENT_COLUMNS}) SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], "
          "$4::text[], $5::int[], $6::bytea[], $7::bytea[], $8::text[], $9::float8[])")
@@ -179,21 +179,37 @@ class PostgresEventLog:
         if not prepared:
             return []
         async with self._pool.acquire() as conn:
-            while True:  # until the log stands still between the read and the insert
-                try:
-                    return await self._append(conn, prepared)
-                except Exception as exc:  # asyncpg's PostgresError; its class is imported lazily
-                    if getattr(exc, "sqlstate", None) != _MOVED:
-                        raise
+            return await self._append(conn, prepared)
 
     async def _append(self, conn: Any, prepared: list[PreparedBatch]) -> list[Recorded]:
-        """Number ``prepared`` from the head and versions read now, and insert it with
-        ``argus_append`` (SQLSTATE AG001 if the log moved meanwhile)."""
-        streams = list(dict.fromkeys(item.batch.stream for item in prepared))
-        found = await conn.fetch(_HEAD_AND_VERSIONS, streams)
-        versions = {stream: int(version) for _, stream, version in found}
-        rows, records, _ = number_events(prepared, int(found[0][0]), versions, time.time())
-        await conn.execute(_APPEND, *(list(column) for column in zip(*rows)), self._table_lock)
+        """Insert ``prepared`` with ``argus_append_numbered``, which numbers the rows under the
+        append lock (one round trip); number the events as recorded the same way from the
+        head and versions it read."""
+        columns: tuple[list[Any], ...] = ([], [], [], [], [], [], [], [])
+        streams, ks, expected, types, schemas, datas, metas, owners = columns
+        seen: dict[str, int] = {}
+        for item in prepared:
+            stream, check = item.batch.stream, item.batch.expected_version
+            for type_, schema, data, _, _ in item.events:
+                seen[stream] = k = seen.get(stream, 0) + 1
+                streams.append(stream)
+                ks.append(k)
+                expected.append(check)
+                check = None  # a batch's events follow each other: its first one is checked
+                types.append(type_)
+                schemas.append(schema)
+                datas.append(data)
+                metas.append(item.meta_bytes)
+                owners.append(item.batch.owner)
+        now = time.time()
+        try:
+            found = await conn.fetch(_APPEND, *columns, now, self._table_lock)
+        except Exception as exc:  # asyncpg's PostgresError; its class is imported lazily
+            if getattr(exc, "sqlstate", None) != _CONFLICT:
+                raise
+            stream, want, actual = str(getattr(exc, "detail", "")).rsplit(" ", 2)
+            raise ConcurrencyConflict(stream, int(want), int(actual)) from None
+        _, records, _ = number_events(prepared, int(found[0][0]), {r[1]: int(r[2]) for r in found}, now)
         return records
 
     async def claim_lease(self, name: str, holder: str, ttl_s: float, *,
@@ -202,24 +218,18 @@ class PostgresEventLog:
         unexpired, by the database's clock (the same for claimers on every host). When the
         holder changes, ``on_new_leader`` is appended in the same transaction."""
         prepared = self._appender.prepare([on_new_leader] if on_new_leader else [], None)
-        async with self._pool.acquire() as conn:
-            while True:  # again only if an append moved the log under the new leader's event
-                try:
-                    async with conn.transaction():
-                        await conn.execute("INSERT INTO leases VALUES ($1, '', 0) ON CONFLICT (name) DO NOTHING", name)
-                        row = await conn.fetchrow(
-                            "SELECT holder, lease_until, extract(epoch FROM clock_timestamp())::float8 AS now "
-                            "FROM leases WHERE name = $1 FOR UPDATE", name)
-                        if row["holder"] not in ("", holder) and row["lease_until"] > row["now"]:
-                            return False
-                        await conn.execute("UPDATE leases SET holder = $2, lease_until = $3 WHERE name = $1",
-                                           name, holder, row["now"] + ttl_s)
-                        if prepared and row["holder"] != holder:
-                            await self._append(conn, prepared)
-                        return True
-                except Exception as exc:
-                    if getattr(exc, "sqlstate", None) != _MOVED:
-                        raise
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute("INSERT INTO leases VALUES ($1, '', 0) ON CONFLICT (name) DO NOTHING", name)
+            row = await conn.fetchrow(
+                "SELECT holder, lease_until, extract(epoch FROM clock_timestamp())::float8 AS now "
+                "FROM leases WHERE name = $1 FOR UPDATE", name)
+            if row["holder"] not in ("", holder) and row["lease_until"] > row["now"]:
+                return False
+            await conn.execute("UPDATE leases SET holder = $2, lease_until = $3 WHERE name = $1",
+                               name, holder, row["now"] + ttl_s)
+            if prepared and row["holder"] != holder:
+                await self._append(conn, prepared)
+            return True
 
     async def release_lease(self, name: str, holder: str) -> None:
         async with self._pool.acquire() as conn:
