@@ -21,8 +21,8 @@ And a rebuild: every read model made from a log of ``--pg-rebuild-events`` task 
 of the rounds:
 
 - argus, a host's rebuild: ``EventStore.rebuild`` of a host's read models from its copy of
-  the log (what a host does when a read model's code changes, or on ``argus db rebuild``;
-  in parallel on a long log, as at any open): Argus's read models live beside each host's
+  the log (what a host does at the start after a read model's code changed; in parallel
+  on a long log, as at any open): Argus's read models live beside each host's
   copy, so its rebuild never reads the network;
 - argus, a new host: ``MirroredStore.open_mirrored`` with no copy yet (``argus.store.mirror``):
   the rows copied in pages, then the read models built from them. A cost eventsourcing's
@@ -131,7 +131,7 @@ def _load_es(dsn: str, log_rows: list[tuple[object, ...]]) -> None:
 
 async def _argus_rebuild(dsn: str, path: Path) -> tuple[float, float]:
     """A new host's whole copy, then a rebuild of its read models from that copy (what a
-    host does when a read model's code changes, or on ``argus db rebuild``): events/s of each."""
+    host does at the start after a read model's code changed): events/s of each."""
     from argus.store.mirror import MirroredStore
     from projections import KeptProjections, default_projections
 
