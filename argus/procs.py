@@ -37,13 +37,21 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
             sock.close()
 
 
+# Ports Ray gives a component it was not given one for (the Ray client server's 10001 on
+# every node, the dashboard's 8265, GCS's 6379, the agent's 52365): ``ray start`` refuses a
+# port or a worker-port range that covers one ("is trying to use a port number 10001 that
+# is used by other components"), so none is ever handed out here.
+RAY_DEFAULT_PORTS = frozenset({6379, 8265, 10001, 52365})
+
+
 def free_port_range(width: int, host: str = "127.0.0.1") -> int:
     """First port of ``width`` consecutive ports, all free on ``host`` right now (for Ray's
-    ``--min-worker-port``/``--max-worker-port``). Tries 200 random bases in 10000..32767:
-    below Linux's usual ephemeral range, from which outgoing connections take their ports
-    (and could take one before a Ray worker, started later, binds it)."""
+    ``--min-worker-port``/``--max-worker-port``). Tries 200 random bases in 10002..32767,
+    as Ray's own default range starts: above its client server's 10001, and below Linux's
+    usual ephemeral range, from which outgoing connections take their ports (and could
+    take one before a Ray worker, started later, binds it)."""
     for _ in range(200):
-        base = random.randint(10_000, 32_768 - width)
+        base = random.randint(10_002, 32_768 - width)
         socks: list[socket.socket] = []
         try:
             for port in range(base, base + width):
@@ -69,7 +77,7 @@ class PortBook:
 
     def __init__(self, host: str = "127.0.0.1") -> None:
         self.host = host
-        self.given: set[int] = set()
+        self.given: set[int] = set(RAY_DEFAULT_PORTS)  # as if given: Ray's own, on every node
 
     def ports(self, count: int) -> list[int]:
         """``count`` distinct ports, free on the host now and given to no one else here."""

@@ -130,6 +130,9 @@ class CopyCannotFollow(LogUnreachable):
     go on from the copy as it was; writes are refused, nothing written (the API: 503)."""
 
 
+_UNREACHABLE_OR_STUCK: tuple[type[BaseException], ...] = (*_UNREACHABLE, CopyCannotFollow)
+
+
 def _mark_copy(db: sqlite3.Connection, url: str) -> None:
     """Say in the file that it is a copy of the log at ``url`` (EventStore refuses to open
     it alone), in the caller's transaction."""
@@ -259,7 +262,7 @@ class MirroredStore(EventStore):
                     raise
         try:
             await self.sync()
-        except (*_UNREACHABLE, CopyCannotFollow):  # it was appended: the copy catches up when it can
+        except _UNREACHABLE_OR_STUCK:  # it was appended: the copy catches up when it can
             log.warning("appended to the shared log, but the copy could not follow it yet", exc_info=True)
         if checkpoint is not None:  # a consumer's position: this process's own
             await self._writer.transaction(self._appender.write, [], checkpoint)
