@@ -60,8 +60,9 @@ def _segment(seg: WaitSegment) -> str:
     span = f"from {_clock(seg.start)} to {_clock(seg.end)}" if seg.end is not None else (
         f"since {_clock(seg.start)}, still waiting at the end of the log")
     lead = f"{fmt_duration(seg.seconds)} " if seg.seconds is not None else ""
-    if seg.reason == "queued":
-        return f"{lead}QUEUED with no scheduler decision recorded ({span})"
+    if seg.reason == "queued":  # the time until the scheduler first looked at it (admitted or deferred)
+        until = "until the scheduler's next decision" if seg.end is not None else "with no scheduler decision yet"
+        return f"{lead}QUEUED {until} ({span})"
     if seg.reason == "retry_backoff":
         return f"{lead}in retry backoff: {seg.message} ({span})"
     # The deferral's own words first: they say which resource was short (GPUs or CPUs) and

@@ -16,7 +16,7 @@ def test_explain_task_that_waited_for_resources(scenario: Scenario) -> None:
     text = explain(scenario.db, A).text
     assert "is SUCCEEDED after 1 attempt." in text
     assert (
-        "Waited 44 s before attempt 1: 2 s QUEUED with no scheduler decision recorded "
+        "Waited 44 s before attempt 1: 2 s QUEUED until the scheduler's next decision "
         "(from 10:00:04 to 10:00:06); 42 s in PENDING_RESOURCES: needs 2 nodes × 4 GPUs; "
         "free GPUs per node [4, 2] (no_capacity_per_node, from 10:00:06 to 10:00:48)."
     ) in text
