@@ -291,7 +291,8 @@ def report_progress(config: Any, stopping: "threading.Event", echo: Callable[[st
         head = read_head_record(config.discovery_file(), cluster_name=config.cluster_name)
         record = head.record
         # The record's times are whole seconds: a start in this second counts.
-        if head.reason == "ok" and record is not None and (record.started_at or record.updated_at).timestamp() > since - 1:
+        if (head.reason == "ok" and record is not None
+                and (record.started_at or record.updated_at).timestamp() > since - 1):
             say("head", f"Ray head up at {record.gcs_address} "
                         f"(dashboard http://{record.head_ip}:{record.dashboard_port})")
         if "head" not in said:

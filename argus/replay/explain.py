@@ -60,7 +60,7 @@ def _segment(seg: WaitSegment) -> str:
     span = f"from {_clock(seg.start)} to {_clock(seg.end)}" if seg.end is not None else (
         f"since {_clock(seg.start)}, still waiting at the end of the log")
     lead = f"{fmt_duration(seg.seconds)} " if seg.seconds is not None else ""
-    if seg.reason == "queued":  # the time until the scheduler first looked at it (admitted or deferred)
+    if seg.reason == "queued":  # until the scheduler admitted or deferred it
         until = "until the scheduler's next decision" if seg.end is not None else "with no scheduler decision yet"
         return f"{lead}QUEUED {until} ({span})"
     if seg.reason == "retry_backoff":

@@ -43,12 +43,12 @@ __all__ = ["APPEND_LOCK", "PostgresEventLog", "describe_open_failure", "migrate_
 
 APPEND_LOCK = 0x41524755  # "ARGU": the advisory lock every append holds to its commit
 _MIGRATE_LOCK = 0x41524756
-_SERIALISE = ("advisory", "table")  # how argus_append takes its turn (migrations/postgres/0002)
+_SERIALISE = ("advisory", "table")  # how an append takes its turn (migrations/postgres/0004)
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 _APPEND = ("SELECT head, stream, version FROM argus_append_numbered($1::text[], $2::int[], $3::int[], $4::text[], "
            "$5::int[], $6::bytea[], $7::bytea[], $8::text[], $9::float8, $10::boolean)")
 _CONFLICT = "AG002"  # argus_append_numbered: a stream is not at the version a batch expects
-_CHANNEL = "argus_events"  # argus_append notifies it with its last position (migrations/postgres/0002)
+_CHANNEL = "argus_events"  # each append notifies it with its last position (migrations/postgres/0004)
 _LOAD = (f"INSERT INTO events ({EVENT_COLUMNS}) SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], "
          "$4::text[], $5::int[], $6::bytea[], $7::bytea[], $8::text[], $9::float8[])")
 

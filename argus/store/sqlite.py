@@ -36,6 +36,7 @@ T = TypeVar("T")
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 DEFAULT_MAX_PAYLOAD = 1_048_576
 
+
 def _refuse_a_copy(path: str) -> None:
     """Raise IsACopy if the file at ``path`` is a host's copy of a shared log."""
     db = sqlite3.connect(path)
