@@ -116,6 +116,10 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     fairshare: FairShareConfig = msgspec.field(default_factory=FairShareConfig)
     lease_ttl_s: float = 15.0
     poll_interval_s: float = 1.0
+    # A worker node that joined (or rejoined, or came back with the cluster after an outage)
+    # admits nothing until it has been observed this long without a break: a raylet that
+    # is still registering must not be handed a gang (argus.scheduler.ledger).
+    node_settle_s: float = 2.0
     # Wait reasons recorded per turn, front of the queue first; the rest follow in the
     # next turns (which come at once). Each is a task event with its projections (~50 µs):
     # 10,000 arrivals would otherwise hold one turn, and every admission, for half a second.

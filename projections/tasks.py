@@ -86,6 +86,10 @@ class AttemptView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defa
     placement_timed_out_at: float | None = None  # its Ray job is being stopped: placement groups PENDING too long
     stop_reason: str = ""  # why the reactor is stopping it (the evidence its end will carry)
     preempted_by: str = ""  # the task it is stopped to make room for (AttemptPreempted)
+    node_ids: tuple[str, ...] = ()  # where the scheduler placed its gang (AttemptStarting)
+    node_ips: tuple[str, ...] = ()
+    driver_node_id: str = ""  # where Ray ran its driver (AttemptRunning)
+    driver_node_ip: str = ""
 
     @property
     def ended(self) -> bool:
@@ -206,7 +210,7 @@ def _deferred(view: TaskView, e: TaskDeferred, state: TaskState, rec: Recorded) 
 def _starting(view: TaskView, e: AttemptStarting, state: TaskState, rec: Recorded) -> TaskView:
     attempt = AttemptView(
         attempt_no=e.attempt_no, submission_id=e.submission_id, ray_status=AttemptStatus.STARTING,
-        decided_at=e.decided_at,
+        decided_at=e.decided_at, node_ids=tuple(e.node_ids), node_ips=tuple(e.node_ips),
     )
     return _replace(
         view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
@@ -224,7 +228,8 @@ def _submitted(view: TaskView, e: AttemptSubmitted, state: TaskState, rec: Recor
 
 def _running(view: TaskView, e: AttemptRunning, state: TaskState, rec: Recorded) -> TaskView:
     attempts = _with_attempt(view, e.attempt_no, ray_status=AttemptStatus.RUNNING, started_at=e.started_at,
-                             running_seen_at=e.seen_at)
+                             running_seen_at=e.seen_at, driver_node_id=e.driver_node_id,
+                             driver_node_ip=e.driver_node_ip)
     return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
                     attempts=attempts)
 
@@ -399,7 +404,7 @@ class TasksProjection(EntityProjection[TaskView]):
     """``tasks`` (one row per task, with the whole TaskView) and ``attempts``."""
 
     name = "tasks"
-    version = 4  # v2: ``view`` JSON without default values; v3: name, total_steps; v4: preempting_since
+    version = 5  # v2: ``view`` JSON without default values; v3: name, total_steps; v4: preempting_since; v5: attempts' nodes
     tables = ("tasks", "attempts")
     fold = TASK_FOLD
 

@@ -1,8 +1,9 @@
-"""The queue (with why each task waits) and the cluster as last seen."""
+"""The queue (with why each task waits) and the cluster as last seen, with the ledger."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from typing import Any
 
@@ -16,11 +17,16 @@ from typing import Annotated
 from litestar.exceptions import HTTPException
 from litestar.params import Parameter
 
-from argus.api.schemas import ClusterOut, QueuePage
+from argus.api.schemas import ClusterOut, NodeLedgerOut, QueuePage
+from argus.lifecycle import TaskState
+from argus.scheduler.inputs import commitments
+from argus.scheduler.ledger import admissible
 from argus.scheduler.queue import QueueCursor, fair_view, queue_page
 from argus.scheduler.standing import Standing, read_standing
 from argus.service import Principal
-from projections.cluster import read_cluster
+from projections import TaskView
+from projections.cluster import ClusterView, read_cluster
+from projections.tasks_read import tasks_in_states
 
 __all__ = ["cluster_view", "queue_view", "shares_view"]
 
@@ -73,8 +79,18 @@ def _head(state: State) -> dict[str, Any] | None:
 @get("/cluster", tags=["cluster"])
 async def cluster_view(state: State, who: Principal) -> ClusterOut:
     """Worker nodes and their free capacity as the reactor last saw them."""
-    seen = await state.store.read_snapshot(read_cluster)
+    seen, active = await state.store.read_snapshot(_cluster_and_holders)
     if seen is None:  # never observed yet
         return ClusterOut(reachable=None, error=None, observed_at=None, nodes=[], head=_head(state))
+    held = commitments(active, state.config.entrypoint_num_cpus)
+    ledger = [NodeLedgerOut(node_id=n.node.node_id, committed_gpus=n.committed_gpus, committed_cpus=n.committed_cpus,
+                            admissible_gpus=n.free_gpus, admissible_cpus=n.free_cpus)
+              for n in admissible(seen.nodes, held, None)]
     return ClusterOut(reachable=seen.reachable, error=seen.error or None, observed_at=seen.observed_at,
-                      nodes=list(seen.nodes), head=_head(state))
+                      nodes=list(seen.nodes), head=_head(state), ledger=ledger)
+
+
+def _cluster_and_holders(db: sqlite3.Connection) -> tuple[ClusterView | None, list[TaskView]]:
+    """The last observation and the tasks whose attempts the ledger holds, read together."""
+    holding = [s for s in TaskState if s.holds_ray_job() or s is TaskState.CANCELING]
+    return read_cluster(db), tasks_in_states(db, holding)

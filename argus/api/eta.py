@@ -18,10 +18,9 @@ import time
 
 from argus.config import ArgusConfig
 from argus.lifecycle import TaskState
-from argus.reactor.admission import policy_inputs
 from argus.scheduler import PolicyConfig
 from argus.scheduler.eta import DEFAULT_HORIZON, DEFAULT_LIMIT, estimate_starts
-from argus.scheduler.inputs import with_driver
+from argus.scheduler.inputs import policy_inputs, with_driver
 from argus.scheduler.model import QueuedTask
 from argus.scheduler.queue import fair_view, queue_page
 from argus.store import EventStore

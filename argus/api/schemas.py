@@ -110,15 +110,28 @@ class ProgressOut(msgspec.Struct, kw_only=True):
     points: list[ProgressPoint]
 
 
+class NodeLedgerOut(msgspec.Struct, kw_only=True):
+    """One node in Argus's ledger (``argus.scheduler.ledger``): what admitted gangs hold
+    there (with their drivers' CPUs), and what admission may still hand out: the least of
+    Ray's free count and the total less the committed."""
+
+    node_id: str
+    committed_gpus: float
+    committed_cpus: float
+    admissible_gpus: float
+    admissible_cpus: float
+
+
 class ClusterOut(msgspec.Struct, kw_only=True):
-    """The cluster as the reactor last saw it (``projections.cluster``), and the head's
-    discovery record."""
+    """The cluster as the reactor last saw it (``projections.cluster``), the ledger of
+    committed demand on each node, and the head's discovery record."""
 
     reachable: bool | None
     observed_at: float | None
     error: str | None
     nodes: list[NodeCapacity]
     head: dict[str, Any] | None = None
+    ledger: list[NodeLedgerOut] = []
 
 
 class CreateUserIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

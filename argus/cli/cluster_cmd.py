@@ -43,7 +43,8 @@ def queue(client: Client) -> None:
 @click.command()
 @client_options
 def cluster(client: Client) -> None:
-    """Worker nodes with their total and free GPUs and CPUs, as last observed."""
+    """Worker nodes with their total and free GPUs and CPUs, as last observed, and what
+    Argus has committed on each (admitted gangs hold their nodes until Ray gives them back)."""
     d = client.request("GET", "/cluster").json()
 
     def human(d: dict[str, Any]) -> None:
@@ -59,9 +60,14 @@ def cluster(client: Client) -> None:
         if not d["nodes"]:
             click.echo("no worker node has joined")
             return
-        print_table(["node", "ip", "gpus free/total", "cpus free/total"], [
+        # Ray's free count lags behind admission; what Argus has promised is the ledger's.
+        ledger = {n["node_id"]: n for n in d.get("ledger") or []}
+        none = {"committed_gpus": 0, "committed_cpus": 0}
+        print_table(["node", "ip", "gpus free/total", "cpus free/total", "committed gpus", "committed cpus"], [
             [n["node_id"][:12], n["ip"], f"{fmt_amount(n['free_gpus'])}/{fmt_amount(n['total_gpus'])}",
-             f"{fmt_amount(n['free_cpus'])}/{fmt_amount(n['total_cpus'])}"] for n in d["nodes"]])
+             f"{fmt_amount(n['free_cpus'])}/{fmt_amount(n['total_cpus'])}",
+             fmt_amount(ledger.get(n["node_id"], none)["committed_gpus"]),
+             fmt_amount(ledger.get(n["node_id"], none)["committed_cpus"])] for n in d["nodes"]])
 
     client.out(d, human)
 

@@ -184,6 +184,10 @@ class AttemptStarting(EventBase, frozen=True, kw_only=True, tag="AttemptStarting
     payload: SubmissionPayload
     decided_at: float
     note: str = ""  # why it may pass the reserved head of the queue (backfill), when it does
+    # The nodes the scheduler placed the gang on, and their hosts: the ledger holds its
+    # demand there from now until it ends (argus.scheduler.ledger). Empty in older logs.
+    node_ids: list[str] = []
+    node_ips: list[str] = []
 
 
 class AttemptSubmitted(EventBase, frozen=True, kw_only=True, tag="AttemptSubmitted"):
@@ -204,6 +208,8 @@ class AttemptRunning(EventBase, frozen=True, kw_only=True, tag="AttemptRunning")
     submission_id: str
     started_at: float  # Ray's start_time: when Ray accepted the job, not when it began running
     seen_at: float | None = None  # when the reactor first saw it RUNNING
+    driver_node_id: str = ""  # the node Ray runs the job's driver on (its host below)
+    driver_node_ip: str = ""
 
 
 class AttemptTimeLimitReached(EventBase, frozen=True, kw_only=True, tag="AttemptTimeLimitReached"):

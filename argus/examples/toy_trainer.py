@@ -18,7 +18,9 @@ logger format (``{"step": N, "data": {...}}``) at ``$VERL_FILE_LOGGER_PATH`` or
 ``<default_local_dir>/global_step_N/`` plus ``latest_checkpointed_iteration.txt`` (a rerun
 resumes from it). Paths are resolved in the driver's working directory.
 
-Test knobs: ``trainer.step_sleep_s`` (make runs last), ``trainer.fail_at_step`` (raise a
+Test knobs: ``trainer.step_sleep_s`` (make runs last), ``trainer.init_sleep_s`` (wait
+before reserving the gang, as verl loads its tokenizer, data and models first: Ray shows the
+GPUs free meanwhile), ``trainer.fail_at_step`` (raise a
 runtime error), ``trainer.max_colocate_count`` (CPUs in each GPU bundle: more than a node
 has reproduces verl's endless wait on a placement group Ray cannot place). A missing train file is a user error: a clear message and exit code 1.
 """
@@ -48,6 +50,7 @@ class ToyConfig(msgspec.Struct, kw_only=True):
     save_freq: int = -1  # -1: only the last step (verl saves nothing; a demo wants one)
     logger: list[str] = msgspec.field(default_factory=lambda: ["console", "file"])
     step_sleep_s: float = 0.0
+    init_sleep_s: float = 0.0
     fail_at_step: int = 0
     max_colocate_count: int = 3  # verl's ResourcePoolManager default
     train_files: list[str] = []
@@ -72,6 +75,7 @@ _KEYS = {
     "trainer.save_freq": "save_freq",
     "trainer.logger": "logger",
     "trainer.step_sleep_s": "step_sleep_s",
+    "trainer.init_sleep_s": "init_sleep_s",
     "trainer.fail_at_step": "fail_at_step",
     "trainer.max_colocate_count": "max_colocate_count",
     "data.train_files": "train_files",
@@ -199,6 +203,8 @@ def _task_runner_cls() -> Any:
 
             cfg = msgspec.convert(cfg_doc, ToyConfig)
             spec = {"global_pool": [cfg.n_gpus_per_node] * cfg.nnodes}
+            if cfg.init_sleep_s:
+                time.sleep(cfg.init_sleep_s)
             check_resource_available(spec)
             bundles = [{"CPU": cfg.max_colocate_count, "GPU": 1}] * cfg.n_gpus_per_node
             pgs = [placement_group(bundles=bundles, strategy="STRICT_PACK", name=f"toy_global_pool:{i}")

@@ -11,7 +11,13 @@ Passive and deterministic: nothing happens to a job unless a call says so (``sta
   (read from the payload, see ``demand_from_payload``) and their driver's CPUs.
 
 A job holds nothing while PENDING: in real Ray the gang is placed only after the driver
-has started (verl creates its placement groups then).
+has started (verl creates its placement groups then). ``placement_lag_s`` > 0 models the
+rest of that lag: a RUNNING job's gang is placed only that long after it started, so
+``capacity`` shows its GPUs free meanwhile (what misled admission on ``argus up``). A gang
+that no longer fits when it is due is a ``placement_failures`` entry, and its job then
+waits on its placement groups, as verl does. Nodes can be lost (``lose_node``: the jobs
+holding resources there fail) and return (``return_node``, under a new id as a
+restarted raylet has).
 """
 
 from __future__ import annotations
@@ -92,6 +98,7 @@ class FakeJob:
     logs: str = ""
     demand: Demand | None = None
     held: dict[str, tuple[float, float]] = field(default_factory=dict)  # node id -> (GPUs, CPUs)
+    place_at: float | None = None  # RUNNING, gang not placed yet: when it will be
     pending_pgs: list[str] = field(default_factory=list)  # placement groups Ray cannot place (a hang)
 
     def observe(self) -> JobObservation:
@@ -114,12 +121,17 @@ class FakeRay:
         *,
         clock: Callable[[], float] = time.time,
         demand_of: Callable[[SubmissionPayload], Demand | None] = demand_from_payload,
+        placement_lag_s: float = 0.0,
     ) -> None:
         self.nodes: list[NodeCapacity] = sorted(nodes, key=lambda n: n.node_id)
+        self.placement_lag_s = placement_lag_s
+        self.placement_failures: list[str] = []  # jobs whose gang did not fit when it was due
+        self.joined_at: dict[str, float] = {n.node_id: clock() for n in self.nodes}
         self.clock = clock
         self.demand_of = demand_of
         self.jobs: dict[str, FakeJob] = {}
         self.calls: list[tuple[str, str]] = []  # (method, submission id) of every port call
+        self.capacity_reads: list[float] = []  # when ``capacity`` answered
         self.closed = False
         self._unavailable: str | None = None
         self._lose_next_reply = False
@@ -170,6 +182,7 @@ class FakeRay:
 
     async def capacity(self) -> list[NodeCapacity]:
         self._enter("capacity", "")
+        self.capacity_reads.append(self.clock())
         return self.free_nodes()
 
     async def pending_placements(self, submission_ids: Collection[str]) -> dict[str, list[str]]:
@@ -199,8 +212,26 @@ class FakeRay:
         """Nodes joined or left. What jobs hold on a node that left is no longer counted."""
         self.nodes = sorted(nodes, key=lambda n: n.node_id)
 
+    def lose_node(self, node_id: str) -> None:
+        """The node died: it leaves, and every job holding resources there fails."""
+        self.nodes = [n for n in self.nodes if n.node_id != node_id]
+        self.joined_at.pop(node_id, None)
+        for sid, job in self.jobs.items():
+            if node_id in job.held and not job.status.is_terminal():
+                self.fail(sid, f"The node {node_id} running this job's actors died unexpectedly.",
+                          error_type="NODE_DIED")
+
+    def return_node(self, node: NodeCapacity) -> None:
+        """A node (re)joins: pass a new ``node_id`` for a restarted raylet."""
+        self.nodes = sorted([*(n for n in self.nodes if n.node_id != node.node_id), node], key=lambda n: n.node_id)
+        self.joined_at[node.node_id] = self.clock()
+
     def free_nodes(self) -> list[NodeCapacity]:
         """The nodes as ``capacity`` reports them: baseline free less what jobs hold."""
+        self._place_due()
+        return self._free_now()
+
+    def _free_now(self) -> list[NodeCapacity]:
         used: dict[str, tuple[float, float]] = {}
         for job in self.jobs.values():
             for node_id, (gpus, cpus) in job.held.items():
@@ -232,6 +263,11 @@ class FakeRay:
         job = self.job(submission_id)
         if job.status is not S.PENDING:
             raise ValueError(f"{submission_id} is {job.status.value}, not PENDING")
+        if self.placement_lag_s > 0:  # its gang is placed later (``_place_due``)
+            job.place_at = self.clock() + self.placement_lag_s
+            job.driver_node_id = self.nodes[0].node_id if self.nodes else None
+            job.status, job.message = S.RUNNING, "Job is currently running."
+            return job
         placement = self._placement(job)
         if placement is None:
             raise DoesNotFit(f"{submission_id}: {job.demand} does not fit {self.free_nodes()}")
@@ -294,14 +330,34 @@ class FakeRay:
         job.status, job.message = status, message
         job.end_time = self.clock()
         job.held = {}
+        job.place_at = None
         return job
 
+    def _place_due(self) -> None:
+        """Place the gangs whose placement lag is over, in the order they became due."""
+        due = sorted((job.place_at, sid) for sid, job in self.jobs.items()
+                     if job.place_at is not None and job.place_at <= self.clock())
+        for _, sid in due:
+            job = self.jobs[sid]
+            job.place_at = None
+            placement = self._placement(job)
+            if placement is None:
+                self.placement_failures.append(sid)
+                job.pending_pgs = ["global_pool:0"]  # verl >= 0.6 waits for it without a timeout
+            else:
+                job.held = placement
+
     def _placement(self, job: FakeJob) -> dict[str, tuple[float, float]] | None:
-        """node id -> (GPUs, CPUs) for the gang's nodes, the driver's CPUs on the first."""
+        """node id -> (GPUs, CPUs) for the gang's nodes, the driver's CPUs on the first: on
+        the nodes Argus admitted it onto (its ``argus_nodes``), where it names them (a gang
+        whose node died before it was placed waits), else first fit in id order."""
         driver = job.payload.entrypoint_num_cpus
         demand = job.demand or Demand(nnodes=1, n_gpus_per_node=0, cpus_per_node=0.0)
         chosen: dict[str, tuple[float, float]] = {}
-        for node in self.free_nodes():
+        planned = [n for n in job.payload.metadata.get("argus_nodes", "").split(",") if n]
+        for node in self._free_now():
+            if planned and node.node_id not in planned:
+                continue
             cpus = demand.cpus_per_node + (driver if not chosen else 0.0)
             if node.free_gpus >= demand.n_gpus_per_node and node.free_cpus >= cpus:
                 chosen[node.node_id] = (float(demand.n_gpus_per_node), cpus)

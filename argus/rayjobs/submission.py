@@ -91,6 +91,7 @@ def build_submission(
     command_raw: str = "",
     env_vars: dict[str, str] | None = None,
     python: str = "python3",
+    node_ids: tuple[str, ...] = (),
 ) -> SubmissionPayload:
     """The payload for attempt ``attempt_no`` of ``task_id``: entrypoint ``<python> -m
     argus.driver --context …`` (``python``: the deployment's interpreter, v2.taskspec.python), driver pinned to a worker (``entrypoint_resources``), and a
@@ -127,5 +128,8 @@ def build_submission(
         entrypoint_num_cpus=config.entrypoint_num_cpus,
         entrypoint_resources=dict(config.entrypoint_resources),
         runtime_env=runtime_env,
-        metadata={"argus_task_id": task_id, "argus_user": user, "argus_attempt": str(attempt_no)},
+        metadata={"argus_task_id": task_id, "argus_user": user, "argus_attempt": str(attempt_no),
+                  # where Argus's ledger holds the gang (``ray job list`` shows it; the fake
+                  # Ray places there); Ray itself may place it elsewhere on a multi-node cluster
+                  **({"argus_nodes": ",".join(node_ids)} if node_ids else {})},
     )

@@ -44,7 +44,7 @@ from argus.events import (
 )
 from argus.lifecycle import AttemptStatus, TaskState
 from argus.rayjobs import RayPort, RayUnavailable
-from argus.reactor.admission import plan_admissions
+from argus.scheduler.core import Observed, plan_admissions
 from argus.reactor.attempts import outcome_events
 from argus.reactor.classify import classify_failure
 from argus.scheduler import Preempt
@@ -87,8 +87,9 @@ class Reactor(Submitting):
         self.reactor_id = reactor_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.clock = clock
         self.meta = EventMeta(actor=f"reactor:{self.reactor_id}")
-        self.state = ReactorState(self.sched.fairshare.half_life_s)
+        self.state = ReactorState(self.sched.fairshare.half_life_s, config.entrypoint_num_cpus)
         self.capacity: list[NodeCapacity] | None = None  # None: unknown (Ray unreachable)
+        self.observed_at = 0.0  # when ``capacity`` was taken
         self.is_leader = False
         self._stopping = asyncio.Event()
         self._stop_sent: set[str] = set()
@@ -114,7 +115,7 @@ class Reactor(Submitting):
         self._stopping.set()
 
     def _load_state(self, db: sqlite3.Connection) -> ReactorState:
-        return ReactorState.load(db, self.sched.fairshare.half_life_s)
+        return ReactorState.load(db, self.sched.fairshare.half_life_s, self.config.entrypoint_num_cpus)
 
     async def _claim(self) -> bool:
         now = self.clock()
@@ -244,10 +245,13 @@ class Reactor(Submitting):
                 await self._record([AppendBatch(stream=cluster_stream, expected_version=None, events=[
                     ClusterUnreachable(error=(str(exc) or type(exc).__name__)[:500], observed_at=self.clock())])])
             return
-        self.capacity = nodes
-        if self.state.cluster_reachable is not True or tuple(nodes) != self.state.last_capacity:
+        self.capacity, self.observed_at = nodes, self.clock()
+        # Recorded when it changed, and while the ledger holds ended attempts: this
+        # observation is what releases them, and a replay must see it too.
+        if (self.state.cluster_reachable is not True or tuple(nodes) != self.state.last_capacity
+                or self.state.releasing):
             await self._record([AppendBatch(stream=cluster_stream, expected_version=None,
-                                            events=[CapacityObserved(nodes=nodes, observed_at=self.clock())])])
+                                            events=[CapacityObserved(nodes=nodes, observed_at=self.observed_at)])])
 
     # ------------------------------------------------------------------ following Ray
     async def _follow_attempts(self) -> None:
@@ -316,10 +320,15 @@ class Reactor(Submitting):
                     kind=kind, evidence=evidence, now=now, config=self.sched,
                 ))
             elif observed.status == AttemptStatus.RUNNING and attempt.ray_status == AttemptStatus.SUBMITTED:
+                driver = observed.driver_node_id or ""
                 await self._append(task, [AttemptRunning(
                     task_id=task.task_id, attempt_no=attempt.attempt_no,
                     submission_id=attempt.submission_id, started_at=observed.start_time or now, seen_at=now,
+                    driver_node_id=driver, driver_node_ip=self._ip_of(driver),
                 )])
+
+    def _ip_of(self, node_id: str) -> str:
+        return next((n.ip for n in self.capacity or () if n.node_id == node_id), "")
 
     async def _watch_placements(self, running: list[TaskView]) -> None:
         """Stop the running attempts whose placement groups Ray has not placed for too long
@@ -394,6 +403,8 @@ class Reactor(Submitting):
             waiting=waiting, active=active, capacity=self.capacity,
             now=now, config=self.sched, driver_cpus=self.config.entrypoint_num_cpus, runtimes=self.state.runtimes,
             usage=self.state.usage.at(now, live_usage(active, now)) if fair else None,
+            observed=Observed(seen_since=self.state.seen_since,
+                              releasing=list(self.state.releasing.values())),
         )
         # Usage grows with the clock alone: a fair-share order is made again within a minute.
         self._planned_on, self._plan_expires_at = inputs, min(plan.expires_at, now + 60.0) if fair else plan.expires_at
@@ -408,4 +419,4 @@ class Reactor(Submitting):
         await self._defer_all(changed[:self.sched.deferrals_per_turn])
         admitted = [self.state.tasks.get(task.task_id) for task in plan.admitted]
         await self._start_attempts([task for task in admitted if task is not None and task.state.is_waiting()],
-                                   plan.notes)
+                                   plan.notes, plan.placed)

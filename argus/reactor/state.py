@@ -11,8 +11,10 @@ import sqlite3
 import time
 
 
-from argus.events import CapacityObserved, ClusterUnreachable, NodeCapacity, Recorded
-from argus.lifecycle import TaskState
+from argus.events import AttemptEnded, CapacityObserved, ClusterUnreachable, NodeCapacity, Recorded
+from argus.lifecycle import AttemptStatus, TaskState
+from argus.scheduler.inputs import with_driver
+from argus.scheduler.ledger import Commitment
 from argus.store.dbfile import read_transaction
 from projections import TaskView, evolve_task, projection_checkpoint
 from projections.cluster import read_cluster
@@ -24,9 +26,14 @@ from projections.usage import UsageLedger, ended_usage, read_usage
 __all__ = ["ReactorState"]
 
 class ReactorState:
-    """Unfinished tasks by id, plus the last capacity the reactor recorded."""
+    """Unfinished tasks by id, the last capacity the reactor recorded, and what the ledger
+    needs beyond the tasks: when each node's unbroken run of observations began, and the
+    attempts that ended but that Ray has not been observed since (``releasing``)."""
 
-    def __init__(self, half_life_s: float) -> None:
+    def __init__(self, half_life_s: float, driver_cpus: float = 0.0) -> None:
+        self.driver_cpus = driver_cpus
+        self.seen_since: dict[str, float] = {}
+        self.releasing: dict[str, Commitment] = {}  # by submission id
         self.tasks: dict[str, TaskView] = {}
         self.position = 0
         self.last_capacity: tuple[NodeCapacity, ...] | None = None
@@ -35,9 +42,11 @@ class ReactorState:
         self.usage = UsageLedger(half_life_s)  # ended attempts' GPU-seconds, decayed (fairshare)
 
     @classmethod
-    def load(cls, db: sqlite3.Connection, half_life_s: float) -> "ReactorState":
-        """Snapshot the unfinished tasks and the last cluster observation, consistently."""
-        state = cls(half_life_s)
+    def load(cls, db: sqlite3.Connection, half_life_s: float, driver_cpus: float = 0.0) -> "ReactorState":
+        """Snapshot the unfinished tasks and the last cluster observation, consistently.
+        (Ended attempts awaiting release are not kept across a restart: the first
+        observation of the new leader comes after every end it could have missed.)"""
+        state = cls(half_life_s, driver_cpus)
         with read_transaction(db):
             state.usage = read_usage(db, half_life_s, now=time.time())
             state.position = projection_checkpoint(db, "tasks")
@@ -47,6 +56,8 @@ class ReactorState:
             if cluster is not None:
                 state.cluster_reachable = cluster.reachable
                 state.last_capacity = cluster.nodes
+                if cluster.reachable:  # since at least then (conservative: maybe earlier)
+                    state.seen_since = {n.node_id: cluster.observed_at for n in cluster.nodes}
         return state
 
     def fold(self, rec: Recorded) -> None:
@@ -60,9 +71,10 @@ class ReactorState:
                 return  # a task that ended before our snapshot: nothing to do
             before = self.tasks.get(task_id)
             view = evolve_task(before, rec)
-            if rec.type == "AttemptEnded":  # as the gpu_usage projection adds it
+            if isinstance(rec.event, AttemptEnded):  # as the gpu_usage projection adds it
                 for user, hour, gpu_s in ended_usage(before, view):
                     self.usage.add(user, hour, gpu_s)
+                self._release_later(before, rec.event)
             if view.state.is_terminal():
                 self.tasks.pop(task_id, None)
                 seconds = run_seconds(view) if view.state is TaskState.SUCCEEDED else None
@@ -71,10 +83,29 @@ class ReactorState:
             else:
                 self.tasks[task_id] = view
         elif isinstance(rec.event, CapacityObserved):
-            self.last_capacity = tuple(rec.event.nodes)
-            self.cluster_reachable = True
+            self._observed(rec.event)
         elif isinstance(rec.event, ClusterUnreachable):
             self.cluster_reachable = False
+            self.seen_since = {}  # every node must be seen again, and settle, after an outage
+
+    def _observed(self, event: CapacityObserved) -> None:
+        at = event.observed_at
+        self.seen_since = {n.node_id: self.seen_since.get(n.node_id, at) for n in event.nodes}
+        self.last_capacity = tuple(event.nodes)
+        self.cluster_reachable = True
+        # Every end folded so far was recorded before this observation was taken (the
+        # reactor observes at the start of a turn): Ray's count now shows what came back.
+        self.releasing = {}
+
+    def _release_later(self, before: TaskView | None, event: AttemptEnded) -> None:
+        """An attempt that reached Ray stays committed until Ray is observed after its end."""
+        attempt = before.latest_attempt if before is not None else None
+        if attempt is None or attempt.ended or event.ray_status == AttemptStatus.NOT_SUBMITTED:
+            return
+        assert before is not None
+        self.releasing[event.submission_id] = Commitment(
+            task_id=before.task_id, demand=with_driver(before.demand, self.driver_cpus),
+            node_ids=attempt.node_ids, ended_at=event.ended_at)
 
     def waiting(self) -> list[TaskView]:
         """Tasks not yet handed to Ray, in FIFO order (submission position)."""

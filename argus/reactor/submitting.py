@@ -67,7 +67,8 @@ class Submitting:
             event = self._submitted_events[task_id] = first
         return event
 
-    async def _start_attempts(self, tasks: list[TaskView], notes: dict[str, str] | None = None) -> None:
+    async def _start_attempts(self, tasks: list[TaskView], notes: dict[str, str] | None = None,
+                              placed: dict[str, tuple[str, ...]] | None = None) -> None:
         """Admit ``tasks`` together: every intent in one transaction, then every submission
         to Ray at once, then what Ray said in one more transaction. (One by one, 50
         admissions were 100 fsyncs and 50 Ray round trips in a row.)"""
@@ -77,17 +78,20 @@ class Submitting:
             for rec in await self.store.read(0, len(missing), streams=missing, types=["TaskSubmitted"]):
                 if isinstance(rec.event, TaskSubmitted):
                     self._submitted_events[rec.event.task_id] = rec.event
+        ips = {n.node_id: n.ip for n in self.capacity or ()}
         for task in tasks:
             submitted = await self._submitted_event(task.task_id)
+            nodes = list((placed or {}).get(task.task_id, ()))
             attempt_no = len(task.attempts) + 1
             payload = build_submission(
                 task_id=task.task_id, attempt_no=attempt_no, user=task.user, command=submitted.command,
                 config=self.config, spec_raw=submitted.spec_raw, spec=submitted.spec,
-                command_raw=submitted.command_raw, python=self.config.v2.taskspec.python,
+                command_raw=submitted.command_raw, python=self.config.v2.taskspec.python, node_ids=tuple(nodes),
             )
             intents.append((task, AttemptStarting(
                 task_id=task.task_id, attempt_no=attempt_no, submission_id=payload.submission_id,
                 payload=payload, decided_at=self.clock(), note=(notes or {}).get(task.task_id, ""),
+                node_ids=nodes, node_ips=[ips.get(n, "") for n in nodes],
             )))
         if not intents:
             return

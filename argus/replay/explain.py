@@ -99,6 +99,22 @@ def _ran(a: AttemptView) -> str:
     return ""
 
 
+def _where(a: AttemptView) -> str:
+    """Where the attempt ran: the nodes its gang was admitted onto (the ledger held them)
+    and the node of its driver, with their hosts; "" for attempts recorded before."""
+    def node(node_id: str, ip: str) -> str:
+        return f"{node_id[:12]} ({ip})" if ip else node_id[:12]
+
+    parts = []
+    if a.node_ids:
+        ips = a.node_ips or ("",) * len(a.node_ids)
+        parts.append("was admitted onto node" + ("s " if len(a.node_ids) > 1 else " ")
+                     + ", ".join(node(n, ip) for n, ip in zip(a.node_ids, ips)))
+    if a.driver_node_id:
+        parts.append(f"ran its driver on node {node(a.driver_node_id, a.driver_node_ip)}")
+    return " and ".join(parts)
+
+
 def explain_timeline(tl: TaskTimeline, records: list | None = None) -> Explanation:  # type: ignore[type-arg]
     """The explanation of a task from its timeline (and its records, for the outcome)."""
     task = tl.task
@@ -125,6 +141,8 @@ def explain_timeline(tl: TaskTimeline, records: list | None = None) -> Explanati
         a = attempts.get(attempt_no)
         if a is None:
             continue
+        if where := _where(a):
+            lines.append(f"Attempt {attempt_no} {where}.")
         retry = retries.get(attempt_no)
         if retry is not None:
             nxt = attempts.get(attempt_no + 1)

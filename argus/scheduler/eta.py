@@ -68,7 +68,7 @@ def estimate_starts(queue: Sequence[QueuedTask], running: Sequence[RunningTask],
         for i in placed:
             known[i] += r.demand.n_gpus_per_node
         heapq.heappush(ends, (at, k, r.task_id, r.demand, placed))
-        live[r.task_id] = msgspec.structs.replace(r, claimed=True)
+        live[r.task_id] = msgspec.structs.replace(r, settled=True)
     wakes = sorted({t.next_run_at for t in ahead if t.next_run_at is not None and t.next_run_at > now})
     waiting = {t.task_id: t for t in ahead}
     starts: dict[str, float] = {}

@@ -1,62 +1,60 @@
-"""What the policy is given: the log's tasks as ``QueuedTask``/``RunningTask``.
+"""What the policy is given: the log's tasks as ``QueuedTask``/``RunningTask``, and the
+cluster as the ledger leaves it (``argus.scheduler.ledger``).
 
 Ray's free capacity lags behind our own decisions: a job just handed to Ray has not yet
-reserved its GPUs (verl creates its placement groups some seconds after the driver
-starts). So every attempt that is *in flight* — submitted but not yet settled — goes to
-the policy as an unclaimed running task, whose demand the policy takes off the snapshot
-(``RunningTask.claimed``). An attempt counts as settled ``SETTLE_S`` after Ray reported
-it RUNNING; from then on Ray's snapshot includes it.
+reserved its GPUs (verl creates its placement groups some time after the driver starts,
+a minute or more on a busy host). So the capacity handed to the policy is not Ray's count
+but, per node, the least of Ray's count and the node's total less every gang Argus has
+admitted there and not yet seen given back: what Argus promised is never promised twice.
 
-The reactor (``argus.reactor.admission``), the API's ETAs and the queue shown under
-``fairshare`` all build the policy's view here, so they cannot disagree.
+The reactor and the simulator (``argus.scheduler.core``), the API's ETAs and the queue
+shown under ``fairshare`` all build the policy's view here, so they cannot disagree.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import msgspec
 
 from argus.config import SchedulerConfig
 from argus.events import Demand, NodeCapacity
-from argus.lifecycle import AttemptStatus, TaskState
+from argus.lifecycle import TaskState
+from argus.scheduler.ledger import Commitment, admissible, ready_nodes
 from argus.scheduler.model import Capacity, QueuedTask, RunningTask
 from projections import TaskView
 from projections.runtime_stats import RuntimeHistory, read_runtime_history
 from projections.tasks_read import tasks_in_states
 from projections.usage import live_usage, read_usage
 
-__all__ = ["SETTLE_S", "FairInputs", "policy_inputs", "read_fair_inputs", "settles_at", "with_driver"]
+__all__ = ["SETTLE_S", "FairInputs", "commitments", "ledger_capacity", "policy_inputs", "read_fair_inputs", "with_driver"]
 
+
+# How long a task has to have been seen running before it may be preempted (its trainer has
+# started: stopping it sooner wastes its start for little).
 SETTLE_S = 15.0
 
 
-def settles_at(task: TaskView) -> float | None:
-    """When the task's live attempt is in Ray's counts for sure; None: no live attempt.
-    From when it was seen running: Ray's start_time is when it accepted the job, and a job
-    can take 10 s to run, then more to create its placement groups (bench_local_stack saw a
-    5th job admitted on 4 GPUs when this counted from start_time)."""
-    attempt = task.latest_attempt
-    if attempt is None or attempt.ended:
-        return None
-    if attempt.started_at is None:
-        return float("inf")  # STARTING or SUBMITTED: not holding anything in Ray's view yet
-    return (attempt.running_seen_at or attempt.started_at) + SETTLE_S
+def commitments(active: Sequence[TaskView], driver_cpus: float,
+                releasing: Sequence[Commitment] = ()) -> list[Commitment]:
+    """What the ledger holds: the gang of every task with a live attempt (intent recorded,
+    not ended), on the nodes it was admitted onto, plus ``releasing`` (ended attempts not
+    yet seen given back)."""
+    held = [Commitment(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), node_ids=a.node_ids)
+            for t in active if (a := t.latest_attempt) is not None and not a.ended]
+    return [*held, *releasing]
 
 
-def _in_flight(task: TaskView, now: float) -> bool:
-    settles = settles_at(task)
-    return settles is not None and now < settles
-
-
-def _unclaimed_demand(task: TaskView, driver_cpus: float) -> Demand:
-    """What an in-flight task still has to take from Ray's free counts: all of it while
-    Ray has not started it; once it runs, its driver's CPU is in Ray's counts already
-    (counting it twice left a GPU idle on argus up, whose CPUs per GPU are exact)."""
-    attempt = task.latest_attempt
-    running = attempt is not None and attempt.ray_status == AttemptStatus.RUNNING
-    return with_driver(task.demand, 0.0 if running else driver_cpus)
+def ledger_capacity(nodes: Sequence[NodeCapacity], held: Sequence[Commitment], *, now: float,
+                    seen_since: Mapping[str, float] | None = None, settle_s: float = 0.0) -> Capacity:
+    """The nodes as the policy may use them: free = min(Ray's free, total - committed);
+    a node not yet settled since it joined (``seen_since``; None: all settled) has none."""
+    ready = None if seen_since is None else ready_nodes(seen_since, nodes, now, settle_s)
+    return Capacity(nodes=tuple(
+        msgspec.structs.replace(n.node, free_gpus=n.free_gpus, free_cpus=n.free_cpus)
+        for n in admissible(nodes, held, ready)))
 
 
 def with_driver(demand: Demand, driver_cpus: float) -> Demand:
@@ -65,19 +63,25 @@ def with_driver(demand: Demand, driver_cpus: float) -> Demand:
 
 def policy_inputs(
     *,
-    waiting: list[TaskView],
-    active: list[TaskView],
-    capacity: list[NodeCapacity] | None,
+    waiting: Sequence[TaskView],
+    active: Sequence[TaskView],
+    capacity: Sequence[NodeCapacity] | None,
     now: float,
     config: SchedulerConfig,
     driver_cpus: float = 0.0,
     runtimes: RuntimeHistory | None = None,
+    releasing: Sequence[Commitment] = (),
+    seen_since: Mapping[str, float] | None = None,
 ) -> tuple[list[QueuedTask], list[RunningTask], Capacity | None]:
     """The policy's view of the tasks and the cluster: what ``plan_admissions`` decides on,
-    and what ETAs (``argus.scheduler.eta``) run forward from."""
+    and what ETAs (``argus.scheduler.eta``) run forward from. ``capacity``: Ray's last
+    observation (None: unknown); ``releasing``: ended attempts not yet seen given back;
+    ``seen_since``: when each node's
+    unbroken run of observations began (None: every node admits)."""
     history = runtimes or RuntimeHistory()
     default = config.default_runtime_s
-    snapshot = Capacity(nodes=tuple(capacity)) if capacity is not None else None
+    snapshot = None if capacity is None else ledger_capacity(
+        capacity, commitments(active, driver_cpus, releasing), now=now, seen_since=seen_since, settle_s=config.node_settle_s)
     queue = [
         QueuedTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), seq=t.seq,
                    priority=t.priority, user=t.user, next_run_at=t.next_run_at,
@@ -86,14 +90,20 @@ def policy_inputs(
         for t in waiting
     ]
     running = [
-        RunningTask(task_id=t.task_id, demand=_unclaimed_demand(t, driver_cpus) if in_flight
-                    else with_driver(t.demand, driver_cpus), user=t.user, claimed=not in_flight,
+        RunningTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), user=t.user,
+                    node_ids=t.latest_attempt.node_ids if t.latest_attempt is not None else (),
                     expected_end=_began(t, now) + history.estimate(t, default)[0], priority=t.priority,
-                    preemptible=t.preemptible, stopping=_stopping(t), started_at=_began(t, now))
+                    preemptible=t.preemptible, stopping=_stopping(t), started_at=_began(t, now),
+                    settled=_settled(t, now))
         for t in active
-        for in_flight in (_in_flight(t, now),)
     ]
     return queue, running, snapshot
+
+
+def _settled(task: TaskView, now: float) -> bool:
+    attempt = task.latest_attempt
+    seen = None if attempt is None else (attempt.running_seen_at or attempt.started_at)
+    return seen is not None and attempt is not None and attempt.ray_status == "RUNNING" and now - seen >= SETTLE_S
 
 
 def _stopping(task: TaskView) -> bool:

@@ -51,16 +51,16 @@ class QueuedTask(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 class RunningTask(msgspec.Struct, frozen=True, kw_only=True):
     """A task holding (or about to hold) a Ray job. ``node_ids``: where it was admitted,
-    when known. ``claimed=False`` means its resources may not show in Ray's free counts
-    yet (a job just handed to Ray reserves its GPUs seconds later): the policy then takes
-    its demand off ``node_ids``, or, where those are not known, off the nodes with the
-    most free GPUs (where Ray would put it), so the GPUs are not handed out twice."""
+    when known. Its demand is already off the capacity the policy is given (the ledger,
+    ``argus.scheduler.ledger``). ``settled=False``: it has not run for long yet (not seen
+    running, or for less than ``argus.scheduler.inputs.SETTLE_S``): not stopped to make
+    room, since stopping a job that is still starting wastes its start for nothing."""
 
     task_id: str
     demand: Demand
     user: str = ""
     node_ids: tuple[str, ...] = ()
-    claimed: bool = True
+    settled: bool = True
     expected_end: float | None = None  # start + time limit or estimate; None: now + the default
     priority: int = 0
     preemptible: bool = False  # may be stopped to make room (argus.scheduler.preempt)

@@ -44,11 +44,6 @@ class Pool:
         self.ids = [n.node_id for n in ordered]
         self.gpus = [max(0.0, n.free_gpus) for n in ordered]
         self.cpus = [max(0.0, n.free_cpus) for n in ordered]
-        unclaimed = [task for task in running if not task.claimed]
-        if unclaimed:
-            index = {nid: i for i, nid in enumerate(self.ids)}
-            for task in unclaimed:
-                self._reserve(task, index)
         self._cache: dict[tuple[int, int, float], tuple[int, ...] | None] = {}
         self._snapshot: tuple[float, ...] | None = None
         self.totals = [(n.total_gpus, n.total_cpus) for n in ordered]
@@ -82,18 +77,6 @@ class Pool:
                 f"CPUs in all (largest: {fmt_amount(largest[0])} GPUs, {fmt_amount(largest[1])} CPUs); "
                 f"it holds no one back and starts when big enough nodes join"))
         return found
-
-    def _reserve(self, task: RunningTask, index: dict[str, int]) -> None:
-        """Take an unclaimed task's demand off the nodes it will hold (conservative: for a
-        few seconds, until Ray's snapshot shows it, a job may be counted twice)."""
-        d = task.demand
-        if task.node_ids:
-            nodes = [index[nid] for nid in task.node_ids if nid in index]
-        else:
-            nodes = sorted(range(len(self.ids)), key=lambda i: (-self.gpus[i], self.ids[i]))[: d.nnodes]
-        for i in nodes:
-            self.gpus[i] = max(0.0, self.gpus[i] - d.n_gpus_per_node)
-            self.cpus[i] = max(0.0, self.cpus[i] - d.cpus_per_node)
 
     def free_gpus(self) -> tuple[float, ...]:
         if self._snapshot is None:

@@ -92,7 +92,7 @@ class RoomPlanner:
         if nodes is None:
             candidates = sorted(
                 ((r, why) for r in self.running
-                 if r.preemptible and r.claimed and not r.stopping and r.task_id not in self.chosen
+                 if r.preemptible and r.settled and not r.stopping and r.task_id not in self.chosen
                  and (why := outranks(r)) is not None),
                 key=lambda c: (c[0].priority, -(c[0].started_at or 0.0), c[0].task_id))
             chosen: list[tuple[RunningTask, str]] = []

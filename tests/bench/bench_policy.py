@@ -59,7 +59,7 @@ def main() -> None:
     rng = random.Random(7)
     q = queue(rng)
     running = [RunningTask(task_id=f"r{i}", demand=Demand(nnodes=1, n_gpus_per_node=8, cpus_per_node=25),
-                           node_ids=(f"node-{i:04d}",), claimed=i % 2 == 0) for i in range(50)]
+                           node_ids=(f"node-{i:04d}",), settled=i % 2 == 0) for i in range(50)]
     print(f"{N_TASKS} queued tasks, {N_NODES} nodes, {RUNS} runs each")
     bench("fifo, blocked head (busy cluster)", q, running, cluster(rng, 0.97), PolicyConfig())
     bench("fifo, many admits (max_running 500)", q, running, cluster(rng, 0.0),

@@ -60,14 +60,15 @@ def deferred(task_id: str, reason: str = "no_capacity_per_node", at: float = T0)
 
 
 
-def starting(task_id: str, attempt_no: int = 1, at: float = T0) -> AttemptStarting:
+def starting(task_id: str, attempt_no: int = 1, at: float = T0, nodes: tuple[str, ...] = ()) -> AttemptStarting:
     sid = submission_id_for(task_id, attempt_no)
     payload = SubmissionPayload(
         submission_id=sid, entrypoint="python -m verl.trainer.main_ppo", entrypoint_num_cpus=1.0,
         entrypoint_resources={"worker_node": 1.0}, runtime_env={"env_vars": {"A": "1"}},
         metadata={"task_id": task_id},
     )
-    return AttemptStarting(task_id=task_id, attempt_no=attempt_no, submission_id=sid, payload=payload, decided_at=at)
+    return AttemptStarting(task_id=task_id, attempt_no=attempt_no, submission_id=sid, payload=payload, decided_at=at,
+                           node_ids=list(nodes))
 
 
 def attempt_submitted(task_id: str, attempt_no: int = 1, at: float = T0, recovered: bool = False) -> AttemptSubmitted:

@@ -1,4 +1,5 @@
-"""plan_admissions: in-flight attempts hold their GPUs until Ray's snapshot shows them.
+"""plan_admissions: the ledger holds every admitted gang on its nodes until it has ended
+and Ray has been observed since; a node admits only once it has settled since it joined.
 
 Pure (no Ray): tasks are folded from events with the one task fold, the capacity is a
 snapshot as the gateway would observe it."""
@@ -8,9 +9,11 @@ from __future__ import annotations
 import msgspec
 
 from argus.config import SchedulerConfig
-from argus.events import EventMeta, NodeCapacity, Recorded
+from argus.events import Demand, EventMeta, NodeCapacity, Recorded
 from argus.events.catalog import EventBase
-from argus.reactor.admission import SETTLE_S, plan_admissions, policy_inputs
+from argus.scheduler.core import Observed, plan_admissions
+from argus.scheduler.inputs import policy_inputs
+from argus.scheduler.ledger import Commitment
 from projections import TaskView
 from projections.tasks import evolve_task
 from tests.events import factories as f
@@ -51,38 +54,72 @@ def test_room_is_made_for_a_task_since_its_first_preempting_deferral_of_a_wait()
     assert queue[0].preempting_since == f.T0 + 9
 
 
-def test_a_submitted_attempt_holds_its_gpus_before_ray_shows_them() -> None:
-    in_flight = fold([f.submitted("r"), f.starting("r"), f.attempt_submitted("r")])
-    assert plan([in_flight], nodes(4)) == []  # Ray still shows 4 free: they are r's
-    assert plan([in_flight], nodes(8)) == ["w"]
+def test_an_admitted_gang_holds_its_node_whatever_ray_shows() -> None:
+    """The repro of issue 34: Ray says all 8 GPUs free (r's placement group is not placed
+    yet, a minute after it started): r's 4 still count, so only one more 4-GPU task fits."""
+    for r in (fold([f.submitted("r"), f.starting("r", nodes=("n0",))]),
+              fold([f.submitted("r"), f.starting("r", nodes=("n0",)), f.attempt_submitted("r"),
+                    f.running("r", at=NOW - 600)])):
+        waiting = [fold([f.submitted("w1")]), fold([f.submitted("w2")])]
+        result = plan_admissions(waiting=waiting, active=[r], capacity=nodes(8), now=NOW, config=SchedulerConfig())
+        assert [t.task_id for t in result.admitted] == ["w1"]
+        assert result.placed == {"w1": ("n0",)}
 
 
-def test_a_settled_attempt_is_counted_by_ray_alone() -> None:
-    just_started = fold([f.submitted("r"), f.starting("r"), f.attempt_submitted("r"), f.running("r", at=NOW - 1)])
-    settled = fold([f.submitted("r"), f.starting("r"), f.attempt_submitted("r"), f.running("r", at=NOW - SETTLE_S - 1)])
-    assert plan([just_started], nodes(4)) == []
-    assert plan([settled], nodes(4)) == ["w"]
+def test_rays_count_only_lowers_what_is_free() -> None:
+    assert plan([], nodes(2)) == []  # something Argus did not start holds 6 of the 8
+    r = fold([f.submitted("r"), f.starting("r", nodes=("n0",))])
+    assert plan([r], nodes(8)) == ["w"]  # 8 - 4 committed = 4: w fits
+    assert plan([r], nodes(3)) == []  # and Ray's 3 is lower still
 
 
-def test_settling_counts_from_when_the_reactor_saw_it_running_not_from_rays_start_time() -> None:
-    """Ray's start_time is when it accepted the job; the job may take many seconds to run
-    and reserve its GPUs: it stays in flight for SETTLE_S after it was seen running."""
-    accepted_long_ago = f.running("r", at=NOW - SETTLE_S - 30)
-    seen_just_now = msgspec.structs.replace(accepted_long_ago, seen_at=NOW - 1)
-    view = fold([f.submitted("r"), f.starting("r"), f.attempt_submitted("r"), seen_just_now])
-    assert plan([view], nodes(4)) == []  # still r's 4 GPUs, though Ray shows them free
+def test_a_gang_without_recorded_nodes_is_held_on_the_freest_nodes() -> None:
+    """Attempts recorded before the ledger name no nodes: held where Ray would put them."""
+    r = fold([f.submitted("r"), f.starting("r")])
+    assert plan([r], nodes(8, 8)) == ["w"]
+    two = fold([f.submitted("r2"), f.starting("r2")])
+    assert plan([r, two], nodes(8, 8)) == ["w"]  # one on each node: 4 left on each
+    assert plan([r, two, fold([f.submitted("r3"), f.starting("r3")])], nodes(8, 8)) == ["w"]
 
 
-def test_a_running_in_flight_attempt_does_not_take_its_drivers_cpu_twice() -> None:
-    """Once Ray runs the job, its driver's CPU is in Ray's counts: the reactor must take
-    off only the rest, or a node whose CPUs match its GPUs exactly idles a GPU."""
+def test_an_ended_attempt_is_held_until_ray_is_observed_after_its_end() -> None:
+    held = Commitment(task_id="r", demand=Demand(nnodes=1, n_gpus_per_node=8, cpus_per_node=1), node_ids=("n0",),
+                      ended_at=NOW - 1)
+    waiting = [fold([f.submitted("w")])]
+    kept = plan_admissions(waiting=waiting, active=[], capacity=nodes(8), now=NOW, config=SchedulerConfig(),
+                           observed=Observed(releasing=[held]))
+    assert kept.admitted == []
+    freed = plan_admissions(waiting=waiting, active=[], capacity=nodes(8), now=NOW, config=SchedulerConfig(),
+                            observed=Observed(releasing=[]))
+    assert [t.task_id for t in freed.admitted] == ["w"]
+
+
+def test_a_node_admits_nothing_until_it_has_settled_since_it_joined() -> None:
+    config = SchedulerConfig(node_settle_s=2.0)
+    waiting = [fold([f.submitted("w")])]
+
+    def admitted(since: dict[str, float]) -> list[str]:
+        result = plan_admissions(waiting=waiting, active=[], capacity=nodes(8, 8), now=NOW, config=config,
+                                 observed=Observed(seen_since=since))
+        return [node for t in result.admitted for node in result.placed[t.task_id]]
+
+    assert admitted({}) == []  # just after an outage: no node seen since
+    assert admitted({"n0": NOW, "n1": NOW - 1}) == []  # seen, not settled
+    assert admitted({"n0": NOW, "n1": NOW - 2}) == ["n1"]  # only the settled one
+    result = plan_admissions(waiting=waiting, active=[], capacity=nodes(8, 8), now=NOW, config=config,
+                             observed=Observed(seen_since={"n0": NOW, "n1": NOW - 1}))
+    assert result.expires_at == NOW + 1  # planned again when n1 settles
+
+
+def test_the_drivers_cpu_is_counted_once() -> None:
+    """The ledger holds a gang's CPUs with its driver's; Ray's count, once it has placed the
+    job, holds the same: a node whose CPUs match two tasks exactly takes the second."""
     driver = 1.0
-    running = fold([f.submitted("r"), f.starting("r"), f.attempt_submitted("r"),
+    running = fold([f.submitted("r"), f.starting("r", nodes=("n0",)), f.attempt_submitted("r"),
                     msgspec.structs.replace(f.running("r", at=NOW - 1), seen_at=NOW - 1)])
     need = running.demand.cpus_per_node + driver  # one task's CPUs with its driver
-    # One node, two tasks' worth of GPUs and CPUs; Ray already counts r's driver.
-    free = [NodeCapacity(node_id="n0", ip="10.0.0.1", total_gpus=8, free_gpus=8,
-                         total_cpus=2 * need, free_cpus=2 * need - driver)]
+    free = [NodeCapacity(node_id="n0", ip="10.0.0.1", total_gpus=8, free_gpus=4,
+                         total_cpus=2 * need, free_cpus=need)]
     result = plan_admissions(waiting=[fold([f.submitted("w")])], active=[running], capacity=free, now=NOW,
                              config=SchedulerConfig(), driver_cpus=driver)
     assert [t.task_id for t in result.admitted] == ["w"]

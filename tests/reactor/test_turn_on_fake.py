@@ -37,7 +37,6 @@ from argus.lifecycle import AttemptStatus, TaskState
 from argus.rayjobs import RayPort, build_submission, submission_id_for
 from argus.rayjobs.fake import FakeRay, worker_nodes
 from argus.reactor import Reactor
-from argus.reactor.admission import SETTLE_S
 from argus.service.auth import AuthCache, Principal
 from argus.service.commands import Commands
 from argus.store import EventStore
@@ -107,6 +106,9 @@ async def make_world(tmp_path: Path, nodes: int = 1, gpus: float = 8.0, **schedu
     commands = Commands(store, config, AuthCache(store), group_commit=False)
     ray = FakeRay(worker_nodes(nodes, gpus=gpus, cpus=64), clock=clock)
     reactor = Reactor(store, ray, config, reactor_id="fake", clock=clock)
+    # The nodes have been seen, and have settled (node_settle_s), before the test begins.
+    await reactor.turn()
+    clock.advance(sched.node_settle_s)
     return World(store, commands, ray, reactor, clock, config)
 
 
@@ -157,8 +159,10 @@ async def test_a_gang_that_fits_is_submitted_one_that_does_not_waits_with_its_re
 
     world.ray.start(submission_id_for(a, 1))
     world.ray.succeed(submission_id_for(a, 1))
-    await world.turn()  # a ends and frees its GPUs: b goes in the same turn
+    await world.turn()  # a ends; the ledger holds its GPUs until Ray is observed after that
     assert (await world.view(a)).state is TaskState.SUCCEEDED
+    assert (await world.view(b)).state is TaskState.PENDING_RESOURCES
+    await world.turn()  # observed since: b goes
     assert (await world.view(b)).state is TaskState.SUBMITTED
 
 
@@ -166,9 +170,8 @@ async def test_a_gang_that_fits_in_total_but_not_per_node_waits(two_nodes: World
     w = two_nodes
     a = await w.submit(gpus=2)
     await w.running(a)
-    # Past the settle time Ray's snapshot alone counts what a holds (SETTLE_S in
-    # argus/reactor/admission.py: before it, a's demand is also taken off by the policy).
-    w.clock.advance(SETTLE_S + 1)
+    # a holds node-01 in the ledger (and, once placed, in Ray's count)
+    w.clock.advance(16)
     b = await w.submit(nnodes=2, gpus=3)
     await w.turn()
     assert [n.free_gpus for n in await w.ray.capacity()] == [2.0, 4.0]  # a holds node-01
@@ -186,6 +189,9 @@ async def test_nothing_is_admitted_while_ray_is_unreachable(world: World) -> Non
     cluster = [r.event for r in await world.store.read_stream(cluster_stream)]
     assert isinstance(cluster[-1], ClusterUnreachable) and "connection refused" in cluster[-1].error
     world.ray.make_available()
+    await world.turn()  # seen again, but not yet settled since the outage
+    assert (await world.view(t)).state is TaskState.PENDING_RESOURCES
+    world.clock.advance(world.config.v2.scheduler.node_settle_s)
     await world.turn()
     assert (await world.view(t)).state is TaskState.SUBMITTED
 
@@ -412,7 +418,7 @@ async def test_a_turn_with_nothing_new_does_not_plan_again(world: World, monkeyp
     running = await world.submit(gpus=8)
     waiting = await world.submit(gpus=8)
     await world.running(running)
-    world.clock.advance(SETTLE_S + 1)
+    world.clock.advance(16)
     await world.turn(2)
     before = len(plans)
     for _ in range(5):
@@ -440,6 +446,9 @@ async def test_a_gang_that_stops_fitting_when_nodes_leave_waits_aside_until_they
     w.ray.start(submission_id_for(small, 1))
     w.ray.succeed(submission_id_for(small, 1))
     await w.turn(2)
+    assert not (await w.view(gang)).attempts  # the node is back, but has not settled yet
+    w.clock.advance(w.config.v2.scheduler.node_settle_s)
+    await w.turn()
     assert (await w.view(gang)).attempts  # considered again, and admitted
 
 
@@ -468,13 +477,14 @@ async def test_an_attempt_past_its_time_limit_is_stopped_and_fails_with_time_lim
 async def test_a_bad_time_limit_is_refused_with_what_to_write(world: World) -> None:
     from argus.service.commands import CommandError
 
+    head = await world.store.head_position()
     for bad in ("90", "5s", "soon", "1:75:00"):
         spec = (f"kind: advanced\nworkload: ppo\nnnodes: 1\nn_gpus_per_node: 2\ntime_limit: '{bad}'\n"
                 "command: python3 -m argus.examples.toy_trainer trainer.nnodes=1 trainer.n_gpus_per_node=2\n")
         with pytest.raises(CommandError) as refused:
             await world.commands.submit(ALICE, spec)
         assert "time_limit" in str(refused.value) and ("90m" in str(refused.value) or "59" in str(refused.value))
-    assert await world.store.head_position() == 0  # nothing written
+    assert await world.store.head_position() == head  # nothing written
 
 
 async def test_reserve_backfill_reserves_for_the_head_and_backfills_only_what_cannot_delay_it(tmp_path: Path) -> None:
@@ -493,7 +503,7 @@ async def test_reserve_backfill_reserves_for_the_head_and_backfills_only_what_ca
             w.ray.start(submission_id_for(t, 1))
         started = w.clock.now
         await w.turn()  # seen running
-        w.clock.advance(SETTLE_S + 1)  # and settled: Ray's counts have them
+        w.clock.advance(16)  # and settled: Ray's counts have them
         await w.turn()
         head = await submit(2, 8, "1h")  # one node free: reserved with a's node from when a ends
         short = await submit(1, 4, "5m")  # fits now, and ends before that: backfilled

@@ -202,26 +202,6 @@ def test_a_gang_no_idle_node_could_hold_waits_aside_and_blocks_no_one():
     assert isinstance(decide(q, [], back, NOW, PolicyConfig())[0], Admit)
 
 
-def test_unclaimed_running_tasks_reserve_their_nodes():
-    """A just-submitted job has not taken its GPUs yet: they must not be handed out again."""
-    r = RunningTask(task_id="r", demand=Demand(nnodes=1, n_gpus_per_node=4, cpus_per_node=4),
-                    node_ids=("n00",), claimed=False)
-    d = decide([task("a", gpus=8)], [r], cap(8), NOW, PolicyConfig())[0]
-    assert isinstance(d, Defer) and d.free_gpus_per_node == (4,)
-    claimed = msgspec_replace(r, claimed=True)
-    assert isinstance(decide([task("a", gpus=8)], [claimed], cap(8), NOW, PolicyConfig())[0], Admit)
-
-
-def test_unclaimed_running_tasks_without_nodes_reserve_the_freest_nodes():
-    """Where the nodes are not known (the reactor's in-flight attempts), an unclaimed
-    gang is taken off the nodes with the most free GPUs, as Ray would place it."""
-    r = RunningTask(task_id="r", demand=Demand(nnodes=2, n_gpus_per_node=4, cpus_per_node=4), claimed=False)
-    d = decide([task("a", gpus=8)], [r], cap(4, 8, 8), NOW, PolicyConfig())[0]
-    assert isinstance(d, Defer) and d.free_gpus_per_node == (4, 4, 4)
-    d = decide([task("a", gpus=6)], [r], cap(4, 8, 10), NOW, PolicyConfig())[0]
-    assert isinstance(d, Admit) and d.node_ids == ("n02",)  # 10 - 4 = 6 left there
-
-
 def msgspec_replace(obj, **changes):
     import msgspec
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from argus.config import SchedulerConfig
 from argus.events import NodeCapacity
-from argus.reactor.admission import plan_admissions
+from argus.scheduler.core import plan_admissions
 from argus.scheduler import POLICIES
 from argus.scheduler.queue import FairView, QueueCursor, queue_page, queue_position, read_queue
 from argus.store import migrate

@@ -3,9 +3,8 @@ reactor (SQLite store with its projections, ``Commands`` to submit, ``FakeRay`` 
 cluster, one clock) gives, through ``load_history`` and ``simulate`` under the same policy,
 the same start time for every task.
 
-The clock moves in 20 s steps, past the reactor's settle time (an attempt is held back
-from Ray's free counts for ``SETTLE_S`` after it is seen running; the simulator has no such
-lag), jobs run as soon as they are admitted and are seen running at once, and tasks take
+The clock moves in 20 s steps (the reactor's ledger holds an ended attempt's resources
+until it next observes Ray: hence two turns before the jobs start), jobs run as soon as they are admitted and are seen running at once, and tasks take
 whole multiples of a step, so both see the same instants. Shapes are
 whole nodes or half nodes, so FakeRay's first-fit placement and the policy's best fit
 leave the same free nodes.
@@ -20,14 +19,12 @@ import pytest
 
 from argus.lifecycle import TaskState
 from argus.rayjobs import submission_id_for
-from argus.reactor.admission import SETTLE_S
 from argus.service.auth import Principal
 from argus.sim.engine import simulate
 from argus.sim.history import load_history
 from tests.reactor.test_turn_on_fake import make_world
 
 STEP = 20.0
-assert STEP > SETTLE_S
 
 # (arrival step, user, nnodes, GPUs per node, priority, run time in steps)
 WORKLOAD = [
@@ -63,7 +60,7 @@ async def test_from_db_gives_the_starts_the_reactor_made(tmp_path: Path, policy:
                             f"trainer.nnodes={nnodes} trainer.n_gpus_per_node={gpus}\n")
                     who = Principal(user_id=user, is_admin=False, disabled=False)
                     runtime[(await w.commands.submit(who, spec)).task_id] = steps * STEP
-            await w.turn()
+            await w.turn(2)  # the ends are recorded, then observed given back: admissions follow
             for task_id in runtime:
                 view = await w.view(task_id)
                 if task_id not in started and view.attempts:

@@ -35,6 +35,7 @@ export async function render(main, _params, ctx) {
           h("th", { scope: "col", class: "col-role" }, "Role"),
           h("th", { scope: "col" }, "GPUs"),
           h("th", { scope: "col" }, "CPUs"),
+          h("th", { scope: "col", title: "GPUs and CPUs of the gangs Argus admitted here, held until Ray gives them back" }, "Committed"),
           h("th", { scope: "col", class: "col-seen" }, "Last seen"))),
         tbody))),
     head);
@@ -50,6 +51,9 @@ export async function render(main, _params, ctx) {
     }
     const nodes = c.nodes || [];
     const freeG = nodes.reduce((s, n) => s + (n.free_gpus || 0), 0);
+    const ledger = Object.fromEntries((c.ledger || []).map((l) => [l.node_id, l]));
+    const committedG = (c.ledger || []).reduce((s, l) => s + (l.committed_gpus || 0), 0);
+    const admissibleG = (c.ledger || []).reduce((s, l) => s + (l.admissible_gpus || 0), 0);
     const totalG = nodes.reduce((s, n) => s + (n.total_gpus || 0), 0);
     replace(summary,
       c.reachable === false
@@ -57,7 +61,9 @@ export async function render(main, _params, ctx) {
         : null,
       dl([
         ["Worker nodes", String(nodes.filter((n) => !n.is_head).length)],
-        ["GPUs free", `${fmtNum(freeG)} of ${fmtNum(totalG)}`],
+        ["GPUs free (Ray)", `${fmtNum(freeG)} of ${fmtNum(totalG)}`],
+        ["GPUs committed", fmtNum(committedG)],
+        ["GPUs admissible", fmtNum(admissibleG)],
         ["Observed", timeEl(c.observed_at)],
       ], "facts facts-row"));
     const headIp = c.head && (c.head.ip || c.head.node_ip || c.head.host);
@@ -69,6 +75,9 @@ export async function render(main, _params, ctx) {
         h("td", { class: "col-role" }, isHead ? "head (runs no training)" : "worker"),
         h("td", {}, usage(n.free_gpus, n.total_gpus, "GPUs")),
         h("td", {}, usage(n.free_cpus, n.total_cpus, "CPUs")),
+        h("td", { class: "col-committed" }, ledger[n.node_id]
+          ? `${fmtNum(ledger[n.node_id].committed_gpus)} GPUs, ${fmtNum(ledger[n.node_id].committed_cpus)} CPUs`
+          : "—"),
         h("td", { class: "col-seen" }, timeEl(n.last_seen ?? n.observed_at ?? c.observed_at)));
     });
     if (c.head && !nodes.some((n) => n.is_head)) {
@@ -76,10 +85,10 @@ export async function render(main, _params, ctx) {
         h("td", { class: "mono" }, "head", h("span", { class: "tag tag-head" }, "head")),
         h("td", { class: "mono" }, headIp || c.head.address || ""),
         h("td", { class: "col-role" }, "head (runs no training)"),
-        h("td", {}, "—"), h("td", {}, "—"),
+        h("td", {}, "—"), h("td", {}, "—"), h("td", {}, "—"),
         h("td", { class: "col-seen" }, timeEl(c.head.updated_at))));
     }
-    replace(tbody, rows.length ? rows : h("tr", {}, h("td", { colspan: 6, class: "empty" }, "No nodes seen.")));
+    replace(tbody, rows.length ? rows : h("tr", {}, h("td", { colspan: 7, class: "empty" }, "No nodes seen.")));
     replace(head, h("h2", { id: "head-h" }, "Head discovery record"),
       c.head ? [dl([
         ["Address", c.head.address || c.head.gcs_address || headIp || ""],

@@ -1,0 +1,108 @@
+"""The one decision core of admission: (what the log says, what Ray was seen to have, now)
+→ which tasks start where, which wait and why, which are stopped for whom.
+
+The reactor calls it every turn with the state it folded from the log and the cluster it
+has just observed; ``argus sim`` calls it with the state it folded from its own events and
+its fake cluster on a virtual clock. Pure: no database, no clock, no Ray. The policy's view
+is built in ``argus.scheduler.inputs`` (the ledger's capacity, the tasks), the decisions
+come from ``argus.scheduler.policy``, and are sorted here into what the caller does.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from collections.abc import Mapping, Sequence
+
+from argus.config import SchedulerConfig
+from argus.events import NodeCapacity
+from argus.scheduler.inputs import policy_inputs
+from argus.scheduler.ledger import Commitment
+from argus.scheduler.model import Admit, Defer, PolicyConfig, Preempt
+from argus.scheduler.policy import decide
+from projections import TaskView
+from projections.runtime_stats import RuntimeHistory
+
+__all__ = ["AdmissionPlan", "Observed", "plan_admissions", "plan_expires_at"]
+
+
+class Observed(msgspec.Struct, frozen=True, kw_only=True):
+    """What the caller knows of the cluster beyond the log's tasks and Ray's count: when each
+    node's unbroken run of observations began (None: every node admits); ended attempts
+    no observation has been recorded after yet (the ledger still holds them)."""
+
+    seen_since: Mapping[str, float] | None = None
+    releasing: Sequence[Commitment] = ()
+
+
+class AdmissionPlan(msgspec.Struct, frozen=True):
+    admitted: list[TaskView]
+    deferrals: list[tuple[TaskView, Defer]]
+    notes: dict[str, str] = {}  # task id -> why an admitted task may pass a reservation
+    preemptions: list[tuple[TaskView, Preempt]] = []  # running tasks to stop, and for whom
+    expires_at: float = float("inf")  # plan_expires_at: until then the same inputs give this plan
+    placed: dict[str, tuple[str, ...]] = {}  # task id -> the nodes its gang was admitted onto
+
+
+def plan_expires_at(waiting: Sequence[TaskView], now: float, observed: Observed | None = None,
+                    settle_s: float = 0.0) -> float:
+    """The first instant after ``now`` at which the clock alone could change a plan made
+    now: a retry's backoff ends, or a node settles. Until then, the same tasks, attempts
+    and observation give the same plan."""
+    instants = [t.next_run_at for t in waiting if t.next_run_at is not None and t.next_run_at > now]
+    if observed is not None and observed.seen_since is not None:
+        instants += [at for since in observed.seen_since.values() if (at := since + settle_s) > now]
+    return min(instants, default=float("inf"))
+
+
+def plan_admissions(
+    *,
+    waiting: Sequence[TaskView],
+    active: Sequence[TaskView],
+    capacity: Sequence[NodeCapacity] | None,
+    now: float,
+    config: SchedulerConfig,
+    driver_cpus: float = 0.0,
+    runtimes: RuntimeHistory | None = None,
+    usage: dict[str, float] | None = None,
+    observed: Observed | None = None,
+) -> AdmissionPlan:
+    """Run the configured policy over the waiting tasks (in its ``queue_order``) and sort its decisions
+    into admissions and deferrals. ``driver_cpus`` (the job driver's ``entrypoint_num_cpus``)
+    is added to every task's per-node CPUs: the driver lands on one of the task's nodes,
+    and which one is Ray's choice. ``runtimes``: the history behind each task's expected
+    run time (its time limit first; ``config.default_runtime_s`` last). ``observed``: when
+    ``capacity`` was taken, the nodes' settling and the ledger's releases (None: a bare
+    count, every node settled: ETAs and tests)."""
+    by_id = {t.task_id: t for t in waiting}
+    seen = observed or Observed()
+    queue, running, snapshot = policy_inputs(
+        waiting=waiting, active=active, capacity=capacity, now=now, config=config, driver_cpus=driver_cpus,
+        runtimes=runtimes, releasing=seen.releasing, seen_since=seen.seen_since)
+    decisions = decide(queue, running, snapshot, now, PolicyConfig.from_scheduler(config, usage=usage or {}))
+    admitted: list[TaskView] = []
+    deferrals: list[tuple[TaskView, Defer]] = []
+    notes: dict[str, str] = {}
+    preemptions: list[tuple[TaskView, Preempt]] = []
+    placed: dict[str, tuple[str, ...]] = {}
+    victims = {t.task_id: t for t in active}
+    for decision in decisions:
+        if isinstance(decision, Preempt):
+            preemptions.append((victims[decision.task_id], decision))
+            continue
+        task = by_id[decision.task_id]
+        if isinstance(decision, Admit):
+            admitted.append(task)
+            placed[task.task_id] = decision.node_ids
+            if decision.note:
+                notes[task.task_id] = decision.note
+        elif isinstance(decision, Defer) and decision.reason != "retry_backoff":
+            # A retry's wait is already recorded by RetryScheduled.
+            deferrals.append((task, decision))
+    # Reservations also move when a running task passes its expected end.
+    ends = [r.expected_end for r in running if r.expected_end is not None and r.expected_end > now]
+    expires = min([plan_expires_at(waiting, now, seen, config.node_settle_s), *ends])
+    return AdmissionPlan(admitted=admitted, deferrals=deferrals, notes=notes, expires_at=expires,
+                         preemptions=preemptions, placed=placed)
+
+

@@ -1,0 +1,37 @@
+"""``GET /cluster`` shows the ledger next to Ray's count: a task admitted onto a node holds
+its gang there (with its driver's CPUs) even while Ray still says every GPU is free."""
+
+from __future__ import annotations
+
+import time
+
+from argus.events import AttemptStarting, CapacityObserved, EventMeta, NodeCapacity, cluster_stream, task_stream
+from argus.rayjobs import build_submission
+from argus.store import AppendBatch
+from tests.api.conftest import ADVANCED, Env, put_dataset
+
+
+async def test_cluster_shows_what_is_committed_next_to_rays_free_count(env: Env) -> None:
+    put_dataset(env.shared, "alice")
+    nodes = [NodeCapacity(node_id=f"n{i}", ip=f"10.0.0.{i}", total_gpus=4, free_gpus=4, total_cpus=32,
+                          free_cpus=32) for i in range(2)]
+    await env.store.append_batches([AppendBatch(stream=cluster_stream, expected_version=None,
+                                                events=[CapacityObserved(nodes=nodes, observed_at=time.time())])])
+    r = await env.client.post("/api/v2/tasks", headers=env.h("alice"), content=ADVANCED.replace(
+        "n_gpus_per_node: 1", "n_gpus_per_node: 3").replace("trainer.n_gpus_per_node=1", "trainer.n_gpus_per_node=3"))
+    assert r.status_code == 201, r.text
+    task_id = r.json()["task_id"]
+    payload = build_submission(task_id=task_id, attempt_no=1, user="alice", command="true", config=env.config)
+    await env.store.append(task_stream(task_id), None, [AttemptStarting(
+        task_id=task_id, attempt_no=1, submission_id=payload.submission_id, payload=payload,
+        decided_at=time.time(), node_ids=["n1"], node_ips=["10.0.0.1"])], owner="alice",
+        meta=EventMeta(actor="reactor:test"))
+
+    body = (await env.client.get("/api/v2/cluster", headers=env.h("bob"))).json()
+    ledger = {n["node_id"]: n for n in body["ledger"]}
+    driver = env.config.entrypoint_num_cpus
+    assert ledger["n0"] == {"node_id": "n0", "committed_gpus": 0.0, "committed_cpus": 0.0,
+                            "admissible_gpus": 4.0, "admissible_cpus": 32.0}
+    assert ledger["n1"]["committed_gpus"] == 3.0 and ledger["n1"]["committed_cpus"] == 3 * 3 + 1 + driver
+    assert ledger["n1"]["admissible_gpus"] == 1.0  # Ray says 4 free; 3 are promised
+    assert [n["free_gpus"] for n in body["nodes"]] == [4.0, 4.0]  # Ray's count, as observed
