@@ -120,6 +120,10 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # admits nothing until it has been observed this long without a break: a raylet that
     # is still registering must not be handed a gang (argus.scheduler.ledger).
     node_settle_s: float = 2.0
+    # Where a gang goes among the nodes that fit it: "bestfit" (fewest free GPUs left), or
+    # "fragmentation" (argus.scheduler.fragmentation; it lost to best-fit on the trace:
+    # for ``argus sim`` comparisons).
+    placement: Literal["bestfit", "fragmentation"] = "bestfit"
     # Wait reasons recorded per turn, front of the queue first; the rest follow in the
     # next turns (which come at once). Each is a task event with its projections (~50 µs):
     # 10,000 arrivals would otherwise hold one turn, and every admission, for half a second.

@@ -81,8 +81,13 @@ class RuntimeHistory:
                  buckets: dict[RunKey, dict[int, int]] | None = None) -> None:
         self.sums: dict[RunKey, tuple[int, float]] = dict(sums or {})
         self.buckets: dict[RunKey, dict[int, int]] = {k: dict(v) for k, v in (buckets or {}).items()}
+        # Each key's estimate, until its next run is added: a turn (and each instant of
+        # ``argus sim``) asks for every waiting task's, and the median sorts the buckets.
+        self._expected: dict[tuple[RunKey, float], tuple[float, str]] = {}
 
     def add(self, key: RunKey, seconds: float) -> None:
+        if self._expected:
+            self._expected = {k: v for k, v in self._expected.items() if k[0] != key}
         n, total = self.sums.get(key, (0, 0.0))
         self.sums[key] = (n + 1, total + seconds)
         counts = self.buckets.setdefault(key, {})
@@ -111,10 +116,14 @@ class RuntimeHistory:
 
     def expected(self, key: RunKey, default_s: float) -> tuple[float, str]:
         """The median of ``key``'s earlier runs, else ``default_s``; and which it is."""
+        known = self._expected.get((key, default_s))
+        if known is not None:
+            return known
         found = self.median(key)
-        if found is not None:
-            return found[0], f"the median of {found[1]} earlier run(s)"
-        return default_s, "the configured default"
+        answer = (found[0], f"the median of {found[1]} earlier run(s)") if found is not None else (
+            default_s, "the configured default")
+        self._expected[(key, default_s)] = answer
+        return answer
 
 
 class RuntimeStatsProjection(EntityProjection[TaskView]):

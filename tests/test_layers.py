@@ -5,9 +5,16 @@ Layers, lowest first (docs/architecture.md draws them):
 events → store → projections → scheduler → reactor/service → api/cli.
 Modules outside the line sit where their imports put them (``LAYERS`` below); a new
 top-level module must be placed here, or the test says so.
+
+``argus.scheduler`` is also pure (DESIGN.md §5): no module of it imports ``sqlite3``,
+reads a clock or imports a projection's reader; ``test_the_scheduler_is_pure`` reads its
+source for that, since the import graph cannot see a call of ``time.time()``.
 """
 
 from __future__ import annotations
+
+import ast
+from pathlib import Path
 
 import grimp
 import pytest
@@ -19,7 +26,7 @@ LAYERS: list[set[str]] = [
     {"argus.store"},
     {"projections"},
     {"argus.scheduler", "argus.taskspec", "argus.nodepool", "argus.guardian", "argus.examples"},
-    {"argus.rayjobs"},
+    {"argus.rayjobs", "argus.views"},
     {"argus.reactor", "argus.service", "argus.replay", "argus.sim"},
     {"argus.api", "argus.driver"},
     {"argus.cli"},
@@ -28,6 +35,8 @@ LAYERS: list[set[str]] = [
 # Sideways imports within one layer that are part of the design (the importer first).
 ALLOWED_SIDEWAYS = {
     ("argus.taskspec", "argus.scheduler"),  # a spec's demand is checked against the cluster shape
+    # the simulator runs the reactor's own state fold and decision core (one decision core)
+    ("argus.sim", "argus.reactor"),
 }
 # procs reaches nodepool's port helpers lazily; nodepool is infrastructure below rayjobs.
 ALLOWED_UPWARD = {("argus.procs", "argus.nodepool")}
@@ -140,3 +149,105 @@ def import_cycles(graph: grimp.ImportGraph) -> list[list[str]]:
 def test_the_layer_table_knows_every_package(graph: grimp.ImportGraph) -> None:
     for module in graph.modules:
         _layer(_unit(module))
+
+
+SCHEDULER = Path(__file__).resolve().parents[1] / "argus" / "scheduler"
+# Calls that read a clock. ``time.strftime``/``time.gmtime`` of a given time stay allowed:
+# they format, they do not read the clock.
+CLOCKS = {("time", "time"), ("time", "time_ns"), ("time", "monotonic"), ("time", "monotonic_ns"),
+          ("time", "perf_counter"), ("time", "perf_counter_ns"),
+          ("datetime", "now"), ("datetime", "utcnow"), ("datetime", "today"), ("date", "today")}
+
+
+def impurities(source: str, where: str = "<source>") -> list[str]:
+    """What makes a scheduler module impure: importing ``sqlite3``, ``from time import``
+    (a clock imported by name could be called unseen), a call of a clock, or importing a
+    projection's reader (a ``projections.*_read`` module, a ``read_*`` function, or
+    anything of ``projections.cluster`` but its types)."""
+    found = []
+    for node in ast.walk(ast.parse(source, where)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "sqlite3":
+                    found.append(f"{where}:{node.lineno}: import {alias.name}")
+                elif _is_reader_module(alias.name):
+                    found.append(f"{where}:{node.lineno}: import {alias.name} (a projection's reader)")
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None:
+            module = node.module
+            if module.split(".")[0] == "sqlite3":
+                found.append(f"{where}:{node.lineno}: from {module} import ...")
+            elif module == "time":
+                found.append(f"{where}:{node.lineno}: from time import ...")
+            elif module.split(".")[0] == "projections":
+                for alias in node.names:
+                    if (_is_reader_module(module) or alias.name.startswith("read_")
+                            or (module == "projections.cluster" and not alias.name[:1].isupper())):
+                        found.append(f"{where}:{node.lineno}: from {module} import {alias.name} (a reader)")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and isinstance(node.func.value, ast.Name) and (node.func.value.id, node.func.attr) in CLOCKS):
+            found.append(f"{where}:{node.lineno}: {node.func.value.id}.{node.func.attr}() reads the clock")
+    return found
+
+
+def _is_reader_module(module: str) -> bool:
+    """``projections.tasks_read`` and its kind: modules of nothing but database readers."""
+    return module.startswith("projections.") and module.split(".")[-1].endswith("_read")
+
+
+def test_the_scheduler_is_pure() -> None:
+    """Same inputs, same decisions: the scheduler reads no database and no clock (the time
+    is handed in); what reads the projections for it lives in ``argus.views``."""
+    modules = sorted(SCHEDULER.rglob("*.py"))
+    assert modules, f"no modules under {SCHEDULER}"
+    found = [o for path in modules
+             for o in impurities(path.read_text(), str(path.relative_to(SCHEDULER.parents[1])))]
+    assert not found, "argus/scheduler is not pure:\n" + "\n".join(found)
+
+
+def test_the_purity_check_can_fail() -> None:
+    """Each kind of impurity, planted in a source string, is found; formatting a given
+    time and importing a projection's types are not impurities."""
+    planted = "\n".join([
+        "import sqlite3",
+        "from sqlite3 import Connection",
+        "from time import monotonic",
+        "import time",
+        "from projections.tasks_read import tasks_in_states",
+        "from projections.usage import read_usage",
+        "from projections.cluster import ClusterView, read_cluster",
+        "def f():",
+        "    return time.time(), time.monotonic(), time.perf_counter(), time.strftime('%H', time.gmtime(0))",
+    ])
+    found = impurities(planted)
+    assert len(found) == 9, found
+    assert not impurities("import time\nfrom projections import TaskView\nfrom projections.cluster import ClusterView\n"
+                          "x = time.strftime('%H:%M', time.gmtime(0))\n")
+
+
+# The decision core and the simulator are read far more than they are written: a function
+# that does not fit on a screen hides which stage decides what (issue 34 split a 133-line
+# pass into stages).
+MAX_FUNCTION_LINES = 60
+
+
+def long_functions(source: str, where: str = "<source>") -> list[str]:
+    """Functions (methods and nested ones too) longer than ``MAX_FUNCTION_LINES``, from
+    their ``def`` line to their last line."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            if lines > MAX_FUNCTION_LINES:
+                found.append(f"{where}:{node.lineno}: {node.name} has {lines} lines")
+    return found
+
+
+def test_no_function_of_the_scheduler_or_the_simulator_is_over_60_lines() -> None:
+    found = [o for package in (SCHEDULER, SCHEDULER.parent / "sim") for path in sorted(package.rglob("*.py"))
+             for o in long_functions(path.read_text(), str(path.relative_to(SCHEDULER.parents[1])))]
+    assert not found, "split these into stages:\n" + "\n".join(found)
+
+
+def test_the_length_check_can_fail() -> None:
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    assert long_functions(f"def f():\n{body}\n") and not long_functions("def f():\n    return 1\n")

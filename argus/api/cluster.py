@@ -21,9 +21,9 @@ from argus.api.schemas import ClusterOut, NodeLedgerOut, QueuePage
 from argus.lifecycle import TaskState
 from argus.scheduler.inputs import commitments
 from argus.scheduler.ledger import admissible
-from argus.scheduler.queue import QueueCursor, fair_view, queue_page
-from argus.scheduler.standing import Standing, read_standing
 from argus.service import Principal
+from argus.views.queue import QueueCursor, fair_view, queue_page
+from argus.views.standing import Standing, read_standing
 from projections import TaskView
 from projections.cluster import ClusterView, read_cluster
 from projections.tasks_read import tasks_in_states

@@ -22,9 +22,9 @@ from argus.scheduler import PolicyConfig
 from argus.scheduler.eta import DEFAULT_HORIZON, DEFAULT_LIMIT, estimate_starts
 from argus.scheduler.inputs import policy_inputs, with_driver
 from argus.scheduler.model import QueuedTask
-from argus.scheduler.queue import fair_view, queue_page
 from argus.store import EventStore
 from argus.store.dbfile import read_transaction
+from argus.views.queue import fair_view, queue_page
 from projections.cluster import read_cluster
 from projections.queue import QueueEntry
 from projections.runtime_stats import RunKey, RuntimeHistory, read_runtime_history

@@ -27,8 +27,8 @@ from argus.api.streams import EventStream
 from argus.events import TaskSubmitted, task_stream
 from argus.lifecycle import TaskState
 from argus.rayjobs.submission import job_dir
-from argus.scheduler.queue import fair_view, queue_position
 from argus.service import CommandError, Principal
+from argus.views.queue import fair_view, queue_position
 from projections.tasks_read import PageCursor, summarize, task_page
 
 __all__ = ["TasksController", "read_document"]

@@ -50,11 +50,14 @@ __all__ = ["sim"]
 @click.option("--estimates", type=click.Choice(["history", "exact"]), default="history", show_default=True,
               help="Run times the policies are told: the user's history (Argus's), or the real ones "
                    "(as exact time limits would give: the ETA error left is the policy's own).")
+@click.option("--placement-lag", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Seconds from a job's start to its gang's placement (verl reserves its GPUs after "
+                   "loading its models): Ray's free count lags that long, and the ledger holds the gang.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None, policies: tuple[str, ...], backfill: bool, nodes_subset: int | None,
         load: float | None, gang_mix: str | None, limit: int | None, priority_mix: str | None,
         preemptible: float, preemption: bool, seed: int, fgd: bool, eta_every: int, placement: str, estimates: str,
-        as_json: bool) -> None:
+        placement_lag: float, as_json: bool) -> None:
     """Run a trace through the scheduler's own policies on a virtual clock and compare
     waits, utilisation and fairness (docs/scheduling.md)."""
     from argus.scheduler import POLICIES
@@ -92,7 +95,7 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
         _fgd(trace, seed, as_json)
         return
     results = [measure(simulate(trace, p, backfill=backfill, eta_every=eta_every, preemption=preemption,
-                                placement=placement, estimates=estimates))
+                                placement=placement, estimates=estimates, placement_lag_s=placement_lag))
                for p in chosen]
     skipped = {"no_gpu": trace.skipped_no_gpu, "no_runtime": trace.skipped_no_runtime,
                "never_fits_the_cluster": trace.skipped_too_big}

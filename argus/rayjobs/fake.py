@@ -122,9 +122,18 @@ class FakeRay:
         clock: Callable[[], float] = time.time,
         demand_of: Callable[[SubmissionPayload], Demand | None] = demand_from_payload,
         placement_lag_s: float = 0.0,
+        stop_grace_s: float = 0.0,
     ) -> None:
         self.nodes: list[NodeCapacity] = sorted(nodes, key=lambda n: n.node_id)
         self.placement_lag_s = placement_lag_s
+        self.stop_grace_s = stop_grace_s  # from ``stop`` to the end (Ray's SIGTERM, then kill)
+        # Jobs holding resources, waiting for their gang's placement, or being stopped: a
+        # cluster that ran thousands of jobs (``argus sim``) is counted over these only.
+        self._holding: set[str] = set()
+        self._lagging: set[str] = set()
+        self._stopping: dict[str, float] = {}  # submission id -> when its stop ends it
+        self._held_version = 0
+        self._free: tuple[tuple[int, int], list[NodeCapacity]] | None = None
         self.placement_failures: list[str] = []  # jobs whose gang did not fit when it was due
         self.joined_at: dict[str, float] = {n.node_id: clock() for n in self.nodes}
         self.clock = clock
@@ -157,20 +166,26 @@ class FakeRay:
 
     async def status(self, submission_id: str) -> JobObservation | None:
         self._enter("status", submission_id)
+        self._place_due()
         job = self.jobs.get(submission_id)
         return None if job is None else job.observe()
 
     async def statuses(self, submission_ids: Collection[str]) -> dict[str, JobObservation | None]:
         self._enter("statuses", ",".join(sorted(submission_ids)))
+        self._place_due()
         return {sid: (None if (job := self.jobs.get(sid)) is None else job.observe()) for sid in submission_ids}
 
     async def stop(self, submission_id: str) -> bool:
-        """Stops at once (real Ray takes a moment: the next ``status`` may still say RUNNING)."""
+        """Stops at once, or ``stop_grace_s`` later (real Ray takes a moment: the next
+        ``status`` may still say RUNNING)."""
         self._enter("stop", submission_id)
         job = self.jobs.get(submission_id)
         if job is None or job.status.is_terminal():
             return False
-        self._end(job, S.STOPPED, _STOPPED_MSG)
+        if self.stop_grace_s > 0 and job.status is S.RUNNING:
+            self._stopping.setdefault(submission_id, self.clock() + self.stop_grace_s)
+        else:
+            self._end(job, S.STOPPED, _STOPPED_MSG)
         return True
 
     async def logs_tail(self, submission_id: str, max_bytes: int = 65_536) -> str:
@@ -211,11 +226,18 @@ class FakeRay:
     def set_nodes(self, nodes: Iterable[NodeCapacity]) -> None:
         """Nodes joined or left. What jobs hold on a node that left is no longer counted."""
         self.nodes = sorted(nodes, key=lambda n: n.node_id)
+        self._changed()
+
+    def changes_due(self) -> list[float]:
+        """When this Ray changes by itself: stops whose grace ends, gangs placed late."""
+        return [*self._stopping.values(),
+                *(job.place_at for sid in self._lagging if (job := self.jobs[sid]).place_at is not None)]
 
     def lose_node(self, node_id: str) -> None:
         """The node died: it leaves, and every job holding resources there fails."""
         self.nodes = [n for n in self.nodes if n.node_id != node_id]
         self.joined_at.pop(node_id, None)
+        self._changed()
         for sid, job in self.jobs.items():
             if node_id in job.held and not job.status.is_terminal():
                 self.fail(sid, f"The node {node_id} running this job's actors died unexpectedly.",
@@ -225,6 +247,7 @@ class FakeRay:
         """A node (re)joins: pass a new ``node_id`` for a restarted raylet."""
         self.nodes = sorted([*(n for n in self.nodes if n.node_id != node.node_id), node], key=lambda n: n.node_id)
         self.joined_at[node.node_id] = self.clock()
+        self._changed()
 
     def free_nodes(self) -> list[NodeCapacity]:
         """The nodes as ``capacity`` reports them: baseline free less what jobs hold."""
@@ -232,8 +255,11 @@ class FakeRay:
         return self._free_now()
 
     def _free_now(self) -> list[NodeCapacity]:
+        # Made again only when what jobs hold, or the nodes, changed (``_changed``).
+        if self._free is not None and self._free[0] == (len(self.nodes), self._held_version):
+            return list(self._free[1])
         used: dict[str, tuple[float, float]] = {}
-        for job in self.jobs.values():
+        for job in (self.jobs[sid] for sid in self._holding):
             for node_id, (gpus, cpus) in job.held.items():
                 g, c = used.get(node_id, (0.0, 0.0))
                 used[node_id] = (g + gpus, c + cpus)
@@ -243,7 +269,12 @@ class FakeRay:
             out.append(NodeCapacity(node_id=node.node_id, ip=node.ip, total_gpus=node.total_gpus,
                                     free_gpus=node.free_gpus - g, total_cpus=node.total_cpus,
                                     free_cpus=node.free_cpus - c))
-        return out
+        self._free = ((len(self.nodes), self._held_version), out)
+        return list(out)
+
+    def _changed(self) -> None:
+        """What jobs hold, or the nodes, changed: the free counts are made again."""
+        self._held_version += 1
 
     # ------------------------------------------------------------------ controls: one job
     def job(self, submission_id: str) -> FakeJob:
@@ -265,6 +296,7 @@ class FakeRay:
             raise ValueError(f"{submission_id} is {job.status.value}, not PENDING")
         if self.placement_lag_s > 0:  # its gang is placed later (``_place_due``)
             job.place_at = self.clock() + self.placement_lag_s
+            self._lagging.add(submission_id)
             job.driver_node_id = self.nodes[0].node_id if self.nodes else None
             job.status, job.message = S.RUNNING, "Job is currently running."
             return job
@@ -272,6 +304,8 @@ class FakeRay:
         if placement is None:
             raise DoesNotFit(f"{submission_id}: {job.demand} does not fit {self.free_nodes()}")
         job.held = placement
+        self._holding.add(submission_id)
+        self._changed()
         job.driver_node_id = next(iter(placement), None)
         job.status, job.message = S.RUNNING, "Job is currently running."
         return job
@@ -315,6 +349,10 @@ class FakeRay:
     def forget(self, submission_id: str) -> None:
         """Ray lost the job (a head restarted without its GCS state): ``status`` says None."""
         del self.jobs[submission_id]
+        self._changed()
+        for tracked in (self._holding, self._lagging):
+            tracked.discard(submission_id)
+        self._stopping.pop(submission_id, None)
 
     # ------------------------------------------------------------------ inside
     def _enter(self, method: str, submission_id: str) -> None:
@@ -331,21 +369,34 @@ class FakeRay:
         job.end_time = self.clock()
         job.held = {}
         job.place_at = None
+        sid = job.payload.submission_id
+        self._holding.discard(sid)
+        self._lagging.discard(sid)
+        self._stopping.pop(sid, None)
+        self._changed()
         return job
 
     def _place_due(self) -> None:
-        """Place the gangs whose placement lag is over, in the order they became due."""
-        due = sorted((job.place_at, sid) for sid, job in self.jobs.items()
-                     if job.place_at is not None and job.place_at <= self.clock())
+        """End the stops whose grace is over; place the gangs whose placement lag is over,
+        in the order they became due."""
+        now = self.clock()
+        for sid, at in sorted(self._stopping.items(), key=lambda item: (item[1], item[0])):
+            if at <= now:
+                self._end(self.jobs[sid], S.STOPPED, _STOPPED_MSG)
+        due = sorted((job.place_at, sid) for sid in self._lagging
+                     if (job := self.jobs[sid]).place_at is not None and job.place_at <= now)
         for _, sid in due:
             job = self.jobs[sid]
             job.place_at = None
+            self._lagging.discard(sid)
             placement = self._placement(job)
             if placement is None:
                 self.placement_failures.append(sid)
                 job.pending_pgs = ["global_pool:0"]  # verl >= 0.6 waits for it without a timeout
             else:
                 job.held = placement
+                self._holding.add(sid)
+                self._changed()
 
     def _placement(self, job: FakeJob) -> dict[str, tuple[float, float]] | None:
         """node id -> (GPUs, CPUs) for the gang's nodes, the driver's CPUs on the first: on

@@ -22,6 +22,8 @@ import time
 import uuid
 from typing import Callable
 
+import msgspec
+
 from argus.config import ArgusConfig
 from argus.events import (
     AttemptPreempted,
@@ -44,7 +46,7 @@ from argus.events import (
 )
 from argus.lifecycle import AttemptStatus, TaskState
 from argus.rayjobs import RayPort, RayUnavailable
-from argus.scheduler.core import Observed, plan_admissions
+from argus.reactor.plan import Classify, attempt_step, plan_turn, wait_news
 from argus.reactor.attempts import outcome_events
 from argus.reactor.classify import classify_failure
 from argus.scheduler import Preempt
@@ -53,7 +55,6 @@ from argus.reactor.watchdog import PlacementWatchdog
 from argus.reactor.state import ReactorState
 from argus.store import AppendBatch, ConcurrencyConflict, EventStore, InvariantViolation, LogUnreachable
 from projections import TaskView
-from projections.usage import live_usage
 
 __all__ = ["CRASH_POINTS", "Reactor"]
 
@@ -292,40 +293,21 @@ class Reactor(Submitting):
             except RayUnavailable:
                 self.capacity = None
                 return
-            if observed is None:
-                await self._append(task, outcome_events(
-                    task, ray_status=AttemptStatus.LOST, exit_code=None, kind=FailureKind.CLUSTER_LOST,
-                    evidence=f"Ray has no job {attempt.submission_id} (head restarted or job lost)",
-                    now=now, config=self.sched,
-                ))
-            elif observed.is_terminal:
-                kind: FailureKind | None = None
-                evidence = ""
-                if observed.status != AttemptStatus.SUCCEEDED and attempt.stop_reason:  # we stopped it
-                    kind = (FailureKind.TIME_LIMIT if attempt.time_limit_reached_at is not None
-                            else FailureKind.PREEMPTED if attempt.preempted_by
-                            else FailureKind.INSUFFICIENT_RESOURCES)
-                    evidence = f"{attempt.stop_reason} (Ray: {observed.status})"
-                elif observed.status != AttemptStatus.SUCCEEDED:
-                    try:
-                        tail = await self.gateway.logs_tail(attempt.submission_id)
-                    except RayUnavailable:
-                        tail = ""
-                    kind, evidence = classify_failure(
-                        observed.status, observed.message, tail, observed.driver_exit_code,
-                        error_type=observed.error_type,
-                    )
-                await self._append(task, outcome_events(
-                    task, ray_status=observed.status, exit_code=observed.driver_exit_code,
-                    kind=kind, evidence=evidence, now=now, config=self.sched,
-                ))
-            elif observed.status == AttemptStatus.RUNNING and attempt.ray_status == AttemptStatus.SUBMITTED:
-                driver = observed.driver_node_id or ""
-                await self._append(task, [AttemptRunning(
-                    task_id=task.task_id, attempt_no=attempt.attempt_no,
-                    submission_id=attempt.submission_id, started_at=observed.start_time or now, seen_at=now,
-                    driver_node_id=driver, driver_node_ip=self._ip_of(driver),
-                )])
+            step = attempt_step(task, observed, now, self.sched)
+            if isinstance(step, Classify):  # it failed on its own: why, from its log
+                assert observed is not None
+                try:
+                    tail = await self.gateway.logs_tail(attempt.submission_id)
+                except RayUnavailable:
+                    tail = ""
+                kind, evidence = classify_failure(observed.status, observed.message, tail,
+                                                  observed.driver_exit_code, error_type=observed.error_type)
+                step = outcome_events(task, ray_status=observed.status, exit_code=observed.driver_exit_code,
+                                      kind=kind, evidence=evidence, now=now, config=self.sched)
+            if step and isinstance(step[0], AttemptRunning):
+                step = [msgspec.structs.replace(step[0], driver_node_ip=self._ip_of(step[0].driver_node_id))]
+            if step:
+                await self._append(task, step)
 
     def _ip_of(self, node_id: str) -> str:
         return next((n.ip for n in self.capacity or () if n.node_id == node_id), "")
@@ -394,29 +376,14 @@ class Reactor(Submitting):
         inputs = (self.state.position, None if self.capacity is None else tuple(self.capacity))
         if inputs == self._planned_on and now < self._plan_expires_at:
             return
-        waiting = self.state.waiting()
-        if not waiting:
+        plan = plan_turn(self.state, self.capacity, now, self.sched, self.config.entrypoint_num_cpus)
+        if plan is None:
             return
-        active = self.state.active()
         fair = self.sched.policy == "fairshare"
-        plan = plan_admissions(
-            waiting=waiting, active=active, capacity=self.capacity,
-            now=now, config=self.sched, driver_cpus=self.config.entrypoint_num_cpus, runtimes=self.state.runtimes,
-            usage=self.state.usage.at(now, live_usage(active, now)) if fair else None,
-            observed=Observed(seen_since=self.state.seen_since,
-                              releasing=list(self.state.releasing.values())),
-        )
         # Usage grows with the clock alone: a fair-share order is made again within a minute.
         self._planned_on, self._plan_expires_at = inputs, min(plan.expires_at, now + 60.0) if fair else plan.expires_at
         await self._preempt(plan.preemptions, now)
-        changed = [
-            (task, TaskDeferred(task_id=task.task_id, reason=d.reason, message=d.message, needed=task.demand,
-                                free_gpus_per_node=list(d.free_gpus_per_node), reserved_from=d.reserved_from,
-                                reserved_nodes=list(d.reserved_nodes), decided_at=now))
-            for task, d in plan.deferrals
-            if (task.wait_reason, task.wait_message) != (d.reason, d.message)  # only news is recorded
-        ]
-        await self._defer_all(changed[:self.sched.deferrals_per_turn])
+        await self._defer_all(wait_news(plan, now)[:self.sched.deferrals_per_turn])
         admitted = [self.state.tasks.get(task.task_id) for task in plan.admitted]
         await self._start_attempts([task for task in admitted if task is not None and task.state.is_waiting()],
                                    plan.notes, plan.placed)

@@ -13,7 +13,7 @@ import time
 
 from argus.events import AttemptEnded, CapacityObserved, ClusterUnreachable, NodeCapacity, Recorded
 from argus.lifecycle import AttemptStatus, TaskState
-from argus.scheduler.inputs import with_driver
+from argus.scheduler.inputs import QueueMemo, with_driver
 from argus.scheduler.ledger import Commitment
 from argus.store.dbfile import read_transaction
 from projections import TaskView, evolve_task, projection_checkpoint
@@ -34,6 +34,9 @@ class ReactorState:
         self.driver_cpus = driver_cpus
         self.seen_since: dict[str, float] = {}
         self.releasing: dict[str, Commitment] = {}  # by submission id
+        self.queue_memo = QueueMemo()  # the policy's queue entries, made again only on change
+        # waiting() and active(), until a task event changes a task (a turn asks several times)
+        self._split: tuple[list[TaskView], list[TaskView]] | None = None
         self.tasks: dict[str, TaskView] = {}
         self.position = 0
         self.last_capacity: tuple[NodeCapacity, ...] | None = None
@@ -77,11 +80,13 @@ class ReactorState:
                 self._release_later(before, rec.event)
             if view.state.is_terminal():
                 self.tasks.pop(task_id, None)
+                self._split = None
                 seconds = run_seconds(view) if view.state is TaskState.SUCCEEDED else None
                 if seconds is not None:
                     self.runtimes.add(run_key(view), seconds)
             else:
                 self.tasks[task_id] = view
+                self._split = None
         elif isinstance(rec.event, CapacityObserved):
             self._observed(rec.event)
         elif isinstance(rec.event, ClusterUnreachable):
@@ -109,11 +114,15 @@ class ReactorState:
 
     def waiting(self) -> list[TaskView]:
         """Tasks not yet handed to Ray, in FIFO order (submission position)."""
-        return sorted((t for t in self.tasks.values() if t.state.is_waiting()), key=lambda t: t.seq)
+        return list(self._waiting_and_active()[0])
 
     def active(self) -> list[TaskView]:
         """Tasks that may hold a Ray job (including ones being canceled)."""
-        return [
-            t for t in self.tasks.values()
-            if t.state.holds_ray_job() or t.state is TaskState.CANCELING
-        ]
+        return list(self._waiting_and_active()[1])
+
+    def _waiting_and_active(self) -> tuple[list[TaskView], list[TaskView]]:
+        if self._split is None:
+            tasks = self.tasks.values()
+            self._split = (sorted((t for t in tasks if t.state.is_waiting()), key=lambda t: t.seq),
+                           [t for t in tasks if t.state.holds_ray_job() or t.state is TaskState.CANCELING])
+        return self._split

@@ -16,8 +16,8 @@ import msgspec
 
 from argus.config import SchedulerConfig
 from argus.replay.source import head_position, open_log, resolve_point, scratch_db
-from argus.scheduler.queue import FairView, read_queue
 from argus.store import event_recorded_at, read_transaction
+from argus.views.queue import FairView, read_queue
 from projections import default_projections, rebuild_projections
 from projections.cluster import ClusterAt, NodeAt, cluster_at
 from projections.queue import QueueEntry
@@ -38,7 +38,7 @@ class World(msgspec.Struct, frozen=True, kw_only=True):
     position: int
     recorded_at: float | None  # when the event at ``position`` was recorded
     tasks: list[TaskAt]  # oldest first
-    queue: list[QueueEntry]  # in the policy's order (``argus.scheduler.queue``)
+    queue: list[QueueEntry]  # in the policy's order (``argus.views.queue``)
     running: list[RunningAttempt]
     cluster: ClusterAt
 

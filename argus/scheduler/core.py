@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from argus.config import SchedulerConfig
 from argus.events import NodeCapacity
-from argus.scheduler.inputs import policy_inputs
+from argus.scheduler.inputs import QueueMemo, policy_inputs
 from argus.scheduler.ledger import Commitment
 from argus.scheduler.model import Admit, Defer, PolicyConfig, Preempt
 from argus.scheduler.policy import decide
@@ -33,6 +33,7 @@ class Observed(msgspec.Struct, frozen=True, kw_only=True):
 
     seen_since: Mapping[str, float] | None = None
     releasing: Sequence[Commitment] = ()
+    made: QueueMemo | None = None  # the caller's queue entries from earlier plans (reused)
 
 
 class AdmissionPlan(msgspec.Struct, frozen=True):
@@ -78,7 +79,7 @@ def plan_admissions(
     seen = observed or Observed()
     queue, running, snapshot = policy_inputs(
         waiting=waiting, active=active, capacity=capacity, now=now, config=config, driver_cpus=driver_cpus,
-        runtimes=runtimes, releasing=seen.releasing, seen_since=seen.seen_since)
+        runtimes=runtimes, releasing=seen.releasing, seen_since=seen.seen_since, made=seen.made)
     decisions = decide(queue, running, snapshot, now, PolicyConfig.from_scheduler(config, usage=usage or {}))
     admitted: list[TaskView] = []
     deferrals: list[tuple[TaskView, Defer]] = []

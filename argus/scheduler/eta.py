@@ -49,72 +49,96 @@ def estimate_starts(queue: Sequence[QueuedTask], running: Sequence[RunningTask],
     included), else it is put in ``queue_order``."""
     line = (list(queue) if in_line else queue_order(config.policy, queue))[:limit]
     ahead = line[:horizon]
-    nodes = sorted(capacity.nodes, key=lambda n: n.node_id)
-    ids = [n.node_id for n in nodes]
-    index = {nid: i for i, nid in enumerate(ids)}
-    total = [(n.total_gpus, n.total_cpus) for n in nodes]
-    free = [[n.free_gpus, n.free_cpus] for n in nodes]
-    default = config.default_runtime_s
-    # (time, order, task id, demand, node indices or () when unknown)
-    ends: list[tuple[float, int, str, Demand, tuple[int, ...]]] = []
-    live: dict[str, RunningTask] = {}
-    known = [0.0] * len(ids)  # GPUs in use by tasks whose nodes are known
-    free_now = sum(g for g, _ in free)
-    deltas: list[tuple[float, float]] = []  # (when, GPUs given back (+) or taken (-)) from now on
-    for k, r in enumerate(running):
-        at = expected_end(r.expected_end, r.started_at, now, default)
-        deltas.append((at, float(r.demand.total_gpus)))
-        placed = tuple(index[n] for n in r.node_ids if n in index)
-        for i in placed:
-            known[i] += r.demand.n_gpus_per_node
-        heapq.heappush(ends, (at, k, r.task_id, r.demand, placed))
-        live[r.task_id] = msgspec.structs.replace(r, settled=True)
+    cluster = _Forward(capacity, running, now, config.default_runtime_s)
     wakes = sorted({t.next_run_at for t in ahead if t.next_run_at is not None and t.next_run_at > now})
     waiting = {t.task_id: t for t in ahead}
     starts: dict[str, float] = {}
-    clock, order = now, len(running)
+    clock = now
     for _ in range(_MAX_PASSES):
-        snapshot = Capacity(nodes=tuple(
-            NodeCapacity(node_id=ids[i], ip="", total_gpus=total[i][0], free_gpus=free[i][0],
-                         total_cpus=total[i][1], free_cpus=free[i][1]) for i in range(len(ids))))
-        for d in decide(list(waiting.values()), list(live.values()), snapshot, clock, config):
+        for d in decide(list(waiting.values()), list(cluster.live.values()), cluster.snapshot(), clock, config):
             if not isinstance(d, Admit):
                 continue
             task = waiting.pop(d.task_id)
             starts[task.task_id] = clock
-            picked = tuple(index[n] for n in d.node_ids)
-            for i in picked:
-                free[i][0] -= task.demand.n_gpus_per_node
-                free[i][1] -= task.demand.cpus_per_node
-                known[i] += task.demand.n_gpus_per_node
-            run = task.estimate_s or default
-            live[task.task_id] = RunningTask(task_id=task.task_id, demand=task.demand, user=task.user,
-                                             node_ids=d.node_ids, expected_end=clock + run, started_at=clock)
-            order += 1
-            heapq.heappush(ends, (clock + run, order, task.task_id, task.demand, picked))
-            deltas += [(clock, -float(task.demand.total_gpus)), (clock + run, float(task.demand.total_gpus))]
+            cluster.start(task, d.node_ids, clock)
         if not waiting:
             break
-        next_end = ends[0][0] if ends else None
+        next_end = cluster.ends[0][0] if cluster.ends else None
         wakes = [w for w in wakes if w > clock]
         upcoming = [t for t in (next_end, wakes[0] if wakes else None) if t is not None]
         if not upcoming:
             return starts  # nothing will free anything: the rest never start (by these estimates)
         clock = min(upcoming)
+        cluster.end_until(clock)
+    if waiting:
+        return starts  # the horizon's own tasks did not all start: the rest are past knowing
+    behind = line[len(ahead):]
+    if behind:
+        starts.update(_by_gpu_profile(behind, cluster.free_now, cluster.deltas, cluster.total, now,
+                                      config.default_runtime_s))
+    return starts
+
+
+class _Forward:
+    """The cluster on the forward run's clock: free resources per node (indexed like
+    ``ids``), the tasks running and when each is expected to end, and the free GPUs'
+    changes over time for the coarse estimate past the horizon."""
+
+    def __init__(self, capacity: Capacity, running: Sequence[RunningTask], now: float, default: float) -> None:
+        nodes = sorted(capacity.nodes, key=lambda n: n.node_id)
+        self.ids = [n.node_id for n in nodes]
+        self.index = {nid: i for i, nid in enumerate(self.ids)}
+        self.total = [(n.total_gpus, n.total_cpus) for n in nodes]
+        self.free = [[n.free_gpus, n.free_cpus] for n in nodes]
+        self.default = default
+        # (time, order, task id, demand, node indices or () when unknown)
+        self.ends: list[tuple[float, int, str, Demand, tuple[int, ...]]] = []
+        self.live: dict[str, RunningTask] = {}
+        self.known = [0.0] * len(self.ids)  # GPUs in use by tasks whose nodes are known
+        self.free_now = sum(g for g, _ in self.free)
+        self.deltas: list[tuple[float, float]] = []  # (when, GPUs given back (+) or taken (-)) from now on
+        for k, r in enumerate(running):
+            at = expected_end(r.expected_end, r.started_at, now, default)
+            self.deltas.append((at, float(r.demand.total_gpus)))
+            placed = tuple(self.index[n] for n in r.node_ids if n in self.index)
+            for i in placed:
+                self.known[i] += r.demand.n_gpus_per_node
+            heapq.heappush(self.ends, (at, k, r.task_id, r.demand, placed))
+            self.live[r.task_id] = msgspec.structs.replace(r, settled=True)
+        self.order = len(running)  # entries pushed on ``ends``: equal times go in start order
+
+    def snapshot(self) -> Capacity:
+        """The free resources now, as the policy is given them."""
+        ids, total, free = self.ids, self.total, self.free
+        return Capacity(nodes=tuple(
+            NodeCapacity(node_id=ids[i], ip="", total_gpus=total[i][0], free_gpus=free[i][0],
+                         total_cpus=total[i][1], free_cpus=free[i][1]) for i in range(len(ids))))
+
+    def start(self, task: QueuedTask, node_ids: tuple[str, ...], clock: float) -> None:
+        """``task``, admitted on ``node_ids`` at ``clock``, runs its expected time."""
+        picked = tuple(self.index[n] for n in node_ids)
+        for i in picked:
+            self.free[i][0] -= task.demand.n_gpus_per_node
+            self.free[i][1] -= task.demand.cpus_per_node
+            self.known[i] += task.demand.n_gpus_per_node
+        run = task.estimate_s or self.default
+        self.live[task.task_id] = RunningTask(task_id=task.task_id, demand=task.demand, user=task.user,
+                                              node_ids=node_ids, expected_end=clock + run, started_at=clock)
+        self.order += 1
+        heapq.heappush(self.ends, (clock + run, self.order, task.task_id, task.demand, picked))
+        self.deltas += [(clock, -float(task.demand.total_gpus)), (clock + run, float(task.demand.total_gpus))]
+
+    def end_until(self, clock: float) -> None:
+        """The tasks expected to end by ``clock`` give their resources back."""
+        ends, free, total, known = self.ends, self.free, self.total, self.known
         while ends and ends[0][0] <= clock:
             _, _, task_id, demand, picked = heapq.heappop(ends)
-            live.pop(task_id, None)
+            self.live.pop(task_id, None)
             for i in picked:
                 known[i] -= demand.n_gpus_per_node
             for i in picked or _busiest(free, total, known, demand):
                 free[i][0] = min(total[i][0], free[i][0] + demand.n_gpus_per_node)
                 free[i][1] = min(total[i][1], free[i][1] + demand.cpus_per_node)
-    if waiting:
-        return starts  # the horizon's own tasks did not all start: the rest are past knowing
-    behind = line[len(ahead):]
-    if behind:
-        starts.update(_by_gpu_profile(behind, free_now, deltas, total, now, default))
-    return starts
 
 
 def _by_gpu_profile(behind: Sequence[QueuedTask], free_now: float, deltas: list[tuple[float, float]],

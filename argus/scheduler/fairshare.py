@@ -96,19 +96,47 @@ def fair_order(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now:
     in GPUs (``fair_shares``), given with preemption: work within it comes before the rest.
     ``in_line_order``: ``queue`` is already sorted as ``queue_order("fairshare")`` (the
     policy gets it so from ``decide``): not sorted again."""
-    committed: dict[str, float] = dict(usage)
-    held = held_gpus(running)
-    for r in running:
-        if r.stopping:
-            continue
-        end = expected_end(r.expected_end, r.started_at, now, default_runtime_s)
-        committed[r.user] = committed.get(r.user, 0.0) + r.demand.total_gpus * max(0.0, end - now)
+    committed = _committed(usage, running, now, default_runtime_s)
     later: list[QueuedTask] = []
     ready: list[QueuedTask] = []
     for t in queue:
         (later if t.next_run_at is not None and t.next_run_at > now else ready).append(t)
     if not in_line_order:
         ready = queue_order("fairshare", ready)  # each user's own line: priority, then arrival
+    keys, (first, within, fair_part, borrowing) = _grouped(
+        ready, committed, held_gpus(running), shares=shares, quotas=quotas, fair=fair,
+        default_runtime_s=default_runtime_s)
+    out: list[QueuedTask] = []
+    for group in (first, within, fair_part, borrowing):
+        group.sort()
+        group.sort(key=keys.__getitem__)
+    # Rooms go out in the order they were made (usage breaks ties): one made for a task
+    # given to a later one would leave the first waiting beyond its grace period.
+    first.sort(key=lambda i: ready[i].preempting_since)  # type: ignore[arg-type,return-value]
+    for group in (first, within, fair_part, borrowing):
+        out.extend(map(ready.__getitem__, group))
+    return out + later
+
+
+def _committed(usage: Mapping[str, float], running: Sequence[RunningTask], now: float,
+               default_runtime_s: float) -> dict[str, float]:
+    """Each user's usage plus the GPU-seconds their running tasks (not being stopped) are
+    still expected to take."""
+    committed: dict[str, float] = dict(usage)
+    for r in running:
+        if r.stopping:
+            continue
+        end = expected_end(r.expected_end, r.started_at, now, default_runtime_s)
+        committed[r.user] = committed.get(r.user, 0.0) + r.demand.total_gpus * max(0.0, end - now)
+    return committed
+
+
+def _grouped(ready: list[QueuedTask], committed: Mapping[str, float], held: Mapping[str, float], *,
+             shares: Mapping[str, float], quotas: Mapping[str, float], fair: Mapping[str, float] | None,
+             default_runtime_s: float) -> tuple[list[float], tuple[list[int], list[int], list[int], list[int]]]:
+    """Each task's sort key (by its position in ``ready``), and the positions in the four
+    groups that go in turn: tasks others were stopped for, then within quota, then (with
+    ``fair``) within fair share, then the rest."""
     lines: defaultdict[str, list[int]] = defaultdict(list)  # positions in ready, by user
     for i, t in enumerate(ready):
         lines[t.user].append(i)
@@ -143,13 +171,4 @@ def fair_order(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now:
             else:
                 borrowing.append(i)
             used += gpus * (t.estimate_s or default_runtime_s)
-    out: list[QueuedTask] = []
-    for group in (first, within, fair_part, borrowing):
-        group.sort()
-        group.sort(key=keys.__getitem__)
-    # Rooms go out in the order they were made (usage breaks ties): one made for a task
-    # given to a later one would leave the first waiting beyond its grace period.
-    first.sort(key=lambda i: ready[i].preempting_since)  # type: ignore[arg-type,return-value]
-    for group in (first, within, fair_part, borrowing):
-        out.extend(map(ready.__getitem__, group))
-    return out + later
+    return keys, (first, within, fair_part, borrowing)

@@ -8,14 +8,14 @@ but, per node, the least of Ray's count and the node's total less every gang Arg
 admitted there and not yet seen given back: what Argus promised is never promised twice.
 
 The reactor and the simulator (``argus.scheduler.core``), the API's ETAs and the queue
-shown under ``fairshare`` all build the policy's view here, so they cannot disagree.
+shown under ``fairshare`` (read from the projections in ``argus.views.fair_inputs``) all
+build the policy's view here, so they cannot disagree. Everything here is pure: the tasks
+and the time are handed in.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
 
 import msgspec
 
@@ -25,11 +25,9 @@ from argus.lifecycle import TaskState
 from argus.scheduler.ledger import Commitment, admissible, ready_nodes
 from argus.scheduler.model import Capacity, QueuedTask, RunningTask
 from projections import TaskView
-from projections.runtime_stats import RuntimeHistory, read_runtime_history
-from projections.tasks_read import tasks_in_states
-from projections.usage import live_usage, read_usage
+from projections.runtime_stats import RuntimeHistory
 
-__all__ = ["SETTLE_S", "FairInputs", "commitments", "ledger_capacity", "policy_inputs", "read_fair_inputs", "with_driver"]
+__all__ = ["SETTLE_S", "QueueMemo", "commitments", "ledger_capacity", "policy_inputs", "with_driver"]
 
 
 # How long a task has to have been seen running before it may be preempted (its trainer has
@@ -61,6 +59,30 @@ def with_driver(demand: Demand, driver_cpus: float) -> Demand:
     return msgspec.structs.replace(demand, cpus_per_node=demand.cpus_per_node + driver_cpus)
 
 
+class QueueMemo:
+    """Queue entries by task id, with the view and the estimate they were made from: a
+    task's entry is made again only when either changed (views are immutable: a new one
+    is a change)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, tuple[TaskView, float, float, QueuedTask]] = {}
+
+    def entry(self, t: TaskView, estimate: float, driver_cpus: float) -> QueuedTask:
+        hit = self.entries.get(t.task_id)
+        if hit is not None and hit[0] is t and hit[1] == estimate and hit[2] == driver_cpus:
+            return hit[3]
+        q = QueuedTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), seq=t.seq,
+                       priority=t.priority, user=t.user, next_run_at=t.next_run_at, estimate_s=estimate,
+                       limited=t.time_limit_s is not None, preempting_since=t.preempting_since)
+        self.entries[t.task_id] = (t, estimate, driver_cpus, q)
+        return q
+
+    def keep(self, waiting: int) -> None:
+        """Forget the entries of tasks that left the queue, now and then (not every call)."""
+        if len(self.entries) > 2 * waiting + 1024:
+            self.entries = {}
+
+
 def policy_inputs(
     *,
     waiting: Sequence[TaskView],
@@ -72,23 +94,21 @@ def policy_inputs(
     runtimes: RuntimeHistory | None = None,
     releasing: Sequence[Commitment] = (),
     seen_since: Mapping[str, float] | None = None,
+    made: QueueMemo | None = None,
 ) -> tuple[list[QueuedTask], list[RunningTask], Capacity | None]:
     """The policy's view of the tasks and the cluster: what ``plan_admissions`` decides on,
     and what ETAs (``argus.scheduler.eta``) run forward from. ``capacity``: Ray's last
     observation (None: unknown); ``releasing``: ended attempts not yet seen given back;
-    ``seen_since``: when each node's
-    unbroken run of observations began (None: every node admits)."""
+    ``seen_since``: when each node's unbroken run of observations began (None: every
+    node admits); ``made``: the queue entries of an earlier call, reused where the task
+    and its estimate are unchanged (a reactor or a simulation calls this every turn)."""
     history = runtimes or RuntimeHistory()
     default = config.default_runtime_s
     snapshot = None if capacity is None else ledger_capacity(
         capacity, commitments(active, driver_cpus, releasing), now=now, seen_since=seen_since, settle_s=config.node_settle_s)
-    queue = [
-        QueuedTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), seq=t.seq,
-                   priority=t.priority, user=t.user, next_run_at=t.next_run_at,
-                   estimate_s=history.estimate(t, default)[0], limited=t.time_limit_s is not None,
-                   preempting_since=t.preempting_since)
-        for t in waiting
-    ]
+    memo = made if made is not None else QueueMemo()
+    queue = [memo.entry(t, history.estimate(t, default)[0], driver_cpus) for t in waiting]
+    memo.keep(len(waiting))
     running = [
         RunningTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), user=t.user,
                     node_ids=t.latest_attempt.node_ids if t.latest_attempt is not None else (),
@@ -118,26 +138,3 @@ def _began(task: TaskView, now: float) -> float:
     if attempt is None:
         return now
     return attempt.started_at or attempt.submitted_at or attempt.decided_at
-
-
-class FairInputs(NamedTuple):
-    """What the fair-share order is computed from, read from the projections at ``now``:
-    the waiting and active tasks, as the policy sees them, and each user's decayed usage."""
-
-    waiting: list[TaskView]
-    active: list[TaskView]
-    queue: list[QueuedTask]
-    running: list[RunningTask]
-    usage: dict[str, float]
-
-
-def read_fair_inputs(db: sqlite3.Connection, config: SchedulerConfig, now: float,
-                     driver_cpus: float = 0.0) -> FairInputs:
-    """For the queue shown under ``fairshare`` and each user's standing (the reactor keeps
-    the same inputs in memory)."""
-    waiting = tasks_in_states(db, [s for s in TaskState if s.is_waiting()])
-    active = tasks_in_states(db, [s for s in TaskState if s.holds_ray_job() or s is TaskState.CANCELING])
-    queue, running, _ = policy_inputs(waiting=waiting, active=active, capacity=None, now=now, config=config,
-                                      driver_cpus=driver_cpus, runtimes=read_runtime_history(db))
-    usage = read_usage(db, config.fairshare.half_life_s, now=now).at(now, live_usage(active, now))
-    return FairInputs(waiting=waiting, active=active, queue=queue, running=running, usage=usage)

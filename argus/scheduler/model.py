@@ -102,7 +102,7 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
             max_running_per_user=cfg.max_running_per_user, backfill=cfg.backfill,
             default_runtime_s=cfg.default_runtime_s, preemption=cfg.preemption,
             preempt_grace_s=cfg.preempt_grace_s, shares=dict(cfg.fairshare.shares),
-            quotas=dict(cfg.fairshare.quotas))
+            quotas=dict(cfg.fairshare.quotas), placement=cfg.placement)
         return cls(**{**settings, **overrides})  # type: ignore[arg-type]
 
 

@@ -4,7 +4,7 @@ Each policy declares its order as sort keys over a waiting task's integer fields
 its submission's log position; ``priority``). From that one declaration come the Python
 sort the reactor hands the policy (``queue_order``) and the index walk that ``/queue``,
 a task's ``queue_position``, the WebUI and ``argus replay at`` read the queue with
-(``argus.scheduler.queue``). So what a user is told ("3rd in line") is what the scheduler
+(``argus.views.queue``). So what a user is told ("3rd in line") is what the scheduler
 will do, for every policy; a property test checks the two on random queues.
 """
 

@@ -27,24 +27,25 @@ Rules (DESIGN.md §5):
 Cost: one pass is O(queue) plus O(nodes) per distinct demand shape per admission; placement
 results are cached by shape and dropped on each admission, and once nothing more can be
 admitted the rest of the queue gets a shared, preformatted deferral.
+
+The pass itself, stage by stage (eligibility, fit, reserve or backfill, preempt), is
+``argus.scheduler.stages``; the policies here give it the queue in their order and, to
+preempt, who may be stopped for whom.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from typing import Protocol
 
 import msgspec
 
 from argus.scheduler.fairshare import FairShares, fair_order, fair_shares
-from argus.scheduler.fragmentation import MIX_SAMPLE, ShapeMix
 from argus.scheduler.model import (
     Admit, Capacity, Decision, Defer, PolicyConfig, Preempt, QueuedTask, Reason, RunningTask,
 )
 from argus.scheduler.order import ORDERS, queue_order
-from argus.scheduler.placement import NOT_ASKED, Pool, fmt_amount, needs
-from argus.scheduler.preempt import RoomPlanner
-from argus.scheduler.reserve import Ending, Reservation, expected_end, fmt_clock
+from argus.scheduler.placement import fmt_amount
+from argus.scheduler.stages import run_pass
 
 __all__ = [
     "Admit",
@@ -90,230 +91,11 @@ def decide(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity
     return policy(queue_order(config.policy, queue), running, capacity, now, config)
 
 
-_BLOCKED_MSG = "waiting in line: an earlier task that does not fit yet is at the head of the FIFO queue"
-_UNKNOWN_MSG = "cluster capacity is unknown (Ray unreachable); nothing is admitted until it is observed"
-
-
-class Outranks(Protocol):
-    """Who may be stopped for whom, as a policy sees it (``priority``, ``fairshare``)."""
-
-    def rule(self, t: QueuedTask) -> Callable[[RunningTask], str | None]:
-        """For waiting ``t``: why a running task may be stopped for it, or None."""
-
-    def granted(self, t: QueuedTask, victims: Sequence[RunningTask]) -> None:
-        """``t`` was admitted, or got room by stopping ``victims``, in this pass."""
-
-    def same_rule(self, t: QueuedTask) -> Hashable:
-        """Tasks with equal values here (and one shape) find the same room, or none."""
-
-    def alike(self, t: QueuedTask) -> Hashable:
-        """Coarser than ``same_rule`` (asked only when it misses): tasks with equal values
-        here (and one shape) may stop the same running tasks, as things stand in the pass."""
-
-
-def _shape_mix(queue: Sequence[QueuedTask], running: Sequence[RunningTask], config: PolicyConfig) -> ShapeMix:
-    """The shapes placement should leave room for: the configured mix, else what waits at
-    the front of the line and what runs."""
-    if config.shape_mix:
-        return ShapeMix(config.shape_mix)
-    return ShapeMix.of([t.demand for t in queue[:MIX_SAMPLE]] + [r.demand for r in running])
-
-
-def _run(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
-         now: float, config: PolicyConfig, outranks: Outranks | None = None) -> list[Decision]:
-    out: list[Decision] = []
-    append = out.append
-    if capacity is None:
-        for t in queue:
-            if t.next_run_at is not None and t.next_run_at > now:
-                append(Defer(task_id=t.task_id, reason=Reason.RETRY_BACKOFF,
-                             message=f"retry not before t={t.next_run_at:.0f} ({t.next_run_at - now:.0f}s)"))
-            else:
-                append(Defer(task_id=t.task_id, reason=Reason.CAPACITY_UNKNOWN, message=_UNKNOWN_MSG))
-        return out
-
-    pool = Pool(capacity.nodes, running, mix=(lambda: _shape_mix(queue, running, config))
-                if config.placement == "fragmentation" else None)
-    n_running = len(running)
-    per_user: dict[str, int] = {}
-    if config.max_running_per_user > 0:
-        for r in running:
-            per_user[r.user] = per_user.get(r.user, 0) + 1
-    explained: dict[tuple[int, int, float], Defer] = {}
-    blocked = False  # strict FIFO: the head did not fit
-    backfill = config.backfill or config.reserve
-    reserved: Reservation | None = None
-    endings: list[Ending] = []
-    if config.reserve:
-        index = {nid: i for i, nid in enumerate(pool.ids)}
-        endings = [Ending(at=expected_end(r.expected_end, r.started_at, now, config.default_runtime_s),
-                          demand=r.demand, nodes=tuple(index[n] for n in r.node_ids if n in index))
-                   for r in running]
-    planner: RoomPlanner | None = None  # made when a task first needs room (preemption)
-    no_room: set[tuple[tuple[int, int, float], Hashable]] = set()
-    no_room_alike: set[tuple[tuple[int, int, float], Hashable]] = set()
-    full_msg = f"{config.max_running_tasks} task(s) already running (max_running_tasks)"
-    # Read once, not per task: on a full cluster every one of 10,000 tasks reaches the
-    # checks below, and attribute lookups were a measurable part of the pass.
-    max_running, user_limit, reserve = config.max_running_tasks, config.max_running_per_user, config.reserve
-    never_known = pool.never_known
-    same_rule = outranks.same_rule if outranks is not None and config.preemption else None
-    for t in queue:
-        if t.next_run_at is not None and t.next_run_at > now:
-            append(Defer(task_id=t.task_id, reason=Reason.RETRY_BACKOFF,
-                         message=f"retry not before t={t.next_run_at:.0f} ({t.next_run_at - now:.0f}s)"))
-            continue
-        d = t.demand
-        key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node)
-        never = never_known.get(key, NOT_ASKED)
-        if never is NOT_ASKED:
-            never = pool.never_fits(d, key)
-        if never is not None:  # waiting in line for it would only block everyone behind it
-            append(Defer(task_id=t.task_id, reason=never.reason, message=never.message,
-                         free_gpus_per_node=never.free_gpus_per_node))
-            continue
-        if blocked:
-            append(Defer(task_id=t.task_id, reason=Reason.BLOCKED_BY_HEAD, message=_BLOCKED_MSG,
-                         free_gpus_per_node=pool.free_gpus()))
-            continue
-        if n_running >= max_running:
-            append(Defer(task_id=t.task_id, reason=Reason.MAX_RUNNING, message=full_msg))
-            continue
-        if user_limit > 0 and per_user.get(t.user, 0) >= user_limit:
-            append(Defer(task_id=t.task_id, reason=Reason.USER_LIMIT, message=(
-                f"user {t.user!r} already runs {per_user[t.user]} task(s) "
-                f"(max_running_per_user={user_limit})")))
-            continue
-        why = explained.get(key)
-        if why is None:
-            picked = pool.place(d)
-            note = ""
-            if picked is not None and reserved is not None:
-                picked, note, behind = _backfill(t, picked, pool, reserved, now, config)
-                if behind is not None:
-                    append(behind)
-                    continue
-            if picked is not None:
-                if config.reserve:
-                    endings.append(Ending(at=now + (t.estimate_s or config.default_runtime_s), demand=d, nodes=picked))
-                pool.take(picked, d)
-                if planner is not None:
-                    planner.admitted(picked, d)
-                if outranks is not None:
-                    outranks.granted(t, ())
-                n_running += 1
-                if config.max_running_per_user > 0:
-                    per_user[t.user] = per_user.get(t.user, 0) + 1
-                append(Admit(task_id=t.task_id, node_ids=tuple(pool.ids[i] for i in picked), note=note))
-                continue
-            # Explained once per shape and pass: the message shows the free resources at the
-            # moment the shape was first found not to fit (they only shrink afterwards).
-            why = explained[key] = pool.explain(d)
-            seen_before = False
-        else:
-            seen_before = True
-        if same_rule is not None and (key, same_rule(t)) not in no_room:
-            if planner is None:
-                planner = RoomPlanner(running, ids=pool.ids, free_gpus=pool.gpus, free_cpus=pool.cpus,
-                                      total_gpus=[g for g, _ in pool.totals], total_cpus=[c for _, c in pool.totals])
-            assert outranks is not None  # same_rule is its method
-            alike = (key, outranks.alike(t))
-            room = None if alike in no_room_alike else _make_room(t, why, planner, outranks.rule(t), config)
-            if room is None:
-                no_room.add((key, same_rule(t)))  # its like would find none either
-                no_room_alike.add(alike)
-            else:
-                defer, preempts, room_nodes = room
-                outranks.granted(t, [r for r in running if r.task_id in {p.task_id for p in preempts}])
-                out.extend(preempts)
-                append(defer)
-                if backfill and reserved is None:  # the room is a reservation: others pass only if they cannot delay it
-                    reserved = Reservation(task_id=t.task_id, start=now + config.preempt_grace_s, nodes=room_nodes)
-                elif not backfill:
-                    blocked = True
-                continue
-        if seen_before and (reserved is not None or not reserve):
-            # this shape already failed in this pass: it still fails
-            append(Defer(task_id=t.task_id, reason=why.reason, message=why.message,
-                         free_gpus_per_node=why.free_gpus_per_node))
-            if not backfill:
-                blocked = True
-            continue
-        if reserve and reserved is None:  # the first that does not fit: reserve for it
-            reserved = pool.reservation(t, endings, now)
-            if reserved is not None:
-                nodes = tuple(pool.ids[i] for i in reserved.nodes)
-                append(Defer(task_id=t.task_id, reason=why.reason, free_gpus_per_node=why.free_gpus_per_node,
-                             message=f"{why.message}; reserved nodes {', '.join(nodes)} from ~{fmt_clock(reserved.start)}",
-                             reserved_from=reserved.start, reserved_nodes=nodes))
-                continue
-        append(Defer(task_id=t.task_id, reason=why.reason, message=why.message,
-                     free_gpus_per_node=why.free_gpus_per_node))
-        if not backfill:
-            blocked = True
-    return out
-
-
-def _make_room(t: QueuedTask, why: Defer, planner: RoomPlanner, outranks: Callable[[RunningTask], str | None],
-               config: PolicyConfig) -> tuple[Defer, list[Preempt], tuple[int, ...]] | None:
-    """Stop preemptible tasks ``outranks`` allows so ``t`` fits (argus.scheduler.preempt):
-    its deferral, the preemptions, and the nodes it will have. None: no room to make."""
-    room = planner.make_room(t.demand, outranks)
-    if room is None:
-        return None
-    if not room.victims:  # stops under way make it fit: wait for them
-        message = f"{why.message}; room is being made: preempted task(s) are stopping"
-    else:
-        message = (f"{why.message}; making room: preempting "
-                   + ", ".join(f"{r.task_id} ({r.user})" for r, _ in room.victims))
-    defer = Defer(task_id=t.task_id, reason=Reason.PREEMPTING, message=message,
-                  free_gpus_per_node=why.free_gpus_per_node)
-    preempts = [Preempt(task_id=r.task_id, for_task=t.task_id, for_user=t.user, reason=reason,
-                        message=_preempt_message(t, r, reason, config)) for r, reason in room.victims]
-    return defer, preempts, room.nodes
-
-
-def _preempt_message(t: QueuedTask, r: RunningTask, reason: str, config: PolicyConfig) -> str:
-    why = {"priority": f"its priority {t.priority} is higher than {r.priority}",
-           "quota": f"{t.user!r} is within its quota of {fmt_amount(config.quotas.get(t.user, 0))} GPUs "
-                    f"and {r.user!r} borrows beyond its own",
-           "fair_share": f"{t.user!r} is under its fair share and {r.user!r} over its own"}.get(reason, reason)
-    return (f"preempted to make room for {t.task_id} ({t.user}, {needs(t.demand)}): {why}; "
-            f"back to its place in line, to resume from its checkpoints")
-
-
-def _backfill(t: QueuedTask, picked: tuple[int, ...], pool: Pool, reserved: Reservation, now: float,
-              config: PolicyConfig) -> tuple[tuple[int, ...] | None, str, Defer | None]:
-    """May ``t``, which fits now on ``picked``, start without delaying ``reserved``? Yes if
-    it fits on nodes the reservation does not need, or if its time limit ends it before
-    the reservation starts. A run time that is only an estimate (history, the default)
-    does not let it onto the reservation's nodes: estimates run over, each overrun moved
-    the reservation later, and in the trace a gang so passed again and again waited for
-    days (docs/scheduling.md). Returns its nodes and why, or the deferral that says why not."""
-    avoid = frozenset(reserved.nodes)
-    elsewhere = picked if avoid.isdisjoint(picked) else pool.place_avoiding(t.demand, avoid)
-    if elsewhere is not None:
-        return elsewhere, f"backfilled on nodes the reservation of {reserved.task_id} does not need", None
-    estimate = t.estimate_s or config.default_runtime_s
-    if t.limited and now + estimate <= reserved.start:
-        return picked, (f"backfilled: its time limit ends it by ~{fmt_clock(now + estimate)}, before the "
-                        f"reservation of {reserved.task_id} from ~{fmt_clock(reserved.start)}"), None
-    # No times in these messages: they would change with the clock, and be recorded again,
-    # for every task behind the reservation.
-    nodes = ", ".join(pool.ids[i] for i in reserved.nodes)
-    why = ("its time limit would still run" if t.limited else
-           "without a time_limit its run time is only an estimate (set one to let it start before the "
-           "reservation when it ends in time), and it would run")
-    return None, "", Defer(task_id=t.task_id, reason=Reason.BEHIND_RESERVATION, message=(
-        f"{needs(t.demand)}; fits now, but only on nodes reserved for {reserved.task_id} "
-        f"({nodes}): {why} on them when that reservation starts"))
-
-
 @register_policy("fifo")
 def fifo(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
          now: float, config: PolicyConfig) -> list[Decision]:
     """Submission order; priorities are ignored (the order is ``queue_order``'s)."""
-    return _run(queue, running, capacity, now, config)
+    return run_pass(queue, running, capacity, now, config)
 
 
 @register_policy("fifo-backfill")
@@ -321,7 +103,7 @@ def fifo_backfill(queue: Sequence[QueuedTask], running: Sequence[RunningTask], c
                   now: float, config: PolicyConfig) -> list[Decision]:
     """Submission order, and any task that fits may pass a head that does not (better use
     of GPUs; the head may wait for ever: see docs/scheduling.md)."""
-    return _run(queue, running, capacity, now, msgspec.structs.replace(config, backfill=True))
+    return run_pass(queue, running, capacity, now, msgspec.structs.replace(config, backfill=True))
 
 
 @register_policy("reserve-backfill")
@@ -330,7 +112,7 @@ def reserve_backfill(queue: Sequence[QueuedTask], running: Sequence[RunningTask]
     """Submission order; the first task that does not fit gets a reservation (when and
     where its gang will fit, from the running tasks' expected ends) and a task behind it
     starts only if that cannot delay it (EASY backfilling, Slurm's backfill)."""
-    return _run(queue, running, capacity, now, msgspec.structs.replace(config, reserve=True))
+    return run_pass(queue, running, capacity, now, msgspec.structs.replace(config, reserve=True))
 
 
 @register_policy("priority")
@@ -339,7 +121,7 @@ def priority(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
     """Higher ``priority`` first; FIFO within a priority (the order is ``queue_order``'s).
     With ``preemption``, a head that does not fit stops preemptible tasks of lower priority."""
 
-    return _run(queue, running, capacity, now, config, _ByPriority())
+    return run_pass(queue, running, capacity, now, config, _ByPriority())
 
 
 class _ByPriority:
@@ -371,7 +153,7 @@ def fairshare(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capac
                          default_runtime_s=config.default_runtime_s,
                          fair=shares.fair if config.preemption and capacity is not None else None,
                          in_line_order=True)
-    return _run(ordered, running, capacity, now, msgspec.structs.replace(config, reserve=True), _ByShare(shares))
+    return run_pass(ordered, running, capacity, now, msgspec.structs.replace(config, reserve=True), _ByShare(shares))
 
 
 class _ByShare:

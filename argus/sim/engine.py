@@ -1,38 +1,46 @@
-"""The simulation: a virtual clock, a simulated cluster, and the scheduler's own policy.
+"""The simulation: a virtual clock, the fake Ray port, and the reactor's own decision core.
 
-Events are task arrivals and task ends. After every instant at which something happened,
-the waiting tasks go to ``argus.scheduler.decide`` exactly as the reactor hands them over
-(``QueuedTask`` with its arrival as ``seq``; the policy orders them itself by its
-``queue_order``), with the running tasks and the free capacity per node; every ``Admit``
-starts its task on the nodes the policy chose, and the task ends ``runtime`` later. Ray's
-own delays (job start, placement groups) are not modelled: the simulator judges the policy.
+A trace's tasks arrive as ``TaskSubmitted`` events on an in-memory log; at every instant
+something happens (an arrival, a job's end, a stop's grace running out, a delayed gang
+placed, a plan's expiry), the simulated reactor (``argus.sim.turns.SimReactor``) turns as
+the real one does, until a turn records nothing: it observes the fake Ray, follows the
+attempts, plans with ``argus.reactor.plan.plan_turn`` (the ledger, the policy) and submits
+to the fake Ray. The simulator itself only plays Ray's part beyond the port: it starts each
+submitted job at once and ends it when its run time is over.
 
-The policy never sees a task's real run time. It gets what the reactor gives it: an
-estimate, the median of the same user's finished runs of the same shape so far, else
-``default_runtime_s`` (traces carry no time limits); a running task is expected to end at
-its start plus that estimate.
+The policy never sees a task's real run time. It gets what the reactor gives it: the
+median of the same user's finished runs of the same shape so far, else
+``default_runtime_s`` (``estimates="exact"``: each task's run time, as an exact time limit).
+``placement_lag_s``: a job's gang is placed that long after it started (verl reserves its
+GPUs after loading its models), so Ray's free count lags, and the ledger has to hold it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 from collections.abc import Callable
+from typing import Protocol
+from concurrent.futures import ThreadPoolExecutor
 
 import msgspec
 
-from argus.config import FairShareConfig
-from argus.events import NodeCapacity
-from argus.scheduler import Admit, Capacity, Defer, PolicyConfig, Preempt, QueuedTask, Reason, RunningTask, decide
-from argus.scheduler.eta import DEFAULT_HORIZON, estimate_starts
-from argus.scheduler.order import queue_order
+from argus.config import FairShareConfig, SchedulerConfig
+from argus.events import NodeCapacity, TaskSubmitted
+from argus.lifecycle import AttemptStatus
+from argus.rayjobs.fake import FakeRay
+from argus.reactor.state import ReactorState
+from argus.scheduler import QueuedTask, RunningTask
+from argus.scheduler.inputs import policy_inputs
+from argus.sim.etas import EtaSampler
 from argus.sim.trace import SimTask, Trace
-from projections.runtime_stats import RunKey, RuntimeHistory
-from projections.usage import UsageLedger
+from argus.sim.turns import SimReactor
 
-__all__ = ["SimResult", "TaskOutcome", "simulate"]
+__all__ = ["SimResult", "Simulation", "TaskOutcome", "Turner", "sim_config", "simulate"]
 
 Observer = Callable[[float, list[QueuedTask], list[RunningTask]], None]
-_END, _ARRIVAL = 0, 1  # at one instant, ends free resources before arrivals are decided
+_END, _ARRIVAL, _WAKE = 0, 1, 2  # at one instant: ends, then arrivals, then the turns
+_MAX_TURNS = 8  # turns at one instant (the reactor's appends wake it again at once)
 
 
 class TaskOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -51,188 +59,193 @@ class SimResult(msgspec.Struct, frozen=True, kw_only=True):
     policy: str
     outcomes: list[TaskOutcome]
     capacity_gpus: float
-    decisions: int  # calls of the policy
-    # ETAs given at arrival to sampled tasks that had to wait: |estimated - actual start|,
-    # and how many sampled waiting tasks got no estimate (past the horizon, or never).
+    decisions: int  # plans made (calls of the policy)
     # GPU-seconds in use, and offered, while some task waited: how much of the cluster the
     # policy used when there was work to give it.
     contended_used_gpu_s: float = 0.0
     contended_capacity_gpu_s: float = 0.0
+    # ETAs given at arrival to sampled tasks that had to wait: |estimated - actual start|,
+    # and how many sampled waiting tasks got no estimate (past the horizon, or never).
     eta_errors: list[float] = []
     eta_waits: list[float] = []  # the same tasks' actual waits
     eta_coarse: list[bool] = []  # the same tasks': past the horizon (the coarse estimate)
     eta_unknown: int = 0
+    # Every admission and preemption, in order: (instant, task id, "admitted" | "preempted",
+    # its nodes | the task it made room for); and the instants the reactor turned at.
+    decision_log: list[tuple[float, str, str, tuple[str, ...]]] = []
+    instants: list[float] = []
+
+
+def sim_config(policy: str, *, max_running_tasks: int = 1_000_000, backfill: bool = False,
+               max_running_per_user: int = 0, default_runtime_s: float = 3600.0, preemption: bool = False,
+               grace_s: float = 30.0, fairshare: FairShareConfig | None = None,
+               placement: str = "bestfit") -> SchedulerConfig:
+    """The reactor's scheduler settings for a simulation: nodes never rejoin (no settling),
+    and nothing gives up waiting."""
+    return msgspec.convert(dict(
+        policy=policy, max_running_tasks=max_running_tasks, backfill=backfill,
+        max_running_per_user=max_running_per_user, default_runtime_s=default_runtime_s, preemption=preemption,
+        preempt_grace_s=grace_s, fairshare=fairshare or FairShareConfig(), placement=placement,
+        node_settle_s=0.0, max_pending_s=0.0), SchedulerConfig)
 
 
 def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, backfill: bool = False,
              max_running_per_user: int = 0, default_runtime_s: float = 3600.0, eta_every: int = 0,
              preemption: bool = False, grace_s: float = 30.0, fairshare: FairShareConfig | None = None,
-             observe: Observer | None = None, placement: str = "bestfit", estimates: str = "history") -> SimResult:
+             observe: Observer | None = None, placement: str = "bestfit", estimates: str = "history",
+             placement_lag_s: float = 0.0) -> SimResult:
     """Run ``trace`` through ``policy`` on the trace's nodes; every task's start and end.
     ``eta_every`` N > 0: every Nth arriving task that has to wait is given an ETA
     (``argus.scheduler.eta``, as a user would see it) to compare with its real start.
     ``preemption``: the policy may stop preemptible tasks; a victim stops ``grace_s``
     later, goes back to its place in line and later runs only what it had left (it
     resumes from a checkpoint taken at the stop: an optimistic model of lost work).
-    ``fairshare``: half-life, shares and quotas of the ``fairshare`` policy.
-    ``observe(now, waiting, running)``: called after each instant's decisions (tests).
-    ``placement``: the policy's placement (``PolicyConfig.placement``).
-    ``estimates``: what the policy is told of run times: ``history`` (what Argus knows:
-    ``RuntimeHistory``'s estimate from the user's finished runs of the shape), or ``exact``
-    (each task's real run time, as exact time limits would: what is left of an ETA's error
-    is the policy's, not the estimates')."""
-    fair = fairshare or FairShareConfig()
-    config = PolicyConfig(policy=policy, max_running_tasks=max_running_tasks, backfill=backfill,
-                          max_running_per_user=max_running_per_user, default_runtime_s=default_runtime_s,
-                          preemption=preemption, preempt_grace_s=grace_s, shares=dict(fair.shares),
-                          quotas=dict(fair.quotas), placement=placement)
-    history = RuntimeHistory()  # finished runs, by user and shape (the trace has one workload)
-    usage = UsageLedger(fair.half_life_s)
-
+    ``observe(now, waiting, running)``: called after each instant's turns (tests)."""
     if estimates not in ("history", "exact"):
         raise ValueError(f"estimates: 'history' or 'exact', not {estimates!r}")
-    exact = estimates == "exact"  # the estimates hold, as enforced time limits would
+    sched = sim_config(policy, max_running_tasks=max_running_tasks, backfill=backfill,
+                       max_running_per_user=max_running_per_user, default_runtime_s=default_runtime_s,
+                       preemption=preemption, grace_s=grace_s, fairshare=fairshare, placement=placement)
+    run = Simulation(trace, sched, exact=estimates == "exact", lag=placement_lag_s, eta_every=eta_every,
+                     observe=observe)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # the usual case: no event loop here yet
+        return asyncio.run(run.run(policy))
+    with ThreadPoolExecutor(1) as pool:  # called from async code (tests): a loop of its own
+        return pool.submit(asyncio.run, run.run(policy)).result()
 
-    def estimate(task: SimTask) -> float:
-        if exact:
-            return left[task.task_id]  # what is left of it (all of it before a preemption)
-        return history.expected(_run_key(task), default_runtime_s)[0]
 
-    free = {n.node_id: [n.gpus, n.cpus] for n in trace.nodes}
-    totals = {n.node_id: (n.gpus, n.cpus) for n in trace.nodes}
-    tasks = {t.task_id: t for t in trace.tasks}
-    events: list[tuple[float, int, int, str]] = []  # (time, kind, arrival seq or run token, task)
-    seqs: dict[str, int] = {}
-    for seq, task in enumerate(trace.tasks, start=1):
-        heapq.heappush(events, (task.arrival, _ARRIVAL, seq, task.task_id))
-        seqs[task.task_id] = seq
-    waiting: dict[str, QueuedTask] = {}
-    running: dict[str, tuple[RunningTask, tuple[str, ...]]] = {}
-    left = {t.task_id: t.runtime for t in trace.tasks}  # run time still to go
-    token: dict[str, int] = {}  # the current run of each task: ends of earlier runs are stale
-    started: dict[str, float] = {}  # first start
-    run_began: dict[str, float] = {}
-    ended: dict[str, float] = {}
-    preempted: dict[str, int] = {}
-    making_room: dict[str, float] = {}  # waiting tasks the last pass stopped others for: since when
-    decisions = 0
-    arrivals = 0
-    predicted: dict[str, float | None] = {}
-    coarse: set[str] = set()  # sampled tasks that were past the forward run's horizon
-    busy_used = busy_capacity = 0.0  # GPU-seconds used / offered while some task waited
-    last, capacity_gpus, in_use = 0.0, sum(n.gpus for n in trace.nodes), 0.0  # in_use: GPUs of running tasks
-    while events:
-        now = events[0][0]
-        if waiting:  # since the last instant, nothing changed: integrate its state
-            busy_used += (now - last) * in_use
-            busy_capacity += (now - last) * capacity_gpus
-        last = now
-        while events and events[0][0] == now:  # everything that happens at this instant
-            _, kind, number, task_id = heapq.heappop(events)
-            task = tasks[task_id]
+class Turner(Protocol):
+    """What the simulation drives: ``SimReactor``, or (in a test) the real ``Reactor``
+    on its SQLite log, behind the same calls."""
+
+    state: ReactorState
+    submitted: list[str]  # submission ids handed to Ray since the caller last took them
+    plans: int
+
+    @property
+    def plan_expires_at(self) -> float: ...
+
+    async def arrive(self, event: TaskSubmitted, now: float) -> None: ...
+
+    async def turn(self, now: float) -> bool: ...
+
+
+class Simulation:
+    """One run: the clock, the event heap, the fake Ray, the reactor it drives
+    (``make_reactor(ray, sched)``: the simulated one unless given)."""
+
+    def __init__(self, trace: Trace, sched: SchedulerConfig, *, exact: bool = False, lag: float = 0.0,
+                 eta_every: int = 0, observe: Observer | None = None,
+                 make_reactor: Callable[[FakeRay, SchedulerConfig], Turner] | None = None) -> None:
+        self.trace, self.sched, self.exact, self.observe = trace, sched, exact, observe
+        self.now = 0.0
+        self.tasks = {t.task_id: t for t in trace.tasks}
+        nodes = [NodeCapacity(node_id=n.node_id, ip="", total_gpus=n.gpus, free_gpus=n.gpus, total_cpus=n.cpus,
+                              free_cpus=n.cpus) for n in trace.nodes]
+        self.ray = FakeRay(nodes, clock=lambda: self.now, placement_lag_s=lag, stop_grace_s=sched.preempt_grace_s,
+                           demand_of=lambda p: self.tasks[p.metadata["argus_task_id"]].demand)
+        self.reactor: Turner = (make_reactor or SimReactor)(self.ray, sched)
+        self.events: list[tuple[float, int, int, str]] = []
+        self.began: dict[str, float] = {}  # submission id -> when its job started
+        self.attempts: dict[str, list[str]] = {}  # task id -> its jobs' submission ids
+        self.first_start: dict[str, float] = {}
+        self.etas = EtaSampler(eta_every, sched)
+        self.capacity_gpus = sum(n.gpus for n in trace.nodes)
+        self.instants: list[float] = []
+
+    async def run(self, policy: str) -> SimResult:
+        for seq, task in enumerate(self.trace.tasks, start=1):
+            heapq.heappush(self.events, (task.arrival, _ARRIVAL, seq, task.task_id))
+        busy_used = busy_capacity = 0.0
+        last = 0.0
+        while self.events:
+            now = self.events[0][0]
+            if any(t.state.is_waiting() for t in self.reactor.state.tasks.values()):
+                used = self.capacity_gpus - sum(n.free_gpus for n in self.ray.free_nodes())
+                busy_used += (now - last) * used
+                busy_capacity += (now - last) * self.capacity_gpus
+            self.now = last = now
+            await self._instant(now)
+        etas = self.etas.result(self.first_start, {t.task_id: t.arrival for t in self.trace.tasks})
+        log = self.reactor.decisions if isinstance(self.reactor, SimReactor) else []
+        return SimResult(
+            policy=policy, outcomes=self._outcomes(), capacity_gpus=self.capacity_gpus,
+            decisions=self.reactor.plans, contended_used_gpu_s=busy_used, contended_capacity_gpu_s=busy_capacity,
+            decision_log=log, instants=self.instants, eta_errors=etas.errors,
+            eta_waits=etas.waits, eta_coarse=etas.coarse, eta_unknown=etas.unknown)
+
+    async def _instant(self, now: float) -> None:
+        """Everything that happens at ``now``: ends and arrivals, then the reactor's turns,
+        then Ray starts what was submitted."""
+        arrived: list[str] = []
+        while self.events and self.events[0][0] == now:
+            _, kind, number, task_id = heapq.heappop(self.events)
             if kind == _ARRIVAL:
-                waiting[task_id] = _queued(task, number)
-                arrivals += 1
-                if eta_every and arrivals % eta_every == 0:
-                    predicted[task_id] = None  # asked for below, if it has to wait
+                await self.reactor.arrive(self._submitted(self.tasks[task_id], now), now)
+                arrived.append(task_id)
+            elif kind == _END:
+                job = self.ray.jobs.get(task_id)  # an end carries its submission id
+                if job is not None and job.status is AttemptStatus.RUNNING:  # not stopped meanwhile
+                    self.ray.succeed(task_id)
+        self.instants.append(now)
+        for _ in range(_MAX_TURNS):
+            if not await self.reactor.turn(now):
+                break
+        self._start_submitted(now)
+        self._wake_for_what_comes(now)
+        self.etas.sample(arrived, self.reactor.state, now)
+        if self.observe is not None:
+            state = self.reactor.state
+            queue, running, _ = policy_inputs(waiting=state.waiting(), active=state.active(), capacity=None, now=now,
+                                              config=self.sched, runtimes=state.runtimes)
+            self.observe(now, queue, running)
+
+    def _submitted(self, task: SimTask, now: float) -> TaskSubmitted:
+        return TaskSubmitted(
+            task_id=task.task_id, user=task.user, workload="trace", kind="advanced", spec_raw="", spec={},
+            command_raw="", command="", demand=task.demand, priority=task.priority, preemptible=task.preemptible,
+            time_limit_s=task.runtime if self.exact else None, max_attempts=1_000_000, submitted_at=now)
+
+    def _start_submitted(self, now: float) -> None:
+        """Ray starts every job handed to it at once; it ends when its task's remaining run
+        time is over (what earlier, preempted attempts ran is not run again)."""
+        submitted, self.reactor.submitted = self.reactor.submitted, []
+        for sid in submitted:
+            if self.ray.jobs[sid].status is not AttemptStatus.PENDING:
                 continue
-            if token.get(task_id) != number:
-                continue  # a run that was cut short by a preemption
-            r, nodes = running.pop(task_id)
-            _give(free, nodes, task, +1)
-            in_use -= task.demand.total_gpus
-            ran = now - run_began[task_id]
-            usage.add(task.user, int((now - ran / 2) // 3600), task.demand.total_gpus * ran)
-            left[task_id] -= ran
-            if r.stopping and left[task_id] > 1e-6:  # preempted: back to its place in line
-                waiting[task_id] = _queued(task, seqs[task_id])
-                continue
-            ended[task_id] = now
-            history.add(_run_key(task), task.runtime)
-        if not waiting:
-            continue
-        capacity = _capacity(free, totals)
-        decisions += 1
-        queue = [msgspec.structs.replace(q, estimate_s=estimate(tasks[q.task_id]), limited=exact,
-                                         preempting_since=making_room.get(q.task_id)) for q in waiting.values()]
-        if policy == "fairshare":
-            live = [(r.user, int(((now + run_began[t]) / 2) // 3600), r.demand.total_gpus * (now - run_began[t]))
-                    for t, (r, _) in running.items()]
-            config = msgspec.structs.replace(config, usage=usage.at(now, live))
-        since, making_room = making_room, {}
-        for decision in decide(queue, [r for r, _ in running.values()], capacity, now, config):
-            if isinstance(decision, Defer) and decision.reason == Reason.PREEMPTING:
-                making_room[decision.task_id] = since.get(decision.task_id, now)
-            if isinstance(decision, Preempt):
-                r, nodes = running[decision.task_id]
-                if r.stopping:
-                    continue
-                running[decision.task_id] = (msgspec.structs.replace(r, stopping=True), nodes)
-                preempted[decision.task_id] = preempted.get(decision.task_id, 0) + 1
-                end = min(now + grace_s, run_began[decision.task_id] + left[decision.task_id])
-                token[decision.task_id] = token.get(decision.task_id, 0) + 1
-                heapq.heappush(events, (end, _END, token[decision.task_id], decision.task_id))
-                continue
-            if not isinstance(decision, Admit):
-                continue
-            task = tasks[decision.task_id]
-            del waiting[task.task_id]
-            running[task.task_id] = (RunningTask(task_id=task.task_id, demand=task.demand, user=task.user,
-                                                 node_ids=decision.node_ids, expected_end=now + estimate(task),
-                                                 priority=task.priority, preemptible=task.preemptible,
-                                                 started_at=now),
-                                     decision.node_ids)
-            _give(free, decision.node_ids, task, -1)
-            in_use += task.demand.total_gpus
-            started.setdefault(task.task_id, now)
-            run_began[task.task_id] = now
-            token[task.task_id] = token.get(task.task_id, 0) + 1
-            heapq.heappush(events, (now + left[task.task_id], _END, token[task.task_id], task.task_id))
-        if observe is not None:
-            observe(now, list(waiting.values()), [r for r, _ in running.values()])
-        asked = [t for t, eta in predicted.items() if eta is None and t in waiting]
-        if asked:
-            # estimates unchanged since the decision; put in line once, for both uses
-            line = queue_order(config.policy, [q for q in queue if q.task_id in waiting])
-            etas = estimate_starts(line, [r for r, _ in running.values()], _capacity(free, totals), now, config,
-                                   in_line=True)
-            ahead = {q.task_id for q in line[:DEFAULT_HORIZON]}
-            for t in asked:
-                predicted[t] = etas.get(t, -1.0)  # -1: no estimate
-                if t not in ahead:
-                    coarse.add(t)
-        for t in [t for t, eta in predicted.items() if eta is None and t not in waiting]:
-            del predicted[t]  # admitted at arrival: nothing to estimate
-    outcomes = [TaskOutcome(task_id=t.task_id, user=t.user, nnodes=t.demand.nnodes, gpus=t.demand.total_gpus,
-                            arrival=t.arrival, runtime=t.runtime, start=started.get(t.task_id),
-                            end=ended.get(t.task_id), preempted=preempted.get(t.task_id, 0)) for t in trace.tasks]
-    sampled = [(t, eta) for t, eta in predicted.items() if eta is not None and eta >= 0 and t in started]
-    errors = [abs(started[t] - eta) for t, eta in sampled]
-    waits = [started[t] - tasks[t].arrival for t, _ in sampled]
-    return SimResult(policy=policy, outcomes=outcomes, capacity_gpus=capacity_gpus,
-                     contended_used_gpu_s=busy_used, contended_capacity_gpu_s=busy_capacity,
-                     decisions=decisions, eta_errors=errors, eta_waits=waits,
-                     eta_coarse=[t in coarse for t, _ in sampled],
-                     eta_unknown=sum(1 for eta in predicted.values() if eta is not None and eta < 0))
+            task_id = self.ray.jobs[sid].payload.metadata["argus_task_id"]
+            self.ray.start(sid)
+            self.began[sid] = now
+            self.first_start.setdefault(task_id, now)
+            self.attempts.setdefault(task_id, []).append(sid)
+            heapq.heappush(self.events, (now + self._left(task_id), _END, 0, sid))
 
+    def _left(self, task_id: str) -> float:
+        ran = sum(end - self.began[sid] for sid in self.attempts.get(task_id, ())
+                  if (end := self.ray.jobs[sid].end_time) is not None)
+        return max(0.0, self.tasks[task_id].runtime - ran)
 
-def _run_key(task: SimTask) -> RunKey:
-    return RunKey(task.user, "trace", task.demand.nnodes, task.demand.n_gpus_per_node)
+    def _wake_for_what_comes(self, now: float) -> None:
+        """Instants the clock alone changes something at: a stop's grace ends, a gang is
+        placed, the plan expires (a reservation moves, a retry's backoff ends)."""
+        wakes = [at for at in self.ray.changes_due() if at > now]
+        expiry = self.reactor.plan_expires_at
+        if now < expiry < float("inf"):
+            wakes.append(expiry)
+        for at in set(wakes):
+            heapq.heappush(self.events, (at, _WAKE, 0, ""))
 
-
-def _queued(task: SimTask, seq: int) -> QueuedTask:
-    return QueuedTask(task_id=task.task_id, demand=task.demand, seq=seq, priority=task.priority, user=task.user)
-
-
-def _capacity(free: dict[str, list[float]], totals: dict[str, tuple[float, float]]) -> Capacity:
-    """The simulated cluster as the policy sees it."""
-    return Capacity(nodes=tuple(
-        NodeCapacity(node_id=nid, ip="", total_gpus=totals[nid][0], free_gpus=g, total_cpus=totals[nid][1],
-                     free_cpus=c) for nid, (g, c) in free.items()))
-
-
-def _give(free: dict[str, list[float]], nodes: tuple[str, ...], task: SimTask, sign: int) -> None:
-    """Return (+1) or take (-1) a gang member's GPUs and CPUs on each of its nodes."""
-    for nid in nodes:
-        free[nid][0] += sign * task.demand.n_gpus_per_node
-        free[nid][1] += sign * task.demand.cpus_per_node
+    def _outcomes(self) -> list[TaskOutcome]:
+        ends: dict[str, float] = {}
+        stops: dict[str, int] = {}
+        for job in self.ray.jobs.values():
+            task_id = job.payload.metadata["argus_task_id"]
+            if job.status is AttemptStatus.SUCCEEDED and job.end_time is not None:
+                ends[task_id] = job.end_time
+            elif job.status is AttemptStatus.STOPPED:
+                stops[task_id] = stops.get(task_id, 0) + 1
+        return [TaskOutcome(task_id=t.task_id, user=t.user, nnodes=t.demand.nnodes, gpus=t.demand.total_gpus,
+                            arrival=t.arrival, runtime=t.runtime, start=self.first_start.get(t.task_id),
+                            end=ends.get(t.task_id), preempted=stops.get(t.task_id, 0)) for t in self.trace.tasks]

@@ -408,13 +408,13 @@ async def test_a_turn_with_nothing_new_does_not_plan_again(world: World, monkeyp
     import argus.reactor.reactor as reactor_module
 
     plans: list[float] = []
-    real = reactor_module.plan_admissions
+    real = reactor_module.plan_turn
 
-    def counting(**kwargs: object) -> object:
+    def counting(*args: object) -> object:
         plans.append(world.clock.now)
-        return real(**kwargs)  # type: ignore[arg-type]
+        return real(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(reactor_module, "plan_admissions", counting)
+    monkeypatch.setattr(reactor_module, "plan_turn", counting)
     running = await world.submit(gpus=8)
     waiting = await world.submit(gpus=8)
     await world.running(running)

@@ -1,5 +1,5 @@
 """One queue order: what users are shown (``/queue`` a page at a time, ``queue_position``,
-the WebUI and ``replay at`` all read ``argus.scheduler.queue``) is the order the reactor's
+the WebUI and ``replay at`` all read ``argus.views.queue``) is the order the reactor's
 admission considers tasks in, for every policy, on random queues.
 
 The shown order is read page by page (random page sizes, cursors passed back as a client
@@ -22,8 +22,8 @@ from argus.config import SchedulerConfig
 from argus.events import NodeCapacity
 from argus.scheduler.core import plan_admissions
 from argus.scheduler import POLICIES
-from argus.scheduler.queue import FairView, QueueCursor, queue_page, queue_position, read_queue
 from argus.store import migrate
+from argus.views.queue import FairView, QueueCursor, queue_page, queue_position, read_queue
 from projections import QueueProjection, TaskView, TasksProjection
 from projections.cluster import ClusterProjection, ClusterView
 from tests.events import factories as f

@@ -9,6 +9,9 @@ page is a walk down the order's index from a cursor (keyset), so page 100 of a q
 Under ``fairshare`` which user goes next depends on usage and on what runs, so no index
 holds the order: it is computed from the projections with the policy's own
 ``fair_order`` (O(waiting) per page), and pages continue from the last position shown.
+
+It lives on the read side (``argus.views``), not in ``argus.scheduler``: it reads the
+projections and, where no time is given, the clock; the scheduler reads neither.
 """
 
 from __future__ import annotations
@@ -21,15 +24,15 @@ import msgspec
 
 from argus.config import ArgusConfig, SchedulerConfig
 from argus.scheduler.fairshare import fair_order, fair_shares
-from argus.scheduler.inputs import read_fair_inputs
 from argus.scheduler.order import ORDERS
+from argus.views.fair_inputs import read_fair_inputs
 from projections.cluster import read_cluster
 from projections.cursor import Cursor
 from projections.queue import (
     QueueEntry, QueuePage, waiting_ahead, waiting_count, waiting_entry, waiting_page,
 )
 
-__all__ = ["FairView", "QueueCursor", "fair_view", "queue_page", "queue_position", "read_queue"]
+__all__ = ["FairView", "QueueCursor", "fair_queue", "fair_view", "queue_page", "queue_position", "read_queue"]
 
 
 class FairView(NamedTuple):
@@ -45,6 +48,8 @@ FAIRSHARE = "fairshare"
 
 def fair_view(config: ArgusConfig, now: float | None = None) -> FairView:
     """The deployment's fair-share inputs, now (or at ``now``: replay)."""
+    # The API shows the queue as of the request: the wall clock is read here, on the read
+    # side, so that nothing in ``argus.scheduler`` has to.
     return FairView(config.v2.scheduler, time.time() if now is None else now, config.entrypoint_num_cpus)
 
 
@@ -75,6 +80,7 @@ def _values(entry: QueueEntry, policy: str) -> tuple[int, ...]:
 
 def fair_queue(db: sqlite3.Connection, fair: FairView | None = None) -> list[QueueEntry]:
     """Every waiting task in the ``fairshare`` policy's order, numbered."""
+    # No view given (tests, small tools): the default configuration, as of the wall clock.
     fair = fair or FairView(SchedulerConfig(policy="fairshare"), time.time())
     sched, now = fair.sched, fair.now
     inputs = read_fair_inputs(db, sched, now, fair.driver_cpus)

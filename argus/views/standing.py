@@ -1,6 +1,7 @@
 """Each user's standing under fair share: share, quota, fair share of the GPUs, what they
 hold and wait for, and their recent (decayed) GPU use — what ``GET /shares``, ``argus
-shares`` and the WebUI show, from the same functions the ``fairshare`` policy uses."""
+shares`` and the WebUI show, from the same functions the ``fairshare`` policy uses, over
+the projections (hence here, on the read side, and not in the pure ``argus.scheduler``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import msgspec
 
 from argus.config import SchedulerConfig
 from argus.scheduler.fairshare import fair_shares, share_of
-from argus.scheduler.inputs import read_fair_inputs
+from argus.views.fair_inputs import read_fair_inputs
 from projections.cluster import read_cluster
 
 __all__ = ["Standing", "UserStanding", "read_standing"]

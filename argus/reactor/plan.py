@@ -1,0 +1,82 @@
+"""The reactor's decisions as pure functions of its state, what Ray said, and the time:
+the admission plan of a turn, the wait reasons worth recording, and what an attempt's
+observed state means. ``Reactor`` wraps them in I/O (Ray calls, appends); ``argus sim``
+calls the very same functions on its own state, its fake Ray and its virtual clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from argus.config import SchedulerConfig
+from argus.events import AttemptRunning, EventBase, FailureKind, NodeCapacity, TaskDeferred
+from argus.lifecycle import AttemptStatus
+from argus.rayjobs.gateway import JobObservation
+from argus.reactor.attempts import outcome_events
+from argus.reactor.state import ReactorState
+from argus.scheduler.core import AdmissionPlan, Observed, plan_admissions
+from projections import TaskView
+from projections.usage import live_usage
+
+__all__ = ["Classify", "attempt_step", "plan_turn", "wait_news"]
+
+
+def plan_turn(state: ReactorState, capacity: Sequence[NodeCapacity] | None, now: float, sched: SchedulerConfig,
+              driver_cpus: float) -> AdmissionPlan | None:
+    """The turn's admission plan from what the log says (``state``) and Ray's count just
+    taken (``capacity``; None: unreachable); None when nothing waits."""
+    waiting = state.waiting()
+    if not waiting:
+        return None
+    active = state.active()
+    fair = sched.policy == "fairshare"
+    return plan_admissions(
+        waiting=waiting, active=active, capacity=capacity, now=now, config=sched, driver_cpus=driver_cpus,
+        runtimes=state.runtimes, usage=state.usage.at(now, live_usage(active, now)) if fair else None,
+        observed=Observed(seen_since=state.seen_since, releasing=list(state.releasing.values()),
+                          made=state.queue_memo),
+    )
+
+
+def wait_news(plan: AdmissionPlan, now: float) -> list[tuple[TaskView, TaskDeferred]]:
+    """The deferrals worth recording: only a changed reason or message is news."""
+    return [
+        (task, TaskDeferred(task_id=task.task_id, reason=d.reason, message=d.message, needed=task.demand,
+                            free_gpus_per_node=list(d.free_gpus_per_node), reserved_from=d.reserved_from,
+                            reserved_nodes=list(d.reserved_nodes), decided_at=now))
+        for task, d in plan.deferrals
+        if (task.wait_reason, task.wait_message) != (d.reason, d.message)
+    ]
+
+
+class Classify(msgspec.Struct, frozen=True):
+    """The attempt failed on its own: its kind is read from Ray's message and the driver's
+    log (``argus.reactor.classify``), which the caller fetches."""
+
+
+def attempt_step(task: TaskView, observed: JobObservation | None, now: float, sched: SchedulerConfig
+                 ) -> list[EventBase] | Classify:
+    """What the observed state of the task's latest (SUBMITTED or RUNNING) attempt means:
+    its end (lost, succeeded, or stopped by us, and why), that it runs, or nothing new."""
+    attempt = task.attempts[-1]
+    if observed is None:
+        return outcome_events(task, ray_status=AttemptStatus.LOST, exit_code=None, kind=FailureKind.CLUSTER_LOST,
+                              evidence=f"Ray has no job {attempt.submission_id} (head restarted or job lost)",
+                              now=now, config=sched)
+    if observed.is_terminal:
+        if observed.status == AttemptStatus.SUCCEEDED:
+            return outcome_events(task, ray_status=observed.status, exit_code=observed.driver_exit_code, kind=None,
+                                  evidence="", now=now, config=sched)
+        if not attempt.stop_reason:
+            return Classify()
+        kind = (FailureKind.TIME_LIMIT if attempt.time_limit_reached_at is not None
+                else FailureKind.PREEMPTED if attempt.preempted_by else FailureKind.INSUFFICIENT_RESOURCES)
+        return outcome_events(task, ray_status=observed.status, exit_code=observed.driver_exit_code, kind=kind,
+                              evidence=f"{attempt.stop_reason} (Ray: {observed.status})", now=now, config=sched)
+    if observed.status == AttemptStatus.RUNNING and attempt.ray_status == AttemptStatus.SUBMITTED:
+        return [AttemptRunning(task_id=task.task_id, attempt_no=attempt.attempt_no,
+                               submission_id=attempt.submission_id, started_at=observed.start_time or now,
+                               seen_at=now, driver_node_id=observed.driver_node_id or "")]
+    return []

@@ -1,0 +1,314 @@
+"""One admission pass, stage by stage (the rules it applies: ``argus.scheduler.policy``).
+
+Each task in the policy's order goes through the stages in turn, as Kueue separates them,
+and the first that decides for it ends its turn:
+
+1. order and eligibility: a retry's backoff, a gang that never fits, a blocked head,
+   ``max_running_tasks``, the per-user limit (inline in ``run_pass``' loop: every one of
+   10,000 queued tasks reaches them, and a call per task was a measurable part of a pass);
+2. fit: place its gang on the pool and admit it (``_Pass.fit``, ``_Pass.admit``);
+3. reserve or backfill: while a reservation holds, a task that fits starts only if it
+   cannot delay it (``_backfill``); the first task that does not fit gets the
+   reservation, the others wait (``_Pass.reserve_or_defer``);
+4. preempt: make room for a task that does not fit by stopping running tasks its policy
+   outranks (``_Pass.preempt``); asked before 3's reservation, as a room made is one.
+
+``_Pass`` holds what the stages share and change within the pass: the pool, the counters,
+the cached explanations, the reservation, the room planner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import Protocol
+
+from argus.scheduler.fragmentation import MIX_SAMPLE, ShapeMix
+from argus.scheduler.model import (
+    Admit, Capacity, Decision, Defer, PolicyConfig, Preempt, QueuedTask, Reason, RunningTask,
+)
+from argus.scheduler.placement import NOT_ASKED, Pool, fmt_amount, needs
+from argus.scheduler.preempt import RoomPlanner
+from argus.scheduler.reserve import Ending, Reservation, expected_end, fmt_clock
+
+__all__ = ["Outranks", "run_pass"]
+
+_BLOCKED_MSG = "waiting in line: an earlier task that does not fit yet is at the head of the FIFO queue"
+_UNKNOWN_MSG = "cluster capacity is unknown (Ray unreachable); nothing is admitted until it is observed"
+
+Shape = tuple[int, int, float]  # (nnodes, n_gpus_per_node, cpus_per_node): what placement depends on
+
+
+class Outranks(Protocol):
+    """Who may be stopped for whom, as a policy sees it (``priority``, ``fairshare``)."""
+
+    def rule(self, t: QueuedTask) -> Callable[[RunningTask], str | None]:
+        """For waiting ``t``: why a running task may be stopped for it, or None."""
+
+    def granted(self, t: QueuedTask, victims: Sequence[RunningTask]) -> None:
+        """``t`` was admitted, or got room by stopping ``victims``, in this pass."""
+
+    def same_rule(self, t: QueuedTask) -> Hashable:
+        """Tasks with equal values here (and one shape) find the same room, or none."""
+
+    def alike(self, t: QueuedTask) -> Hashable:
+        """Coarser than ``same_rule`` (asked only when it misses): tasks with equal values
+        here (and one shape) may stop the same running tasks, as things stand in the pass."""
+
+
+def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
+             now: float, config: PolicyConfig, outranks: Outranks | None = None) -> list[Decision]:
+    """A decision for each task of ``queue`` (in the policy's order), through the stages in
+    turn (module docstring); ``outranks``: who may be stopped for whom, to preempt."""
+    if capacity is None:
+        return _capacity_unknown(queue, now)
+    p = _Pass(queue, running, capacity, now, config, outranks)
+    append = p.out.append
+    # Read once, not per task: on a full cluster every one of 10,000 tasks reaches the
+    # checks below, and attribute lookups were a measurable part of the pass.
+    pool, explained, per_user, same_rule, no_room = p.pool, p.explained, p.per_user, p.same_rule, p.no_room
+    max_running, user_limit, reserve = config.max_running_tasks, config.max_running_per_user, config.reserve
+    never_known, backfill = pool.never_known, p.backfill
+    full_msg = f"{config.max_running_tasks} task(s) already running (max_running_tasks)"
+    blocked = False  # strict FIFO: the head did not fit
+    for t in queue:
+        # 1. order and eligibility
+        if t.next_run_at is not None and t.next_run_at > now:
+            append(Defer(task_id=t.task_id, reason=Reason.RETRY_BACKOFF,
+                         message=f"retry not before t={t.next_run_at:.0f} ({t.next_run_at - now:.0f}s)"))
+            continue
+        d = t.demand
+        key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node)
+        never = never_known.get(key, NOT_ASKED)
+        if never is NOT_ASKED:
+            never = pool.never_fits(d, key)
+        if never is not None:  # waiting in line for it would only block everyone behind it
+            append(Defer(task_id=t.task_id, reason=never.reason, message=never.message,
+                         free_gpus_per_node=never.free_gpus_per_node))
+            continue
+        if blocked:
+            append(Defer(task_id=t.task_id, reason=Reason.BLOCKED_BY_HEAD, message=_BLOCKED_MSG,
+                         free_gpus_per_node=pool.free_gpus()))
+            continue
+        if p.n_running >= max_running:
+            append(Defer(task_id=t.task_id, reason=Reason.MAX_RUNNING, message=full_msg))
+            continue
+        if user_limit > 0 and per_user.get(t.user, 0) >= user_limit:
+            append(_user_limited(t, per_user[t.user], user_limit))
+            continue
+        # 2. fit, asked once per shape until the shape fails (free resources only shrink)
+        why = explained.get(key)
+        seen_before = why is not None
+        if why is None:
+            why = p.fit(t, key)
+            if why is None:  # admitted, or deferred behind the reservation
+                continue
+        blocked = not backfill  # strict FIFO: it holds back everyone behind it, whatever stages 3-4 decide
+        # 4. preempt: before 3's reservation, since the room it makes is one
+        if same_rule is not None and (key, same_rule(t)) not in no_room and p.preempt(t, key, why):
+            continue
+        # 3. reserve or defer; inline for a shape that already failed in this pass (it still fails)
+        if seen_before and (not reserve or p.reserved is not None):
+            append(Defer(task_id=t.task_id, reason=why.reason, message=why.message,
+                         free_gpus_per_node=why.free_gpus_per_node))
+            continue
+        p.reserve_or_defer(t, why)
+    return p.out
+
+
+class _Pass:
+    """What the stages of one pass share and change: the pool's free resources, how many
+    tasks run (in all and per user), why each shape failed, the reservation, the expected
+    ends it is computed from, the room planner, and the decisions so far."""
+
+    __slots__ = ("running", "now", "config", "outranks", "out", "pool", "n_running", "per_user", "explained",
+                 "backfill", "reserved", "endings", "planner", "same_rule", "no_room", "no_room_alike")
+
+    def __init__(self, queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity,
+                 now: float, config: PolicyConfig, outranks: Outranks | None) -> None:
+        self.running, self.now, self.config, self.outranks = running, now, config, outranks
+        self.out: list[Decision] = []
+        self.pool = Pool(capacity.nodes, running, mix=(lambda: _shape_mix(queue, running, config))
+                         if config.placement == "fragmentation" else None)
+        self.n_running = len(running)
+        self.per_user: dict[str, int] = {}
+        if config.max_running_per_user > 0:
+            for r in running:
+                self.per_user[r.user] = self.per_user.get(r.user, 0) + 1
+        self.explained: dict[Shape, Defer] = {}  # why each shape failed, when first it did
+        self.backfill = config.backfill or config.reserve
+        self.reserved: Reservation | None = None
+        self.endings: list[Ending] = []
+        if config.reserve:
+            index = {nid: i for i, nid in enumerate(self.pool.ids)}
+            self.endings = [Ending(at=expected_end(r.expected_end, r.started_at, now, config.default_runtime_s),
+                                   demand=r.demand, nodes=tuple(index[n] for n in r.node_ids if n in index))
+                            for r in running]
+        self.planner: RoomPlanner | None = None  # made when a task first needs room (preemption)
+        self.same_rule = outranks.same_rule if outranks is not None and config.preemption else None
+        # (shape, same_rule) and (shape, alike) that found no room: their like would find none either
+        self.no_room: set[tuple[Shape, Hashable]] = set()
+        self.no_room_alike: set[tuple[Shape, Hashable]] = set()
+
+    def fit(self, t: QueuedTask, key: Shape) -> Defer | None:
+        """Stage 2 for ``t``, whose shape has not failed in this pass: admit it where its
+        gang fits (unless stage 3's backfill check defers it behind the reservation) and
+        return None, or return why it does not fit, remembered for its shape."""
+        pool, d = self.pool, t.demand
+        picked = pool.place(d)
+        if picked is None:
+            # Explained once per shape and pass: the message shows the free resources at the
+            # moment the shape was first found not to fit (they only shrink afterwards).
+            why = self.explained[key] = pool.explain(d)
+            return why
+        note = ""
+        if self.reserved is not None:
+            fits, note, behind = _backfill(t, picked, pool, self.reserved, self.now, self.config)
+            if behind is not None:
+                self.out.append(behind)
+                return None
+            assert fits is not None  # _backfill gives nodes or the deferral
+            picked = fits
+        self.admit(t, picked, note)
+        return None
+
+    def admit(self, t: QueuedTask, picked: tuple[int, ...], note: str) -> None:
+        """``t`` starts on ``picked`` (node indices): everything later in the pass sees it run."""
+        config, d = self.config, t.demand
+        if config.reserve:
+            self.endings.append(Ending(at=self.now + (t.estimate_s or config.default_runtime_s), demand=d,
+                                       nodes=picked))
+        self.pool.take(picked, d)
+        if self.planner is not None:
+            self.planner.admitted(picked, d)
+        if self.outranks is not None:
+            self.outranks.granted(t, ())
+        self.n_running += 1
+        if config.max_running_per_user > 0:
+            self.per_user[t.user] = self.per_user.get(t.user, 0) + 1
+        self.out.append(Admit(task_id=t.task_id, node_ids=tuple(self.pool.ids[i] for i in picked), note=note))
+
+    def preempt(self, t: QueuedTask, key: Shape, why: Defer) -> bool:
+        """Stage 4 for ``t``, which does not fit (``why``): stop running tasks it outranks
+        so that it does. True: room is made (its preemptions and deferral are decided, and
+        with backfill the room is the reservation); False: there is none to make."""
+        outranks = self.outranks
+        assert outranks is not None  # only asked when the policy preempts
+        planner = self.planner
+        if planner is None:
+            pool = self.pool
+            planner = self.planner = RoomPlanner(
+                self.running, ids=pool.ids, free_gpus=pool.gpus, free_cpus=pool.cpus,
+                total_gpus=[g for g, _ in pool.totals], total_cpus=[c for _, c in pool.totals])
+        alike = (key, outranks.alike(t))
+        room = None if alike in self.no_room_alike else _make_room(t, why, planner, outranks.rule(t), self.config)
+        if room is None:
+            self.no_room.add((key, outranks.same_rule(t)))  # its like would find none either
+            self.no_room_alike.add(alike)
+            return False
+        defer, preempts, room_nodes = room
+        stopped = {v.task_id for v in preempts}
+        outranks.granted(t, [r for r in self.running if r.task_id in stopped])
+        self.out.extend(preempts)
+        self.out.append(defer)
+        # The room is a reservation: others pass only if they cannot delay it.
+        if self.backfill and self.reserved is None:
+            self.reserved = Reservation(task_id=t.task_id, start=self.now + self.config.preempt_grace_s,
+                                        nodes=room_nodes)
+        return True
+
+    def reserve_or_defer(self, t: QueuedTask, why: Defer) -> None:
+        """Stage 3 for ``t``, which does not fit (``why``) and got no room: the first such
+        task gets the reservation (with ``reserve``), the others wait."""
+        if self.config.reserve and self.reserved is None:  # the first that does not fit: reserve for it
+            reserved = self.reserved = self.pool.reservation(t, self.endings, self.now)
+            if reserved is not None:
+                nodes = tuple(self.pool.ids[i] for i in reserved.nodes)
+                self.out.append(Defer(
+                    task_id=t.task_id, reason=why.reason, free_gpus_per_node=why.free_gpus_per_node,
+                    message=f"{why.message}; reserved nodes {', '.join(nodes)} from ~{fmt_clock(reserved.start)}",
+                    reserved_from=reserved.start, reserved_nodes=nodes))
+                return
+        self.out.append(Defer(task_id=t.task_id, reason=why.reason, message=why.message,
+                              free_gpus_per_node=why.free_gpus_per_node))
+
+
+def _user_limited(t: QueuedTask, runs: int, limit: int) -> Defer:
+    """``t``'s user already runs ``runs`` tasks, the most ``max_running_per_user`` allows."""
+    return Defer(task_id=t.task_id, reason=Reason.USER_LIMIT, message=(
+        f"user {t.user!r} already runs {runs} task(s) (max_running_per_user={limit})"))
+
+
+def _capacity_unknown(queue: Sequence[QueuedTask], now: float) -> list[Decision]:
+    """Nothing is admitted while capacity is unknown; a task in a retry's backoff says so."""
+    out: list[Decision] = []
+    append = out.append  # a lookup per task saved: this runs over the whole queue
+    for t in queue:
+        if t.next_run_at is not None and t.next_run_at > now:
+            append(Defer(task_id=t.task_id, reason=Reason.RETRY_BACKOFF,
+                         message=f"retry not before t={t.next_run_at:.0f} ({t.next_run_at - now:.0f}s)"))
+        else:
+            append(Defer(task_id=t.task_id, reason=Reason.CAPACITY_UNKNOWN, message=_UNKNOWN_MSG))
+    return out
+
+
+def _shape_mix(queue: Sequence[QueuedTask], running: Sequence[RunningTask], config: PolicyConfig) -> ShapeMix:
+    """The shapes placement should leave room for: the configured mix, else what waits at
+    the front of the line and what runs."""
+    if config.shape_mix:
+        return ShapeMix(config.shape_mix)
+    return ShapeMix.of([t.demand for t in queue[:MIX_SAMPLE]] + [r.demand for r in running])
+
+
+def _make_room(t: QueuedTask, why: Defer, planner: RoomPlanner, outranks: Callable[[RunningTask], str | None],
+               config: PolicyConfig) -> tuple[Defer, list[Preempt], tuple[int, ...]] | None:
+    """Stop preemptible tasks ``outranks`` allows so ``t`` fits (argus.scheduler.preempt):
+    its deferral, the preemptions, and the nodes it will have. None: no room to make."""
+    room = planner.make_room(t.demand, outranks)
+    if room is None:
+        return None
+    if not room.victims:  # stops under way make it fit: wait for them
+        message = f"{why.message}; room is being made: preempted task(s) are stopping"
+    else:
+        message = (f"{why.message}; making room: preempting "
+                   + ", ".join(f"{r.task_id} ({r.user})" for r, _ in room.victims))
+    defer = Defer(task_id=t.task_id, reason=Reason.PREEMPTING, message=message,
+                  free_gpus_per_node=why.free_gpus_per_node)
+    preempts = [Preempt(task_id=r.task_id, for_task=t.task_id, for_user=t.user, reason=reason,
+                        message=_preempt_message(t, r, reason, config)) for r, reason in room.victims]
+    return defer, preempts, room.nodes
+
+
+def _preempt_message(t: QueuedTask, r: RunningTask, reason: str, config: PolicyConfig) -> str:
+    why = {"priority": f"its priority {t.priority} is higher than {r.priority}",
+           "quota": f"{t.user!r} is within its quota of {fmt_amount(config.quotas.get(t.user, 0))} GPUs "
+                    f"and {r.user!r} borrows beyond its own",
+           "fair_share": f"{t.user!r} is under its fair share and {r.user!r} over its own"}.get(reason, reason)
+    return (f"preempted to make room for {t.task_id} ({t.user}, {needs(t.demand)}): {why}; "
+            f"back to its place in line, to resume from its checkpoints")
+
+
+def _backfill(t: QueuedTask, picked: tuple[int, ...], pool: Pool, reserved: Reservation, now: float,
+              config: PolicyConfig) -> tuple[tuple[int, ...] | None, str, Defer | None]:
+    """May ``t``, which fits now on ``picked``, start without delaying ``reserved``? Yes if
+    it fits on nodes the reservation does not need, or if its time limit ends it before
+    the reservation starts. A run time that is only an estimate (history, the default)
+    does not let it onto the reservation's nodes: estimates run over, each overrun moved
+    the reservation later, and in the trace a gang so passed again and again waited for
+    days (docs/scheduling.md). Returns its nodes and why, or the deferral that says why not."""
+    avoid = frozenset(reserved.nodes)
+    elsewhere = picked if avoid.isdisjoint(picked) else pool.place_avoiding(t.demand, avoid)
+    if elsewhere is not None:
+        return elsewhere, f"backfilled on nodes the reservation of {reserved.task_id} does not need", None
+    estimate = t.estimate_s or config.default_runtime_s
+    if t.limited and now + estimate <= reserved.start:
+        return picked, (f"backfilled: its time limit ends it by ~{fmt_clock(now + estimate)}, before the "
+                        f"reservation of {reserved.task_id} from ~{fmt_clock(reserved.start)}"), None
+    # No times in these messages: they would change with the clock, and be recorded again,
+    # for every task behind the reservation.
+    nodes = ", ".join(pool.ids[i] for i in reserved.nodes)
+    why = ("its time limit would still run" if t.limited else
+           "without a time_limit its run time is only an estimate (set one to let it start before the "
+           "reservation when it ends in time), and it would run")
+    return None, "", Defer(task_id=t.task_id, reason=Reason.BEHIND_RESERVATION, message=(
+        f"{needs(t.demand)}; fits now, but only on nodes reserved for {reserved.task_id} "
+        f"({nodes}): {why} on them when that reservation starts"))

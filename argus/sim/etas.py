@@ -1,0 +1,67 @@
+"""ETAs in the simulator: every Nth arriving task that has to wait is given the estimate a
+user would see (``argus.scheduler.eta``, from the same policy inputs as the API's), to be
+compared with its real start when the run is over."""
+
+from __future__ import annotations
+
+import msgspec
+
+from argus.config import SchedulerConfig
+from argus.reactor.state import ReactorState
+from argus.scheduler import PolicyConfig
+from argus.scheduler.eta import DEFAULT_HORIZON, estimate_starts
+from argus.scheduler.inputs import policy_inputs
+from argus.scheduler.order import queue_order
+from projections.usage import live_usage
+
+__all__ = ["EtaFigures", "EtaSampler"]
+
+
+class EtaFigures(msgspec.Struct, frozen=True, kw_only=True):
+    errors: list[float]  # |ETA - real start| of each sampled task that started
+    waits: list[float]  # their real waits
+    coarse: list[bool]  # theirs: past the horizon (the coarse estimate)
+    unknown: int  # sampled waiting tasks given no ETA
+
+
+class EtaSampler:
+    """Asks for the ETAs of sampled arrivals (``every`` N > 0: every Nth) that wait."""
+
+    def __init__(self, every: int, sched: SchedulerConfig) -> None:
+        self.every, self.sched = every, sched
+        self.arrivals = 0
+        self.predicted: dict[str, float] = {}  # task id -> ETA (-1: none given)
+        self.coarse: set[str] = set()  # past the forward run's horizon
+
+    def sample(self, arrived: list[str], state: ReactorState, now: float) -> None:
+        if not self.every:
+            return
+        asked = []
+        for task_id in arrived:
+            self.arrivals += 1
+            if self.arrivals % self.every == 0 and task_id in state.tasks and state.tasks[task_id].state.is_waiting():
+                asked.append(task_id)
+        if not asked:
+            return
+        waiting, active = state.waiting(), state.active()
+        queue, running, capacity = policy_inputs(
+            waiting=waiting, active=active, capacity=state.last_capacity, now=now, config=self.sched,
+            runtimes=state.runtimes, releasing=list(state.releasing.values()))
+        usage = state.usage.at(now, live_usage(active, now)) if self.sched.policy == "fairshare" else {}
+        config = PolicyConfig.from_scheduler(self.sched, usage=usage)
+        line = queue_order(config.policy, queue)
+        assert capacity is not None
+        etas = estimate_starts(line, running, capacity, now, config, in_line=True)
+        ahead = {q.task_id for q in line[:DEFAULT_HORIZON]}
+        for task_id in asked:
+            self.predicted[task_id] = etas.get(task_id, -1.0)
+            if task_id not in ahead:
+                self.coarse.add(task_id)
+
+    def result(self, started: dict[str, float], arrivals: dict[str, float]) -> EtaFigures:
+        """How the sampled ETAs came out, given each task's arrival and first start."""
+        sampled = [(t, eta) for t, eta in self.predicted.items() if eta >= 0 and t in started]
+        return EtaFigures(errors=[abs(started[t] - eta) for t, eta in sampled],
+                          waits=[started[t] - arrivals[t] for t, _ in sampled],
+                          coarse=[t in self.coarse for t, _ in sampled],
+                          unknown=sum(1 for eta in self.predicted.values() if eta < 0))

@@ -1,0 +1,28 @@
+"""Read-side queries that need the scheduler's pure functions: the queue in policy order
+(``queue``), each user's fair-share standing (``standing``), and the fair-share inputs
+both are computed from (``fair_inputs``).
+
+They read the projections and the clock, so they cannot live in ``argus.scheduler``
+(which reads neither: DESIGN.md §5); they call ``fair_order`` and ``fair_shares``, so
+they cannot live in ``projections`` (a layer below the scheduler). Hence a layer of their
+own, above the scheduler and below the API, the reactor and replay.
+"""
+
+from argus.views.fair_inputs import FairInputs, read_fair_inputs
+from argus.views.queue import FairView, QueueCursor, fair_queue, fair_view, queue_page, queue_position, read_queue
+from argus.views.standing import Standing, UserStanding, read_standing
+
+__all__ = [
+    "FairInputs",
+    "FairView",
+    "QueueCursor",
+    "Standing",
+    "UserStanding",
+    "fair_queue",
+    "fair_view",
+    "queue_page",
+    "queue_position",
+    "read_fair_inputs",
+    "read_queue",
+    "read_standing",
+]
