@@ -84,8 +84,10 @@ class RuntimeHistory:
         # Each key's estimate, until its next run is added: a turn (and each instant of
         # ``argus sim``) asks for every waiting task's, and the median sorts the buckets.
         self._expected: dict[tuple[RunKey, float], tuple[float, str]] = {}
+        self.version = 0  # runs added so far: an estimate made at the same version still holds
 
     def add(self, key: RunKey, seconds: float) -> None:
+        self.version += 1
         if self._expected:
             self._expected = {k: v for k, v in self._expected.items() if k[0] != key}
         n, total = self.sums.get(key, (0, 0.0))

@@ -133,6 +133,7 @@ class FakeRay:
         self._lagging: set[str] = set()
         self._stopping: dict[str, float] = {}  # submission id -> when its stop ends it
         self._held_version = 0
+        self.ended: list[str] = []  # submission ids in the order their jobs ended
         self._free: tuple[tuple[int, int], list[NodeCapacity]] | None = None
         self.placement_failures: list[str] = []  # jobs whose gang did not fit when it was due
         self.joined_at: dict[str, float] = {n.node_id: clock() for n in self.nodes}
@@ -370,6 +371,7 @@ class FakeRay:
         job.held = {}
         job.place_at = None
         sid = job.payload.submission_id
+        self.ended.append(sid)
         self._holding.discard(sid)
         self._lagging.discard(sid)
         self._stopping.pop(sid, None)

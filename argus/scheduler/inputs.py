@@ -60,27 +60,47 @@ def with_driver(demand: Demand, driver_cpus: float) -> Demand:
 
 
 class QueueMemo:
-    """Queue entries by task id, with the view and the estimate they were made from: a
-    task's entry is made again only when either changed (views are immutable: a new one
-    is a change)."""
+    """The policy's entries (``QueuedTask``, ``RunningTask``) by task id, with what they were
+    made from: an entry is made again only when its task's view changed (views are
+    immutable: a new one is a change), the run-time history gained a run, or (running) it
+    settled. A reactor or a simulation builds them every turn for thousands of tasks."""
 
     def __init__(self) -> None:
-        self.entries: dict[str, tuple[TaskView, float, float, QueuedTask]] = {}
+        self.queued: dict[str, tuple[TaskView, int, float, QueuedTask]] = {}
+        self.running: dict[str, tuple[TaskView, int, float, bool, RunningTask]] = {}
 
-    def entry(self, t: TaskView, estimate: float, driver_cpus: float) -> QueuedTask:
-        hit = self.entries.get(t.task_id)
-        if hit is not None and hit[0] is t and hit[1] == estimate and hit[2] == driver_cpus:
+    def queued_entry(self, t: TaskView, history: RuntimeHistory, default: float, driver_cpus: float) -> QueuedTask:
+        hit = self.queued.get(t.task_id)
+        if hit is not None and hit[0] is t and hit[1] == history.version and hit[2] == driver_cpus:
             return hit[3]
         q = QueuedTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), seq=t.seq,
-                       priority=t.priority, user=t.user, next_run_at=t.next_run_at, estimate_s=estimate,
-                       limited=t.time_limit_s is not None, preempting_since=t.preempting_since)
-        self.entries[t.task_id] = (t, estimate, driver_cpus, q)
+                       priority=t.priority, user=t.user, next_run_at=t.next_run_at,
+                       estimate_s=history.estimate(t, default)[0], limited=t.time_limit_s is not None,
+                       preempting_since=t.preempting_since)
+        self.queued[t.task_id] = (t, history.version, driver_cpus, q)
         return q
 
-    def keep(self, waiting: int) -> None:
-        """Forget the entries of tasks that left the queue, now and then (not every call)."""
-        if len(self.entries) > 2 * waiting + 1024:
-            self.entries = {}
+    def running_entry(self, t: TaskView, history: RuntimeHistory, default: float, driver_cpus: float,
+                      now: float) -> RunningTask:
+        settled = _settled(t, now)
+        hit = self.running.get(t.task_id)
+        if (hit is not None and hit[0] is t and hit[1] == history.version and hit[2] == driver_cpus
+                and hit[3] == settled and t.latest_attempt is not None):  # (no attempt: it began "now")
+            return hit[4]
+        began = _began(t, now)
+        r = RunningTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), user=t.user,
+                        node_ids=t.latest_attempt.node_ids if t.latest_attempt is not None else (),
+                        expected_end=began + history.estimate(t, default)[0], priority=t.priority,
+                        preemptible=t.preemptible, stopping=_stopping(t), started_at=began, settled=settled)
+        self.running[t.task_id] = (t, history.version, driver_cpus, settled, r)
+        return r
+
+    def keep(self, waiting: int, active: int) -> None:
+        """Forget the entries of tasks that left, now and then (not every call)."""
+        if len(self.queued) > 2 * waiting + 1024:
+            self.queued = {}
+        if len(self.running) > 2 * active + 1024:
+            self.running = {}
 
 
 def policy_inputs(
@@ -107,16 +127,9 @@ def policy_inputs(
     snapshot = None if capacity is None else ledger_capacity(
         capacity, commitments(active, driver_cpus, releasing), now=now, seen_since=seen_since, settle_s=config.node_settle_s)
     memo = made if made is not None else QueueMemo()
-    queue = [memo.entry(t, history.estimate(t, default)[0], driver_cpus) for t in waiting]
-    memo.keep(len(waiting))
-    running = [
-        RunningTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), user=t.user,
-                    node_ids=t.latest_attempt.node_ids if t.latest_attempt is not None else (),
-                    expected_end=_began(t, now) + history.estimate(t, default)[0], priority=t.priority,
-                    preemptible=t.preemptible, stopping=_stopping(t), started_at=_began(t, now),
-                    settled=_settled(t, now))
-        for t in active
-    ]
+    queue = [memo.queued_entry(t, history, default, driver_cpus) for t in waiting]
+    running = [memo.running_entry(t, history, default, driver_cpus, now) for t in active]
+    memo.keep(len(waiting), len(active))
     return queue, running, snapshot
 
 

@@ -3,6 +3,7 @@ why a gang does not fit (in words, with the numbers)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 from argus.events.catalog import Demand, NodeCapacity
@@ -22,6 +23,14 @@ def _list(values: Sequence[float], limit: int = 16) -> str:
     shown = ", ".join(fmt_amount(v) for v in values[:limit])
     more = f", …(+{len(values) - limit} more)" if len(values) > limit else ""
     return f"[{shown}{more}]"
+
+
+@functools.lru_cache(maxsize=1024)
+def _big_nodes(totals: tuple[tuple[float, float], ...], gpus: int, cpus: float) -> tuple[int, tuple[float, float]]:
+    """How many nodes could hold one gang member if idle, and the largest node: asked once
+    per shape and cluster (every pass asks it for every shape in line)."""
+    big = sum(1 for g, c in totals if g >= gpus and c >= cpus)
+    return big, max(totals, default=(0.0, 0.0))
 
 
 def needs(d: Demand) -> str:
@@ -68,8 +77,7 @@ class Pool:
         found = self.never_known.get(key, NOT_ASKED)
         if found is not NOT_ASKED:
             return found
-        big = sum(1 for g, c in self.totals if g >= d.n_gpus_per_node and c >= d.cpus_per_node)
-        largest = max(self.totals, default=(0.0, 0.0))
+        big, largest = _big_nodes(tuple(self.totals), d.n_gpus_per_node, d.cpus_per_node)
         found = self.never_known[key] = None if big >= d.nnodes else Defer(
             task_id="", reason=Reason.NEVER_FITS, free_gpus_per_node=self.free_gpus(), message=(
                 f"{needs(d)}; the {len(self.totals)} alive worker node(s) could not hold it even if "

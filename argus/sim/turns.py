@@ -49,6 +49,8 @@ class SimReactor:
         self._planned_on: tuple[int, tuple[NodeCapacity, ...]] | None = None
         self._plan_expires_at = 0.0
         self._stop_sent: set[str] = set()
+        self._watch: set[str] = set()  # submission ids to follow in the next turn
+        self._ended_seen = 0  # how much of the fake Ray's list of ended jobs was followed
         self.submitted: list[str] = []  # submission ids handed to Ray, not yet taken by the caller
 
     @property
@@ -90,14 +92,15 @@ class SimReactor:
         return self.state.position != before
 
     async def _follow(self, now: float) -> None:
-        # The reactor asks Ray about every attempt it follows; an attempt whose job still
-        # runs, seen running and not being stopped, gives nothing new: the simulator, which
-        # can look into its Ray, follows only the others (a turn over 1,000 running jobs
-        # would otherwise cost most of a run).
-        jobs = self.ray.jobs
-        followed = [t for t in self.state.active() if (a := t.latest_attempt) is not None and a.ray_status in _FOLLOWED
-                    and (a.ray_status != AttemptStatus.RUNNING or a.stop_reason or t.state is TaskState.CANCELING
-                         or (job := jobs.get(a.submission_id)) is None or job.status is not AttemptStatus.RUNNING)]
+        # The reactor asks Ray about every attempt it follows; an attempt whose job runs,
+        # seen running and not being stopped, gives nothing new. The simulator, which sees
+        # into its Ray, follows only the attempts something happened to: just submitted,
+        # to be stopped, or ended (a turn over 1,000 running jobs would cost most of a run).
+        ended, self._ended_seen = self.ray.ended[self._ended_seen:], len(self.ray.ended)
+        watch, self._watch = self._watch | set(ended), set()
+        followed = sorted((t for sid in watch if (t := self.state.tasks.get(sid.rsplit("--a", 1)[0])) is not None
+                           and (a := t.latest_attempt) is not None and a.submission_id == sid
+                           and a.ray_status in _FOLLOWED), key=lambda t: t.seq)  # the reactor's order
         if not followed:
             return
         seen = await self.ray.statuses([t.attempts[-1].submission_id for t in followed])
@@ -118,6 +121,8 @@ class SimReactor:
                                       kind=kind, evidence=evidence, now=now, config=self.sched)
             if step:
                 self.record(task_stream(task.task_id), step, now)
+            elif attempt.ray_status == AttemptStatus.SUBMITTED:
+                self._watch.add(attempt.submission_id)  # not running yet: asked again next turn
 
     async def _carry_out(self, plan: AdmissionPlan, now: float) -> None:
         for task, p in plan.preemptions:
@@ -125,6 +130,7 @@ class SimReactor:
             if attempt is None or attempt.ended or attempt.stop_reason:
                 continue
             self.decisions.append((now, task.task_id, "preempted", (p.for_task,)))
+            self._watch.add(attempt.submission_id)  # its stop goes out in the next turn
             self.record(task_stream(task.task_id), [AttemptPreempted(
                 task_id=task.task_id, attempt_no=attempt.attempt_no, submission_id=attempt.submission_id,
                 by_task_id=p.for_task, by_user=p.for_user, reason=p.reason, message=p.message,
@@ -154,5 +160,6 @@ class SimReactor:
                                              payload=payload, decided_at=now, note=note, node_ids=list(nodes))], now)
         await self.ray.submit(payload)
         self.submitted.append(sid)
+        self._watch.add(sid)
         self.record(stream, [AttemptSubmitted(task_id=task.task_id, attempt_no=attempt_no, submission_id=sid,
                                               submitted_at=now)], now)
