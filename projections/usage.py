@@ -70,6 +70,38 @@ class UsageLedger:
         else:
             self._sums[user] = (total + gpu_s * self._factor(ref - at), ref)
 
+    def with_running(self, now: float, tasks: Iterable[TaskView]) -> dict[str, float]:
+        """``at(now, live_usage(tasks, now))`` in closed form: a running attempt's full
+        hours weigh a geometric series, so a task that ran for weeks costs what one that
+        ran an hour does (a reactor or a simulation asks this every plan)."""
+        out = self.at(now)
+        for task in tasks:
+            a = task.latest_attempt
+            began = _began(a) if a is not None and not a.ended else None
+            if began is not None and now > began:
+                out[task.user] = out.get(task.user, 0.0) + task.demand.total_gpus * self._decayed_span(began, now)
+        return out
+
+    def _decayed_span(self, began: float, now: float) -> float:
+        """GPU-seconds per GPU of [began, now), each hour's part weighed at its middle (or
+        now, for the hour under way), as ``at`` weighs ``live_usage``'s rows."""
+        first, last = int(began // HOUR), int(now // HOUR)
+
+        def weigh(hour: int, seconds: float) -> float:
+            return seconds * self._factor(now - min(now, (hour + 0.5) * HOUR))
+
+        if first == last:
+            return weigh(first, now - began)
+        total = weigh(first, (first + 1) * HOUR - began)
+        if now > last * HOUR:
+            total += weigh(last, now - last * HOUR)
+        full = last - first - 1  # whole hours between, the newest weighing most
+        if full > 0:
+            ratio = self._factor(HOUR)
+            newest = weigh(last - 1, HOUR)
+            total += newest * (full if ratio == 1.0 else (1.0 - ratio**full) / (1.0 - ratio))
+        return total
+
     def at(self, now: float, live: Iterable[tuple[str, int, float]] = ()) -> dict[str, float]:
         """Every user's decayed usage at ``now``, with ``live`` (running attempts) added."""
         out = {user: total * self._factor(now - ref) if now >= ref else total

@@ -18,7 +18,6 @@ from argus.reactor.attempts import outcome_events
 from argus.reactor.state import ReactorState
 from argus.scheduler.core import AdmissionPlan, Observed, plan_admissions
 from projections import TaskView
-from projections.usage import live_usage
 
 __all__ = ["Classify", "attempt_step", "plan_turn", "wait_news"]
 
@@ -34,7 +33,7 @@ def plan_turn(state: ReactorState, capacity: Sequence[NodeCapacity] | None, now:
     fair = sched.policy == "fairshare"
     return plan_admissions(
         waiting=waiting, active=active, capacity=capacity, now=now, config=sched, driver_cpus=driver_cpus,
-        runtimes=state.runtimes, usage=state.usage.at(now, live_usage(active, now)) if fair else None,
+        runtimes=state.runtimes, usage=state.usage.with_running(now, active) if fair else None,
         observed=Observed(seen_since=state.seen_since, releasing=list(state.releasing.values()),
                           made=state.queue_memo),
     )

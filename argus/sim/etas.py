@@ -12,7 +12,6 @@ from argus.scheduler import PolicyConfig
 from argus.scheduler.eta import DEFAULT_HORIZON, estimate_starts
 from argus.scheduler.inputs import policy_inputs
 from argus.scheduler.order import queue_order
-from projections.usage import live_usage
 
 __all__ = ["EtaFigures", "EtaSampler"]
 
@@ -47,7 +46,7 @@ class EtaSampler:
         queue, running, capacity = policy_inputs(
             waiting=waiting, active=active, capacity=state.last_capacity, now=now, config=self.sched,
             runtimes=state.runtimes, releasing=list(state.releasing.values()))
-        usage = state.usage.at(now, live_usage(active, now)) if self.sched.policy == "fairshare" else {}
+        usage = state.usage.with_running(now, active) if self.sched.policy == "fairshare" else {}
         config = PolicyConfig.from_scheduler(self.sched, usage=usage)
         line = queue_order(config.policy, queue)
         assert capacity is not None

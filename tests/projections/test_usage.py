@@ -59,3 +59,33 @@ def test_a_late_event_that_moves_an_ended_attempt_is_counted_as_a_rebuild_counts
     assert view is not None
     final = {("alice", hour): gpu_s for a in view.attempts for hour, gpu_s in attempt_usage(view, a)}
     assert final and live == final
+
+
+def test_running_usage_in_closed_form_is_the_hourly_sum() -> None:
+    """``with_running`` (what a plan asks) weighs a running attempt's hours as ``at`` weighs
+    ``live_usage``'s rows, one per hour: the same to 1e-9, for spans from seconds to weeks."""
+    import random
+
+    from argus.events import Demand
+    from projections.tasks import AttemptView, TaskView
+    from projections.usage import UsageLedger, live_usage
+
+    rng = random.Random(3)
+    for half_life in (3600.0, 7 * 24 * 3600.0):
+        ledger = UsageLedger(half_life)
+        ledger.add("bob", 10, 500.0)
+        tasks = []
+        for i in range(40):
+            began = rng.uniform(0, 30 * 86400)
+            attempt = AttemptView(attempt_no=1, submission_id=f"t{i}--a01", ray_status="RUNNING", decided_at=began,
+                                  started_at=began)
+            tasks.append(TaskView(task_id=f"t{i}", user=rng.choice(["alice", "bob"]), workload="ppo", kind="basic",
+                                  state="RUNNING", priority=0, max_attempts=1, seq=i,
+                                  demand=Demand(nnodes=1, n_gpus_per_node=rng.randint(1, 8), cpus_per_node=1),
+                                  attempts=(attempt,), created_at=began, updated_at=began, stream_version=3))
+        for now in (31 * 86400.0, 31 * 86400.0 + 1234.5, 45 * 86400.0):
+            closed = ledger.with_running(now, tasks)
+            summed = ledger.at(now, live_usage(tasks, now))
+            assert closed.keys() == summed.keys()
+            for user in closed:
+                assert abs(closed[user] - summed[user]) <= 1e-9 * max(1.0, summed[user]), (user, closed, summed)
