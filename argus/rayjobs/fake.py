@@ -129,7 +129,8 @@ class FakeRay:
         self.stop_grace_s = stop_grace_s  # from ``stop`` to the end (Ray's SIGTERM, then kill)
         # Jobs holding resources, waiting for their gang's placement, or being stopped: a
         # cluster that ran thousands of jobs (``argus sim``) is counted over these only.
-        self._holding: set[str] = set()
+        # (a dict, kept in insertion order: summing CPUs in another order rounds otherwise)
+        self._holding: dict[str, None] = {}
         self._lagging: set[str] = set()
         self._stopping: dict[str, float] = {}  # submission id -> when its stop ends it
         self._held_version = 0
@@ -305,7 +306,7 @@ class FakeRay:
         if placement is None:
             raise DoesNotFit(f"{submission_id}: {job.demand} does not fit {self.free_nodes()}")
         job.held = placement
-        self._holding.add(submission_id)
+        self._holding[submission_id] = None
         self._changed()
         job.driver_node_id = next(iter(placement), None)
         job.status, job.message = S.RUNNING, "Job is currently running."
@@ -351,8 +352,8 @@ class FakeRay:
         """Ray lost the job (a head restarted without its GCS state): ``status`` says None."""
         del self.jobs[submission_id]
         self._changed()
-        for tracked in (self._holding, self._lagging):
-            tracked.discard(submission_id)
+        self._holding.pop(submission_id, None)
+        self._lagging.discard(submission_id)
         self._stopping.pop(submission_id, None)
 
     # ------------------------------------------------------------------ inside
@@ -372,7 +373,7 @@ class FakeRay:
         job.place_at = None
         sid = job.payload.submission_id
         self.ended.append(sid)
-        self._holding.discard(sid)
+        self._holding.pop(sid, None)
         self._lagging.discard(sid)
         self._stopping.pop(sid, None)
         self._changed()
@@ -397,7 +398,7 @@ class FakeRay:
                 job.pending_pgs = ["global_pool:0"]  # verl >= 0.6 waits for it without a timeout
             else:
                 job.held = placement
-                self._holding.add(sid)
+                self._holding[sid] = None
                 self._changed()
 
     def _placement(self, job: FakeJob) -> dict[str, tuple[float, float]] | None:
