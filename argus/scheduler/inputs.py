@@ -27,7 +27,7 @@ from argus.scheduler.model import Capacity, QueuedTask, RunningTask
 from projections import TaskView
 from projections.runtime_stats import RuntimeHistory
 
-__all__ = ["SETTLE_S", "QueueMemo", "commitments", "ledger_capacity", "policy_inputs", "with_driver"]
+__all__ = ["SETTLE_S", "QueueMemo", "settles_at", "commitments", "ledger_capacity", "policy_inputs", "with_driver"]
 
 
 # How long a task has to have been seen running before it may be preempted (its trainer has
@@ -133,10 +133,19 @@ def policy_inputs(
     return queue, running, snapshot
 
 
-def _settled(task: TaskView, now: float) -> bool:
+def settles_at(task: TaskView) -> float | None:
+    """When the task's running attempt may be preempted (seen running for ``SETTLE_S``);
+    None: it is not running."""
     attempt = task.latest_attempt
-    seen = None if attempt is None else (attempt.running_seen_at or attempt.started_at)
-    return seen is not None and attempt is not None and attempt.ray_status == "RUNNING" and now - seen >= SETTLE_S
+    if attempt is None or attempt.ray_status != "RUNNING":
+        return None
+    seen = attempt.running_seen_at or attempt.started_at
+    return None if seen is None else seen + SETTLE_S
+
+
+def _settled(task: TaskView, now: float) -> bool:
+    at = settles_at(task)
+    return at is not None and now >= at
 
 
 def _stopping(task: TaskView) -> bool:
