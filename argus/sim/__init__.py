@@ -1,7 +1,8 @@
 """``argus sim``: a discrete-event simulation of admission on a virtual clock, driving the
-scheduler's own policy code (``argus.scheduler.decide``, in its ``queue_order``) against a
-simulated cluster, fed by a production GPU trace (Alibaba's openb) — to judge scheduling
-policies by what they do to waits, utilisation and fairness, not by intuition."""
+reactor's own state fold and decision core (``argus.reactor.plan``: the ledger, then the
+policy) against the fake Ray port, fed by a production GPU trace (Alibaba's openb) — to
+judge scheduling policies by what they do to waits, utilisation and fairness, not by
+intuition."""
 
 from argus.sim.engine import SimResult, TaskOutcome, simulate
 from argus.sim.metrics import PolicyMetrics, measure
