@@ -273,7 +273,7 @@ def _httpx_client(url: str, token: str, n: int, clients: int, start_at: float) -
 
 
 async def bench_submit(group_commit: bool, total: int, warmup: int, clients: int, client: str,
-                       procs: int, users: int) -> None:
+                       procs: int, users: int) -> list[str]:
     server = Server(group_commit)
     try:
         await server.wait()
@@ -323,6 +323,8 @@ async def bench_submit(group_commit: bool, total: int, warmup: int, clients: int
               + ("" if listed == acked else "  <-- MISMATCH"))
         for e in errors[:3]:
             print(f"  error: {e}")
+        # Every acknowledged submission must be in the log, and nothing else: else the run fails.
+        return [] if listed == acked else [f"submit [{mode}]: {listed} tasks listed, {acked} acknowledged"]
     finally:
         server.stop()
 
@@ -359,7 +361,7 @@ def _sse_share(url: str, n_clients: int, expect: int, deadline: float) -> list[f
     return asyncio.run(run())
 
 
-async def bench_sse(n_clients: int, n_events: int, rate: float, procs: int) -> None:
+async def bench_sse(n_clients: int, n_events: int, rate: float, procs: int) -> list[str]:
     server = Server(True)
     try:
         await server.wait()
@@ -384,7 +386,9 @@ async def bench_sse(n_clients: int, n_events: int, rate: float, procs: int) -> N
             lat = [x for r in await asyncio.gather(*futs) for x in r]
         print(f"sse [{connected:.0f} clients in {procs} processes, {n_events} events at {rate:g}/s]: "
               f"delivered {len(lat)}/{n_clients * n_events}; append->client latency p50 "
-              f"{_pct(lat, 0.5):.1f} ms, p99 {_pct(lat, 0.99):.1f} ms, max {max(lat) * 1000:.1f} ms")
+              f"{_pct(lat, 0.5):.1f} ms, p99 {_pct(lat, 0.99):.1f} ms, max {max(lat, default=0.0) * 1000:.1f} ms")
+        wanted = n_clients // procs * procs * n_events  # every listener gets every event
+        return [] if len(lat) >= wanted else [f"sse: delivered {len(lat)} of {wanted} events"]
     finally:
         server.stop()
 
@@ -408,13 +412,18 @@ def main() -> None:
     ap.add_argument("--only", choices=["submit", "sse"], default=None)
     a = ap.parse_args()
     print(f"host: {os.cpu_count()} CPUs, python {sys.version.split()[0]}")
+    failures: list[str] = []
     if a.only in (None, "submit"):
         for group_commit in (True, False):
             for _ in range(a.runs):
-                asyncio.run(bench_submit(group_commit, a.submissions, a.warmup, a.clients,
-                                         a.client, a.procs, a.users))
+                failures += asyncio.run(bench_submit(group_commit, a.submissions, a.warmup, a.clients,
+                                                     a.client, a.procs, a.users))
     if a.only in (None, "sse"):
-        asyncio.run(bench_sse(a.sse_clients, a.sse_events, a.sse_rate, a.procs))
+        failures += asyncio.run(bench_sse(a.sse_clients, a.sse_events, a.sse_rate, a.procs))
+    if failures:
+        print("FAILED: " + "; ".join(failures))
+        sys.exit(1)
+    print("OK: every acknowledged submission is durable and every event was delivered")
 
 
 if __name__ == "__main__":
