@@ -90,7 +90,6 @@ class Reactor(Submitting):
         self.meta = EventMeta(actor=f"reactor:{self.reactor_id}")
         self.state = ReactorState(self.sched.fairshare.half_life_s, config.entrypoint_num_cpus)
         self.capacity: list[NodeCapacity] | None = None  # None: unknown (Ray unreachable)
-        self.observed_at = 0.0  # when ``capacity`` was taken
         self.is_leader = False
         self._stopping = asyncio.Event()
         self._stop_sent: set[str] = set()
@@ -246,13 +245,13 @@ class Reactor(Submitting):
                 await self._record([AppendBatch(stream=cluster_stream, expected_version=None, events=[
                     ClusterUnreachable(error=(str(exc) or type(exc).__name__)[:500], observed_at=self.clock())])])
             return
-        self.capacity, self.observed_at = nodes, self.clock()
+        self.capacity = nodes
         # Recorded when it changed, and while the ledger holds ended attempts: this
         # observation is what releases them, and a replay must see it too.
         if (self.state.cluster_reachable is not True or tuple(nodes) != self.state.last_capacity
                 or self.state.releasing):
             await self._record([AppendBatch(stream=cluster_stream, expected_version=None,
-                                            events=[CapacityObserved(nodes=nodes, observed_at=self.observed_at)])])
+                                            events=[CapacityObserved(nodes=nodes, observed_at=self.clock())])])
 
     # ------------------------------------------------------------------ following Ray
     async def _follow_attempts(self) -> None:
