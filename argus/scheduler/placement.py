@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 from argus.events.catalog import Demand, NodeCapacity
 from argus.scheduler.fragmentation import ShapeMix
-from argus.scheduler.model import Defer, QueuedTask, Reason, RunningTask
+from argus.scheduler.model import Defer, QueuedTask, Reason
 from argus.scheduler.reserve import Ending, Reservation, earliest_start
 
 __all__ = ["Pool", "fmt_amount", "needs"]
@@ -47,8 +47,7 @@ class Pool:
     """Mutable free-resource view for one pass (arrays indexed like ``ids``). Gangs are
     placed fragmentation-aware against ``mix`` (made on first need), else best-fit."""
 
-    def __init__(self, nodes: Sequence[NodeCapacity], running: Sequence[RunningTask],
-                 mix: Callable[[], ShapeMix] | None = None) -> None:
+    def __init__(self, nodes: Sequence[NodeCapacity], mix: Callable[[], ShapeMix] | None = None) -> None:
         ordered = sorted(nodes, key=lambda n: n.node_id)
         self.ids = [n.node_id for n in ordered]
         self.gpus = [max(0.0, n.free_gpus) for n in ordered]

@@ -127,7 +127,7 @@ class _Pass:
                  now: float, config: PolicyConfig, outranks: Outranks | None) -> None:
         self.running, self.now, self.config, self.outranks = running, now, config, outranks
         self.out: list[Decision] = []
-        self.pool = Pool(capacity.nodes, running, mix=(lambda: _shape_mix(queue, running, config))
+        self.pool = Pool(capacity.nodes, mix=(lambda: _shape_mix(queue, running, config))
                          if config.placement == "fragmentation" else None)
         self.n_running = len(running)
         self.per_user: dict[str, int] = {}
