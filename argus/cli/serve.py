@@ -9,6 +9,7 @@ import contextlib
 import logging
 import os
 import secrets
+import shlex
 import signal
 import sqlite3
 import subprocess
@@ -150,6 +151,22 @@ def _node_port_args(book: PortBook) -> str:
 
 
 _LOG_CHUNK = 1 << 20  # the most of a node's log read per look (every 2 s)
+# A watchdog that ran this long was healthy: its exit starts the backoff afresh.
+_STABLE_S = 60.0
+_BACKOFF_MAX_S = 60.0
+
+
+def _decision(line: str) -> tuple[str, dict[str, str]]:
+    """A watchdog's ``ts level event key=value …`` line as (event, fields); ("", {}) for
+    any other line (Ray's own output is in the same log)."""
+    try:
+        fields = shlex.split(line)
+    except ValueError:  # an unbalanced quote: Ray's output, not a decision line
+        return "", {}
+    if len(fields) < 3:
+        return "", {}
+    said = dict(kv.split("=", 1) for kv in fields[3:] if "=" in kv)
+    return fields[2], {k: v.replace("\\n", " ") for k, v in said.items()}
 
 
 class Stack:
@@ -218,14 +235,27 @@ class Stack:
         threading.Thread(target=self._supervise, name="argus-up-supervisor", daemon=True).start()
 
     def _supervise(self) -> None:
+        # A watchdog that keeps dying soon after its start is started again after a growing
+        # pause (as supervisord does in the image), not every 2 s against a busy host.
+        started = [time.monotonic()] * len(self.procs)
+        quick_exits = [0] * len(self.procs)
+        not_before = [0.0] * len(self.procs)
         while not self.stopping.wait(2.0):
             self._report_node_exits()
             for i, (role, env) in enumerate(self.roles.items()):
                 proc = self.procs[i]
-                if proc.poll() is not None and not self.stopping.is_set():
-                    log.warning("%s watchdog exited (rc=%s); restarting it", role, proc.returncode)
+                now = time.monotonic()
+                if proc.poll() is None or self.stopping.is_set():
+                    continue
+                if not_before[i] == 0.0:
+                    quick_exits[i] = quick_exits[i] + 1 if now - started[i] < _STABLE_S else 1
+                    not_before[i] = now + min(_BACKOFF_MAX_S, 2.0 ** (quick_exits[i] - 1))
+                    log.warning("%s watchdog exited (rc=%s); restarting it in %.0f s", role,
+                                proc.returncode, not_before[i] - now)
+                if now >= not_before[i]:
                     signal_group(proc, signal.SIGKILL)  # leftovers of its group
                     self.procs[i] = self._spawn(role, env())
+                    started[i], not_before[i] = now, 0.0
 
     def _report_node_exits(self) -> None:
         """Say on the console when a Ray node exited. Each watchdog restarts its node by
@@ -242,11 +272,15 @@ class Stack:
             complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits
             self._log_read[role] = self._log_read.get(role, 0) + len(complete)
             for line in complete.decode(errors="replace").splitlines():
-                fields = line.split()
-                if len(fields) > 2 and fields[2] == "ray_exited":
-                    said = dict(kv.split("=", 1) for kv in fields[3:] if "=" in kv)
+                event, said = _decision(line)
+                if event == "ray_exited":
+                    cause = f": {said['cause']}" if said.get("cause") else ""
                     self.echo(f"{role}: its Ray node exited (rc={said.get('rc', '?')} after "
-                              f"{said.get('ran_s', '?')} s); it is being restarted. Why: {path}")
+                              f"{said.get('ran_s', '?')} s){cause}; it is being restarted. "
+                              f"Details: {path}")
+                elif event == "head_start_timeout":
+                    self.echo(f"{role}: its Ray node did not come up in {said.get('waited_s', '?')} s"
+                              f": {said.get('cause', '?')}; it is being restarted. Details: {path}")
 
     def stop(self, grace_s: float = 20.0) -> None:
         """SIGTERM each watchdog's group (they stop their Ray child), then SIGKILL."""

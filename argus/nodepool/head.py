@@ -17,6 +17,7 @@ from argus.nodepool.config import NodePoolConfig
 from argus.nodepool.discovery import expire_head_record, make_head_record, write_head_record
 from argus.nodepool.logline import DecisionLog
 from argus.nodepool.process import RayChild, StopFlag, detect_node_ip, port_open
+from argus.nodepool.startup import describe_limits, explain_ray_exit, ray_child_env
 
 __all__ = ["HeadWatchdog", "head_argv"]
 
@@ -52,14 +53,34 @@ class HeadWatchdog:
         self.started_at = datetime.now(timezone.utc).replace(microsecond=0)
 
     def run(self) -> int:
-        """Block until Ray exits (returns non-zero) or a stop is requested (returns 0)."""
+        """Block until a stop is requested (returns 0) or Ray exits after it was published
+        (returns non-zero, for the supervisor to start this watchdog again: the new start
+        publishes a new ``head_id``). A Ray that fails before it was ever published is
+        started again here, after a backoff: nobody was told of it, so nothing moves."""
+        node_ip = detect_node_ip(self.cfg.node_ip)
+        failures = 0
+        while True:
+            rc = self._run_ray(node_ip, attempt=failures + 1)
+            if rc is not None:
+                return rc
+            failures += 1
+            delay = self.cfg.backoff_s(failures)
+            self.log.info("restart_scheduled", after_s=round(delay, 1), failures=failures)
+            if self.stop.sleep(delay):
+                self.log.info("stop_requested", signal=self.stop.signum, pid=None)
+                return 0
+
+    def _run_ray(self, node_ip: str, attempt: int) -> int | None:
+        """One ``ray start --head``: the watchdog's exit code, or None if it failed to
+        start (exited, or no GCS within head_start_timeout_s, before being published)."""
         cfg = self.cfg
-        node_ip = detect_node_ip(cfg.node_ip)
         argv = head_argv(cfg, node_ip)
+        env = ray_child_env()
         self.log.info("head_start", head_id=self.head_id, node_ip=node_ip,
                       gcs_port=cfg.ray_port, dashboard_port=cfg.dashboard_port,
-                      record=cfg.head_file, argv=" ".join(argv))
-        child = RayChild(argv, tee=self.log.open_aux("ray.log"))
+                      record=cfg.head_file, attempt=attempt, argv=" ".join(argv),
+                      limits=describe_limits(env))
+        child = RayChild(argv, tee=self.log.open_aux("ray.log"), env=env)
         self.log.info("ray_spawned", pid=child.pid)
         started = time.monotonic()
         next_publish = 0.0
@@ -71,7 +92,7 @@ class HeadWatchdog:
                 ran_s = child.runtime_s
                 # Sweep what is left of the group so the restarted head finds its ports free.
                 child.stop(0)
-                return self._ray_exited(rc, ran_s, published)
+                return self._ray_exited(child, rc, ran_s, published)
             if self.stop.is_set():
                 return self._shutdown(child, published)
             now = time.monotonic()
@@ -83,9 +104,11 @@ class HeadWatchdog:
                     published = self._publish(node_ip, first=not published) or published
                     next_publish = now + cfg.refresh_s
                 elif not published and now - started > cfg.head_start_timeout_s:
-                    self.log.error("head_start_timeout", waited_s=round(now - started, 1))
+                    self.log.error("head_start_timeout", waited_s=round(now - started, 1),
+                                   cause=explain_ray_exit(argv, child.last_lines, None,
+                                                          now - started))
                     child.stop(cfg.stop_grace_s)
-                    return 1
+                    return None
                 else:
                     # Not up yet (or a hiccup): check again soon, not after refresh_s.
                     next_publish = now + 1.0
@@ -132,10 +155,15 @@ class HeadWatchdog:
         except OSError as exc:
             self.log.error("expire_failed", path=self.cfg.head_file, error=exc)
 
-    def _ray_exited(self, rc: int, ran_s: float, published: bool) -> int:
-        self.log.error("ray_exited", rc=rc, ran_s=round(ran_s, 1), action="exit_for_restart")
-        if published:
-            self._expire()
+    def _ray_exited(self, child: RayChild, rc: int, ran_s: float, published: bool) -> int | None:
+        cause = explain_ray_exit(child.argv, child.last_lines, rc, ran_s)
+        if not published:
+            self.log.error("ray_exited", rc=rc, ran_s=round(ran_s, 1), cause=cause,
+                           action="start_again")
+            return None
+        self.log.error("ray_exited", rc=rc, ran_s=round(ran_s, 1), cause=cause,
+                       action="exit_for_restart")
+        self._expire()
         # Exit non-zero even if Ray said 0: a head that stops by itself is a failure.
         return rc if rc > 0 else 1
 

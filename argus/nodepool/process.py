@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from typing import IO, Sequence
 
 __all__ = ["RayChild", "StopFlag", "detect_node_ip", "die_with_parent", "port_open"]
@@ -49,6 +50,8 @@ class RayChild:
         # Set when `ray start` reports that all its processes are up and registered.
         self.ready = threading.Event()
         self._ready_marker = ready_marker
+        # Its last lines, kept to say why it exited (bounded: Ray can print a lot).
+        self.last_lines: deque[str] = deque(maxlen=80)
         parent = os.getpid()
         self.proc = subprocess.Popen(
             self.argv,
@@ -72,6 +75,7 @@ class RayChild:
             line = raw.decode("utf-8", "replace")
             if self._ready_marker and self._ready_marker in line:
                 self.ready.set()
+            self.last_lines.append(line[:1000])
             for out in (self._sink, self._tee):
                 if out is None:
                     continue

@@ -22,6 +22,7 @@ from argus.nodepool.config import NodePoolConfig
 from argus.nodepool.discovery import HeadRecord, read_head_record
 from argus.nodepool.logline import DecisionLog
 from argus.nodepool.process import RayChild, StopFlag, detect_node_ip
+from argus.nodepool.startup import describe_limits, explain_ray_exit, ray_child_env
 
 __all__ = ["WorkerWatchdog", "worker_argv"]
 
@@ -101,26 +102,29 @@ class WorkerWatchdog:
         node_ip = detect_node_ip(self.cfg.node_ip, towards=record.head_ip)
         argv = worker_argv(self.cfg, record, node_ip)
         self._wait_reason = ""
+        env = ray_child_env()
         try:
-            self.child = RayChild(argv, tee=self._ray_log)
+            self.child = RayChild(argv, tee=self._ray_log, env=env)
         except OSError as exc:
             self._failed(f"spawn_error: {exc}")
             return
         self.attached = record
         self.log.info("ray_start", pid=self.child.pid, head=record.gcs_address,
                       head_id=record.head_id, node_ip=node_ip, attempt=self.failures + 1,
-                      argv=" ".join(argv))
+                      argv=" ".join(argv), limits=describe_limits(env))
 
     def _child_exited(self) -> None:
         assert self.child is not None
-        rc = self.child.poll()
-        ran_s = self.child.runtime_s
+        child = self.child
+        rc = child.poll()
+        ran_s = child.runtime_s
         # Reap stragglers of the group (an agent that outlived the raylet holds ports).
-        self.child.stop(0)
+        child.stop(0)
         self.child = None
         if ran_s >= self.cfg.stable_s:
             self.failures = 0  # it ran fine for a while: this is a fresh failure
-        self.log.warning("ray_exited", rc=rc, ran_s=round(ran_s, 1))
+        cause = explain_ray_exit(child.argv, child.last_lines, rc, ran_s)
+        self.log.warning("ray_exited", rc=rc, ran_s=round(ran_s, 1), cause=cause)
         self._failed(f"rc={rc}")
 
     def _failed(self, why: str) -> None:

@@ -23,12 +23,16 @@ def test_a_ray_node_that_exits_is_reported_once_with_where_to_look(tmp_path: Pat
     stack = _stack(tmp_path, said)
     log = tmp_path / "logs" / "worker.log"
     log.parent.mkdir()
-    exited = format_line("WARNING", "ray_exited", {"role": "worker", "rc": 1, "ran_s": 13.0})
+    cause = ("Ray's raylet timed out waiting for its dashboard agent: the host is overloaded "
+             "(load 34 on 2 cores)")
+    exited = format_line("WARNING", "ray_exited", {"role": "worker", "rc": 1, "ran_s": 13.0,
+                                                   "cause": cause})
     log.write_text("earlier run's line\n" + format_line("INFO", "ray_start", {"role": "worker"}) + "\n"
                    + "(raylet) The raylet exited immediately because one Ray agent failed\n" + exited + "\n"
                    + exited[:20])  # the next line, still being written
     stack._report_node_exits()
-    assert said == [f"worker: its Ray node exited (rc=1 after 13.0 s); it is being restarted. Why: {log}"]
+    assert said == [f"worker: its Ray node exited (rc=1 after 13.0 s): {cause}; it is being "
+                    f"restarted. Details: {log}"]
     stack._report_node_exits()
     assert len(said) == 1  # each line is said once
     with open(log, "a") as f:

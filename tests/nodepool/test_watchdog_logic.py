@@ -30,7 +30,13 @@ FAKE_RAY = textwrap.dedent('''\
         mode = open(os.environ["FAKE_RAY_MODE"]).read().strip()
     except OSError:
         mode = "run"
+    with open(os.environ["FAKE_RAY_CALLS"] + ".env", "a") as f:
+        f.write(os.environ.get("RAY_agent_register_timeout_ms", "-") + "\\n")
     if mode == "fail":
+        sys.exit(1)
+    if mode == "agent_timeout":  # what Ray's raylet says when its agent is late
+        print("[raylet] Timed out waiting for file /tmp/ray/session_1/ports_by_node.json: "
+              "dashboard_agent_listen_port", flush=True)
         sys.exit(1)
     sock = None
     for arg in sys.argv:
@@ -188,3 +194,24 @@ def test_head_publishes_then_withdraws_and_exits_nonzero_when_ray_dies(fake):
     assert "ray_exited" in fake.log("head")
     assert datetime.now(timezone.utc) - after.record.updated_at < timedelta(seconds=30)
 
+
+
+def test_a_head_that_fails_to_start_is_started_again_with_the_cause_and_scaled_limits(fake):
+    """Before being published, a failed head start is retried by the watchdog itself, after
+    a growing pause, with the cause in one line and Ray's start-up limits raised."""
+    fake.mode.write_text("agent_timeout")
+    (port,) = free_ports(1)
+    proc = fake.start("head", ARGUS_RAY_PORT=str(port))
+    wait_for(lambda: fake.log("head").count("restart_scheduled") >= 3, 30, "three failed starts")
+    assert proc.poll() is None, "the watchdog keeps trying; nobody was told of this head"
+    log = fake.log("head")
+    delays = [float(x) for x in re.findall(r"restart_scheduled .*?after_s=([\d.]+)", log)]
+    assert delays[:3] == [0.2, 0.4, 0.8]
+    assert "cause=\"Ray's raylet timed out waiting for its dashboard agent" in log
+    assert "action=start_again" in log
+    # The limit reached Ray's environment, raised from Ray's 30 s default.
+    limits = {int(v) for v in Path(str(fake.calls) + ".env").read_text().split()}
+    assert min(limits) >= 60_000
+    assert "limits=\"RAY_DASHBOARD_STARTUP_TIMEOUT_S=" in log
+    fake.mode.write_text("run")
+    wait_for(lambda: read_head_record(fake.head_file).usable, 20, "published once Ray starts")
