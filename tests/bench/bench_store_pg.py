@@ -50,6 +50,7 @@ from urllib.parse import urlsplit
 
 from argus.events import encode_event
 from argus.store import AppendBatch
+from tests.bench.verdict import Verdict
 from tests.support.postgres import PostgresServer
 
 
@@ -234,7 +235,9 @@ def rebuild(server: PostgresServer, n: int, rounds: int) -> None:
     print(f"  argus, a new host's copy (log rows + read models)  {a:>10,.0f}  {a / e:.2f}x")
     print(f"  argus, read from PostgreSQL + the same fold/writes {fo:>10,.0f}  {fo / e:.2f}x")
     print(f"  eventsourcing, select_notifications + the same      {e:>10,.0f}")
-    print("target (issue 22): argus >= 2x eventsourcing's rebuild")
+    verdict = Verdict()
+    verdict.check("a host's rebuild from its copy >= 2x eventsourcing's (issue 22)", c >= 2 * e, f"{c / e:.2f}x")
+    verdict.finish()
 
 
 def main(args: argparse.Namespace, event_objects: Callable[[int], list[tuple[str, int, Any]]]) -> None:
@@ -266,7 +269,15 @@ def main(args: argparse.Namespace, event_objects: Callable[[int], list[tuple[str
             m = {name: statistics.median(v) for name, v in by.items()}
             adv, tab, es = m["argus (advisory lock)"], m["argus (table lock)"], m["eventsourcing"]
             print(f"{key:<16}{adv:>18,.0f}{tab:>15,.0f}{es:>15,.0f}{adv / es:>13.2f}{tab / es:>10.2f}")
-        print("\ntarget (issue 22): argus >= 1x eventsourcing's appends")
+        verdict = Verdict()
+        for key, by in rates.items():
+            adv, es = statistics.median(by["argus (advisory lock)"]), statistics.median(by["eventsourcing"])
+            verdict.check(f"argus's appends >= eventsourcing's, {key} (issue 22)", adv >= es, f"{adv / es:.2f}x")
+        if verdict.missed or args.appends_only:
+            verdict.finish()
+        else:
+            for line in verdict.lines:
+                print(f"verdict: {line}")
         if not args.appends_only:
             rebuild(server, args.pg_rebuild_events, args.rounds)
     finally:

@@ -13,6 +13,8 @@ free fails verl's own GPU check, and is retried.
 
 from __future__ import annotations
 
+import importlib
+import os
 import shlex
 import sys
 import time
@@ -20,9 +22,22 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("transfer_queue", reason="real verl is not installed: pip install -e '.[verl]' "
-                    "(scripts/test-verl.sh)")
-pytest.importorskip("torch", reason="real verl needs torch: pip install -e '.[verl]'")
+
+def _need(module: str) -> None:
+    """Skip this module where real verl is not installed (the main suite's environment);
+    under scripts/test-verl.sh (ARGUS_REQUIRE_VERL=1) a missing module fails instead: a run
+    made to prove the verl path must not pass by skipping it."""
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        if os.environ.get("ARGUS_REQUIRE_VERL") == "1":
+            raise
+        pytest.skip(f"real verl is not installed ({exc}): pip install -e '.[verl]' "
+                    "(scripts/test-verl.sh)", allow_module_level=True)
+
+
+_need("transfer_queue")
+_need("torch")
 
 from ray.job_submission import JobSubmissionClient  # noqa: E402
 from ray.util.state import list_actors, list_nodes, list_placement_groups  # noqa: E402
