@@ -28,6 +28,8 @@ from argus.events import TaskSubmitted, task_stream
 from argus.lifecycle import TaskState
 from argus.rayjobs.submission import job_dir
 from argus.service import CommandError, Principal
+from argus.taskspec import TaskSpecError
+from argus.taskspec.document import decode_json
 from argus.views.queue import fair_view, queue_position
 from projections.tasks_read import PageCursor, summarize, task_page
 
@@ -77,9 +79,11 @@ async def read_document(request: Request[Any, Any, Any]) -> str | dict[str, Any]
                             "(Content-Type: application/yaml) or JSON {\"spec\": ...}")
     if media == JSON_TYPE:
         try:
-            doc = msgspec.json.decode(body)
+            doc = decode_json(body)
         except msgspec.DecodeError as exc:
             raise HTTPException(status_code=400, detail=f"body is not valid JSON: {exc}") from exc
+        except TaskSpecError as exc:
+            raise HTTPException(status_code=400, detail=f"body {exc.message}") from exc
         if not isinstance(doc, dict):
             raise HTTPException(status_code=400, detail="JSON body must be an object: the spec, "
                                 "or {\"spec\": \"<yaml text>\"}")

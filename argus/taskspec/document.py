@@ -13,10 +13,36 @@ import yaml
 from argus.config import TaskSpecConfig
 from argus.taskspec.errors import TaskSpecError
 
-__all__ = ["load_document"]
+__all__ = ["MAX_NESTING", "decode_json", "load_document", "too_deep"]
+
+# How deep a document may nest lists and maps. A TaskSpec needs 3 or 4 levels; the bound
+# keeps every recursive walk (encoding, validation, the log) far from Python's limit.
+MAX_NESTING = 32
 
 
-class _NoAliasLoader(yaml.SafeLoader):
+class _UniqueKeys:
+    """Refuses a mapping that gives a key twice. YAML loaders keep the last value, while a
+    reader of the text (and the raw spec Argus shows) sees the first: which one did the user
+    mean? They are asked to say it once."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            self.flatten_mapping(node)  # type: ignore[attr-defined]
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)  # type: ignore[attr-defined]
+                try:
+                    if key in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"the key {key!r} is given twice; give each key once",
+                            key_node.start_mark)
+                    seen.add(key)
+                except TypeError:  # unhashable: the base constructor refuses it with its message
+                    pass
+        return super().construct_mapping(node, deep)  # type: ignore[misc]
+
+
+class _NoAliasLoader(_UniqueKeys, yaml.SafeLoader):
     """SafeLoader without anchors/aliases: an alias bomb is tiny as text but huge once
     walked, and no TaskSpec needs them."""
 
@@ -29,7 +55,8 @@ class _NoAliasLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
-_CSafeLoader: Any = getattr(yaml, "CSafeLoader", None)  # None without libyaml
+_CSafeLoader: Any = (type("_UniqueKeysCLoader", (_UniqueKeys, yaml.CSafeLoader), {})
+                     if hasattr(yaml, "CSafeLoader") else None)  # None without libyaml
 # Texts libyaml may read differently from _NoAliasLoader go to the pure-Python loader:
 # '*' (an alias: libyaml cannot be told to refuse them), '!' (tags; a bare '!' is '' in
 # libyaml, None in PyYAML), tabs, BOM and Unicode line breaks, and '|#' / '>-#' (libyaml
@@ -54,11 +81,49 @@ def _yaml_error_text(exc: BaseException) -> str:
     return text
 
 
+def too_deep(value: Any, limit: int = MAX_NESTING) -> bool:
+    """Whether lists and maps nest deeper than ``limit`` (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def decode_json(raw: bytes | str) -> Any:
+    """JSON text as Python values; raises msgspec.DecodeError for what is not JSON and
+    TaskSpecError for what nests deeper than MAX_NESTING (msgspec itself would raise
+    RecursionError near 1,000 levels)."""
+    try:
+        value = msgspec.json.decode(raw)
+    except RecursionError:
+        value = None
+        deep = True
+    else:
+        deep = too_deep(value)
+    if deep:
+        raise _too_deep_error()
+    return value
+
+
+def _too_deep_error() -> TaskSpecError:
+    return TaskSpecError("document", f"nests lists or maps deeper than {MAX_NESTING} levels; "
+                         "a TaskSpec needs a few")
+
+
 def _load_text(text: str) -> Any:
     stripped = text.lstrip()
     if stripped[:1] in ("{", "["):
         try:
-            return msgspec.json.decode(stripped)
+            return decode_json(stripped)
         except msgspec.DecodeError:
             pass  # not strict JSON; YAML flow syntax is a superset, try that
     if _CSafeLoader is not None and _C_UNSAFE_RE.search(text) is None:
@@ -80,6 +145,8 @@ def load_document(document: str | bytes | Mapping[str, Any], config: TaskSpecCon
     limit = config.max_document_bytes
     if isinstance(document, Mapping):
         data: Any = dict(document)
+        if too_deep(data):
+            raise _too_deep_error()
         try:
             # The size of the mapping as a client would have sent it.
             size = len(msgspec.json.encode(data))
@@ -99,6 +166,8 @@ def load_document(document: str | bytes | Mapping[str, Any], config: TaskSpecCon
         if "\x00" in text:
             raise TaskSpecError("document", "contains a NUL byte; send plain YAML or JSON text")
         data = _load_text(text)
+        if too_deep(data):
+            raise _too_deep_error()
     else:
         raise TaskSpecError("document", "must be YAML/JSON text or a mapping")
     if size > limit:

@@ -22,6 +22,13 @@ BAD_SUBMISSIONS: list[tuple[str, dict[str, Any], int]] = [
     ("traversal in data", {"content": ADVANCED.replace("$HOME/datasets/toy", "$HOME/../bob/datasets")}, 400),
     ("other user's home", {"content": ADVANCED.replace("$HOME/datasets/toy/train.jsonl", "/tmp/x.jsonl")}, 400),
     ("oversized", {"content": "kind: advanced\n" + "#" * 2_000_000}, 413),
+    ("json nested 1000 deep", {"content": b'{"spec": ' + b"[" * 1000 + b"]" * 1000 + b"}",
+                               "headers": {"Content-Type": "application/json"}}, 400),
+    ("json object nested 1000 deep", {"content": b'{"a": ' * 1000 + b"1" + b"}" * 1000,
+                                      "headers": {"Content-Type": "application/json"}}, 400),
+    ("json text nested 1000 deep", {"content": "[" * 1000 + "]" * 1000}, 400),
+    ("yaml nested 1000 deep", {"content": ADVANCED + "env: " + "{a: " * 1000 + "1" + "}" * 1000 + "\n"}, 400),
+    ("duplicate yaml key", {"content": ADVANCED + "workload: ppo\n"}, 400),
 ]
 
 

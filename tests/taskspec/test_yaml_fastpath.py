@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from argus.taskspec.spec import _C_UNSAFE_RE, _NoAliasLoader
+from argus.taskspec.document import _CSafeLoader
 from tests.taskspec.support import SEED_EXAMPLE
 
 pytestmark = pytest.mark.skipif(not getattr(yaml, "__with_libyaml__", False),
@@ -90,7 +91,7 @@ def _load(text: str, loader: Any) -> tuple[str, str]:
 def _check(text: str) -> None:
     if _C_UNSAFE_RE.search(text) is not None:
         return  # not taken by the fast path
-    fast = _load(text, yaml.CSafeLoader)
+    fast = _load(text, _CSafeLoader)
     if fast[0] == "ok":
         assert fast == _load(text, _NoAliasLoader), text
 
@@ -98,7 +99,7 @@ def _check(text: str) -> None:
 def test_corpus_reads_the_same() -> None:
     for text in CORPUS:
         assert _C_UNSAFE_RE.search(text) is None  # real specs do take the fast path
-        assert _load(text, yaml.CSafeLoader) == _load(text, _NoAliasLoader)
+        assert _load(text, _CSafeLoader) == _load(text, _NoAliasLoader)
 
 
 @BOUNDED
