@@ -61,13 +61,43 @@ class SqliteConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     synchronous: str = "FULL"
 
 
+# Query keys that carry a secret in libpq's URI form (``?password=…``, ``?sslpassword=…``).
+_SECRET_QUERY_KEYS = frozenset({"password", "sslpassword"})
+
+
 def redact_url(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (for anything shown or logged)."""
+    """``url`` with every password replaced by ``***`` (for anything shown, logged or
+    written to a file others may read): ``user:pw@`` and libpq's ``?password=`` form."""
+    from urllib.parse import parse_qsl, urlencode
+
     scheme, sep, rest = url.partition("://")
+    rest, qmark, query = rest.partition("?")
     credentials, at, host = rest.rpartition("@")
-    if not at or ":" not in credentials:
-        return url
-    return f"{scheme}{sep}{credentials.split(':', 1)[0]}:***@{host}"
+    if at and ":" in credentials:
+        rest = f"{credentials.split(':', 1)[0]}:***@{host}"
+    if qmark:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(key.lower() in _SECRET_QUERY_KEYS for key, _ in pairs):
+            query = urlencode([(k, "***" if k.lower() in _SECRET_QUERY_KEYS else v) for k, v in pairs],
+                              safe="*/:")
+    return f"{scheme}{sep}{rest}{qmark}{query}"
+
+
+def hide_secrets(text: str, url: str) -> str:
+    """``text`` (a driver's error, say) with every password of ``url`` and the value of
+    ``PGPASSWORD`` (libpq reads it when the URL has none) replaced by ``***``."""
+    from urllib.parse import parse_qsl, unquote
+
+    secrets = [os.environ.get("PGPASSWORD", "")]
+    rest = url.partition("://")[2]
+    rest, _, query = rest.partition("?")
+    credentials = rest.rpartition("@")[0]
+    if ":" in credentials:
+        secrets.append(unquote(credentials.split(":", 1)[1]))
+    secrets += [v for k, v in parse_qsl(query) if k.lower() in _SECRET_QUERY_KEYS]
+    for secret in sorted(filter(None, secrets), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
 
 
 class PostgresConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -63,3 +63,19 @@ def test_a_database_password_is_never_shown() -> None:
     assert redact_url("postgresql://argus@db/argus") == "postgresql://argus@db/argus"
     assert redact_url("postgresql://db/argus") == "postgresql://db/argus"
     assert redact_url("") == ""
+    # libpq's URI form: the password as a query parameter (any case), sslpassword too.
+    assert (redact_url("postgresql://db/argus?user=a&password=s3cret&sslmode=require")
+            == "postgresql://db/argus?user=a&password=***&sslmode=require")
+    assert redact_url("postgresql://a:b@h/d?PASSWORD=x&sslpassword=y") == "postgresql://a:***@h/d?PASSWORD=***&sslpassword=***"
+
+
+def test_a_drivers_error_never_shows_a_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    from argus.config import hide_secrets
+    from argus.store.postgres import describe_open_failure
+
+    monkeypatch.setenv("PGPASSWORD", "envpw")
+    said = describe_open_failure("postgresql://u:p%40ss@h/d?password=q1",
+                                 OSError("connect to u:p@ss@h failed; q1; envpw"))
+    assert "p@ss" not in said and "q1" not in said and "envpw" not in said
+    assert said.startswith("the PostgreSQL log at postgresql://u:***@h/d?password=*** did not answer")
+    assert hide_secrets("nothing to hide", "postgresql://db/argus") == "nothing to hide"

@@ -427,9 +427,12 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, hos
         sched.assumed_nodes, sched.assumed_node_gpus, sched.assumed_node_cpus = 1, gpus, stack.cpus
     # What this stack runs with, for `argus config show` and for `argus serve|reactor
     # --config` pointed at the same data (rewritten each start: it is an output, not input).
-    effective = data_dir / "config.yaml"
-    effective.write_text("# written by `argus up` at start: the configuration it runs with\n"
-                         + yaml.safe_dump(msgspec.to_builtins(config), sort_keys=False))
+    # 0600: it holds the event log's URL, password included (an older file may be 0644).
+    fd = os.open(data_dir / "config.yaml", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as effective:
+        effective.write("# written by `argus up` at start: the configuration it runs with\n"
+                        + yaml.safe_dump(msgspec.to_builtins(config), sort_keys=False))
 
     def on_term(signum: int, frame: Any) -> None:
         raise SystemExit(128 + signum)

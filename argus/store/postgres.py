@@ -65,6 +65,12 @@ def describe_open_failure(url: str, exc: BaseException) -> str:
     """One line for a failure to open the log at ``url`` (password hidden), saying what to
     change: the driver missing, a server that does not answer, a refused login, no such
     database."""
+    from argus.config import hide_secrets
+
+    return hide_secrets(_open_failure(url, exc), url)
+
+
+def _open_failure(url: str, exc: BaseException) -> str:
     from argus.config import redact_url
 
     where = f"the PostgreSQL log at {redact_url(url)}"

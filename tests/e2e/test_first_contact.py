@@ -153,6 +153,13 @@ def test_readme_walkthrough_verbatim(up: Up) -> None:
     assert "SUCCEEDED" in out
 
 
+def test_files_holding_secrets_are_the_owners_alone(up: Up) -> None:
+    """The admin token and the effective configuration (which holds the event log's URL,
+    password included) are 0600."""
+    for name in ("admin.token", "config.yaml"):
+        assert (up.workdir / ".argus" / name).stat().st_mode & 0o077 == 0, name
+
+
 def test_follow_a_finished_log_is_an_event_stream(up: Up) -> None:
     token = (up.workdir / ".argus/admin.token").read_text().strip()
     headers = {"Authorization": f"Bearer {token}"}
