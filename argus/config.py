@@ -42,6 +42,10 @@ class ApiConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     port: int = 8080
     max_body_bytes: int = 1_048_576
     max_upload_bytes: int = 2 * 1024**3
+    # Per user: this many submissions at once, then this many per second (429 beyond);
+    # 0 turns the cap off (argus.api.ratelimit).
+    submit_burst: int = 200
+    submit_rate_per_s: float = 20.0
 
 
 class AuthConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -23,7 +23,9 @@ from argus.api.auth import AuthController, SessionStore, principal
 from argus.api.cluster import cluster_view, queue_view, shares_view
 from argus.api.events_sse import Broadcaster, events_stream
 from argus.api.files import FilesController
+from argus.api.headers import ERROR_HEADERS, security_headers
 from argus.api.metrics import ApiMetrics, healthz, metrics, readyz
+from argus.api.ratelimit import SubmitRateLimit
 from argus.api.openapi import document_api, fix_options_allow, strict_body
 from argus.api.tasks import TasksController
 from argus.api.users import UsersController
@@ -44,14 +46,14 @@ Background = Callable[[Any], Coroutine[Any, Any, None]]
 def _internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
     return Response({"status_code": 500, "detail": "internal error; see the server log"},
-                    status_code=500)
+                    status_code=500, headers=ERROR_HEADERS)
 
 
 def _http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
     body: dict[str, Any] = {"status_code": exc.status_code, "detail": exc.detail}
     if exc.extra:
         body["extra"] = exc.extra
-    return Response(body, status_code=exc.status_code, headers=exc.headers)
+    return Response(body, status_code=exc.status_code, headers={**ERROR_HEADERS, **(exc.headers or {})})
 
 
 def _command_error(request: Request[Any, Any, Any], exc: CommandError) -> Response[dict[str, Any]]:
@@ -117,6 +119,7 @@ def create_app(
         state.etas = EtaBoard(st, config)
         state.commands, state.broadcaster = commands, broadcaster
         state.sessions = SessionStore(config.v2.auth.session_ttl_s)
+        state.submit_limit = SubmitRateLimit(config.v2.api.submit_burst, config.v2.api.submit_rate_per_s)
         token = admin_token or os.environ.get(config.v2.auth.token_env)
         if token:
             await commands.bootstrap_admin(token)
@@ -170,6 +173,7 @@ def create_app(
         exception_handlers={HTTPException: _http_error, CommandError: _command_error,
                             LogUnreachable: _log_unreachable, Exception: _internal_error},
         request_max_body_size=config.v2.api.max_body_bytes,
+        middleware=[security_headers],
         debug=False,
     )
     fix_options_allow(app)

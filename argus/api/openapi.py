@@ -48,6 +48,7 @@ DESCRIPTIONS = {
     409: "Conflicts with the current state (or changed meanwhile): try again or change it",
     413: "Body too large",
     415: "Content-Type not accepted: send one of the declared types",
+    429: "Too many submissions by this user: try again after the Retry-After header's seconds",
     503: "Not ready",
 }
 _ERROR_REF = Reference(ref="#/components/schemas/Error")

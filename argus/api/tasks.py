@@ -117,9 +117,13 @@ class TasksController(Controller):
     path = "/tasks"
     tags = ["tasks"]
 
-    @post("/", operation_class=_SubmitOperation, status_code=201, responses=errors(409, 415))
+    @post("/", operation_class=_SubmitOperation, status_code=201, responses=errors(409, 415, 429))
     async def submit(self, request: Request[Any, Any, Any], state: State, who: Principal) -> SubmitOut:
         """Submit a TaskSpec (YAML text or JSON). Returns the new task's id and warnings."""
+        wait_s = state.submit_limit.take(who.user_id)
+        if wait_s:
+            detail, headers = state.submit_limit.refusal(wait_s)
+            raise HTTPException(status_code=429, detail=detail, headers=headers)
         document = await read_document(request)
         result = await state.commands.submit(who, document, request_id(request))
         return SubmitOut(task_id=result.task_id, state=result.state, warnings=result.warnings)

@@ -44,7 +44,8 @@ def stack(argus_stack: Stack) -> Stack:
 
 
 class Pages:
-    """Opens logged-in pages and collects the JavaScript errors they raise."""
+    """Opens logged-in pages and collects the JavaScript errors they raise and what the
+    Content-Security-Policy blocked."""
 
     def __init__(self, browser: Any, stack: Stack) -> None:
         self.browser, self.stack = browser, stack
@@ -58,6 +59,10 @@ class Pages:
         page = ctx.new_page()
         page.set_default_timeout(TIMEOUT_MS)
         page.on("pageerror", lambda exc: self.errors.append(f"{who}: {exc}"))
+        # The server sends a Content-Security-Policy (argus.api.headers): what it blocks
+        # (an inline style, a script from elsewhere) is a defect of the page.
+        page.on("console", lambda msg: self.errors.append(f"{who}: {msg.text}")
+                if msg.type == "error" and "Content Security Policy" in msg.text else None)
         page.goto(self.stack.url + "/")
         page.wait_for_selector("#token")
         if who is not None:
