@@ -7,8 +7,10 @@ re-exports them), so a task looks the same in the log's fold, in the API and in 
 from __future__ import annotations
 
 import heapq
+import itertools
 import sqlite3
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
@@ -105,33 +107,67 @@ def task_page(
     offset: int = 0,
 ) -> tuple[list[TaskView], int, PageCursor | None]:
     """One page of tasks, newest first (``user``'s only, unless None; in ``states``, if
-    any), starting after ``after`` (or, slower on deep pages, skipping ``offset``); the
-    number the filter matches (from the user_views projection's counts); and the cursor
-    of the next page (None: this is the last)."""
+    any), starting after ``after`` (or skipping ``offset`` rows); the number the filter
+    matches (from the user_views projection's counts); and the cursor of the next page
+    (None: this is the last)."""
     base: list[str] = []
     params: list[object] = []
     if user is not None:
         base.append("user = ?")
         params.append(user)
     total = _count(db, base, params, states)
-    keyset = "" if after is None else " AND (created_at, task_id) < (?, ?)"
-    keys: list[object] = [] if after is None else [after.created_at, after.task_id]
-    # One index walk per state (tasks_state_created), merged: with IN (...) SQLite would
-    # sort every matching row to return the first ``limit``.
-    runs: list[list[tuple[float, str, bytes]]] = []
-    each: Sequence[TaskState | None] = states or [None]
-    for state in each:
-        where = [*base, *([] if state is None else ["state = ?"])]
-        cond = " AND ".join(where) if where else "1"
-        rows = db.execute(
-            f"SELECT created_at, task_id, view FROM tasks WHERE {cond}{keyset} {_PAGE_ORDER} LIMIT ?",
-            [*params, *([] if state is None else [state.value]), *keys, offset + limit + 1])
-        runs.append(rows.fetchall())
+    walk = _Walk(db, base, params, states or [None])
+    if offset and after is None:
+        # Skip by keys alone (index-only walks, no view read), then page from there as a
+        # cursor would: a deep offset costs about what its cursor costs.
+        after = walk.key_at(offset)
+        if after is None:
+            return [], total, None
     # One more row than the page: whether a next page exists, without counting.
-    merged = list(heapq.merge(*runs, key=lambda r: (-r[0], _desc(r[1]))))[: offset + limit + 1]
-    page = merged[offset:offset + limit]
-    more = len(merged) > offset + limit and bool(page)
+    rows = walk.rows("created_at, task_id, view", after, limit + 1)
+    page = rows[:limit]
+    more = len(rows) > limit
     return [_decode_view(view) for _, _, view in page], total, PageCursor(page[-1][0], page[-1][1]) if more else None
+
+
+class _Walk:
+    """The filtered task list as index walks: one per state (tasks_state_created), merged
+    in page order. With IN (...) SQLite would sort every matching row to return the first
+    ``limit``."""
+
+    def __init__(self, db: sqlite3.Connection, base: list[str], params: list[object],
+                 each: Sequence[TaskState | None]) -> None:
+        self.db, self.base, self.params, self.each = db, base, params, each
+
+    def _query(self, columns: str, state: TaskState | None, after: PageCursor | None,
+               tail: str) -> tuple[str, list[object]]:
+        where = [*self.base, *([] if state is None else ["state = ?"])]
+        params = [*self.params, *([] if state is None else [state.value])]
+        if after is not None:
+            where.append("(created_at, task_id) < (?, ?)")
+            params += [after.created_at, after.task_id]
+        cond = " AND ".join(where) if where else "1"
+        return f"SELECT {columns} FROM tasks WHERE {cond} {_PAGE_ORDER} {tail}", params
+
+    def rows(self, columns: str, after: PageCursor | None, limit: int) -> list[Any]:
+        """The first ``limit`` rows after ``after`` (created_at and task_id first)."""
+        runs = []
+        for state in self.each:
+            sql, params = self._query(columns, state, after, "LIMIT ?")
+            runs.append(self.db.execute(sql, [*params, limit]).fetchall())
+        if len(runs) == 1:
+            return runs[0]
+        return list(itertools.islice(heapq.merge(*runs, key=lambda r: (-r[0], _desc(r[1]))), limit))
+
+    def key_at(self, offset: int) -> PageCursor | None:
+        """The cursor of the row just before the page at ``offset`` (None: past the end)."""
+        if len(self.each) == 1:  # one index walk: SQLite skips the rows itself
+            sql, params = self._query("created_at, task_id", self.each[0], None, "LIMIT 1 OFFSET ?")
+            row = self.db.execute(sql, [*params, offset - 1]).fetchone()
+        else:
+            keys = self.rows("created_at, task_id", None, offset)
+            row = keys[-1] if len(keys) == offset else None
+        return None if row is None else PageCursor(row[0], row[1])
 
 
 def _count(db: sqlite3.Connection, base: list[str], params: list[object], states: Sequence[TaskState]) -> int:

@@ -53,8 +53,11 @@ def test_cursor_pages_walk_the_whole_list_in_order(db: sqlite3.Connection, user,
             break
         cursor = PageCursor.decode(cursor.encode())  # as a client passes it back
     assert seen == [t["task_id"] for t in expected]
-    by_offset, _, _ = task_page(db, user=user, states=states, limit=20, offset=40)
-    assert [v.task_id for v in by_offset] == seen[40:60]
+    for offset in (1, 19, 40, len(seen) - 1, len(seen), len(seen) + 5):
+        by_offset, total, nxt = task_page(db, user=user, states=states, limit=20, offset=offset)
+        assert [v.task_id for v in by_offset] == seen[offset:offset + 20], offset
+        assert total == len(expected)
+        assert (nxt is not None) == (offset + 20 < len(seen)), offset
 
 
 @pytest.mark.parametrize("text", ["", "xyz", "W10", "WzEsMl0"])
