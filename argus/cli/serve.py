@@ -97,6 +97,14 @@ def reactor_background(config: Any) -> Any:
     return run
 
 
+# How long an idle client connection is kept open. Longer than a client's own idle limit
+# (httpx: 5 s), so that the client, not the server, closes an idle connection: at uvicorn's
+# default (5 s too) the server could close one just as the client sent its next request on
+# it, and on a busy server, whose timers fire late, that client got "Server disconnected
+# without sending a response".
+KEEP_ALIVE_S = 30
+
+
 def _run_uvicorn(app: Any, host: str, port: int, access_log: bool = False) -> None:
     import uvicorn
 
@@ -112,7 +120,8 @@ def _run_uvicorn(app: Any, host: str, port: int, access_log: bool = False) -> No
     # No access log by default: a formatted log line per request is a sizeable share of
     # a submission's CPU; the event log already records who did what.
     server = Server(uvicorn.Config(app, host=host, port=port, log_level="info",
-                                   timeout_graceful_shutdown=3, lifespan="on", access_log=access_log))
+                                   timeout_graceful_shutdown=3, lifespan="on", access_log=access_log,
+                                   timeout_keep_alive=KEEP_ALIVE_S))
     # uvicorn re-raises Ctrl-C once it has shut down; it is how the user asked to stop, not
     # an error (click would print "Aborted!" and exit 1).
     with contextlib.suppress(KeyboardInterrupt):

@@ -54,6 +54,7 @@ def serve(data_dir: str, port: int, group_commit: bool) -> None:
     import uvicorn
 
     from argus.api.app import create_app
+    from argus.cli.serve import KEEP_ALIVE_S
     from argus.config import ArgusConfig
 
     cfg = ArgusConfig(shared_root=str(Path(data_dir) / "shared"))
@@ -62,7 +63,7 @@ def serve(data_dir: str, port: int, group_commit: bool) -> None:
     cfg.v2.api.submit_burst = 0  # the cap per user is off: this measures the server's ceiling
     app = create_app(cfg, admin_token=ADMIN, group_commit=group_commit, freeze_gc=True)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
-                timeout_graceful_shutdown=1)
+                timeout_graceful_shutdown=1, timeout_keep_alive=KEEP_ALIVE_S)
 
 
 def _port() -> int:
