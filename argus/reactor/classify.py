@@ -98,6 +98,7 @@ _NO_GPU = [
     re.compile(r"Torch not compiled with CUDA enabled"),
     re.compile(r"CUDA driver initialization failed"),
     re.compile(r"no CUDA-capable device is detected"),
+    re.compile(r"ProcessGroupNCCL is only supported with GPUs"),  # a CUDA build of torch, no GPU
 ]
 
 # A Python warning line (or the source line it quotes): says what is missing, not what failed.
@@ -182,7 +183,10 @@ def classify_failure(
     if exit_code in _USER_EXIT_CODES:
         return FailureKind.USER_ERROR, _last_line(log_tail) or f"exit code {exit_code}"
     if exit_code is not None and exit_code != 0:
-        return FailureKind.RUNTIME_ERROR, _last_error_line(log_tail) or f"exit code {exit_code}"
+        # The log's exception, else Ray's message's: the log Ray gives can hold only its own
+        # lines ("Runtime env is setting up."), while its message ends with the traceback.
+        return FailureKind.RUNTIME_ERROR, (_exception_line(log_tail) or _exception_line(message)
+                                           or _last_line(log_tail) or f"exit code {exit_code}")
     return FailureKind.UNKNOWN, _trim(message) or f"status {status or '?'}, exit code {exit_code}"
 
 
@@ -205,10 +209,10 @@ def _last_line(text: str) -> str:
 _EXC_LINE = re.compile(r"^\s*(?:[\w.]+(?:Error|Exception)|AssertionError|KeyboardInterrupt)\b.*$", re.M)
 
 
-def _last_error_line(text: str) -> str:
-    """The innermost ``SomeError: …`` line of a traceback, else the last line."""
+def _exception_line(text: str) -> str:
+    """The innermost ``SomeError: …`` line of a traceback ('' if there is none)."""
     inner = _innermost_exception_line(text)
     if inner:
         return inner
     found = _EXC_LINE.findall(text)
-    return found[-1].strip()[:EVIDENCE_MAX] if found else _last_line(text)
+    return found[-1].strip()[:EVIDENCE_MAX] if found else ""

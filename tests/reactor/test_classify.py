@@ -60,6 +60,11 @@ CASES = [
     ("FAILED", "", "Traceback (most recent call last):\n  File \"x.py\"\nZeroDivisionError: division by zero\n",
      1, K.RUNTIME_ERROR, "ZeroDivisionError: division by zero"),
     ("FAILED", "", "", 137, K.RUNTIME_ERROR, "exit code 137"),
+    # Ray's job log held only its own line (the driver ran on another node, seen under argus up
+    # on a GPU machine); its message ends with the traceback: that is the evidence.
+    ("FAILED", ENTRYPOINT_FAILED + "Traceback (most recent call last):\n  File \"t.py\", line 9\n"
+     "KeyError: 'input_ids'\n", "2026-11-26 14:30:01,000 INFO job_manager.py:581 -- Runtime env is setting up.\n",
+     1, K.RUNTIME_ERROR, "KeyError: 'input_ids'"),
     ("FAILED", "weird", "", None, K.UNKNOWN, "weird"),
     (None, "", "", None, K.UNKNOWN, ""),
 ]
@@ -185,9 +190,11 @@ def test_no_gpu_is_a_runtime_error_named_as_such_and_warnings_are_not_evidence()
     assert kind is K.RUNTIME_ERROR and not kind.is_retryable()
     assert evidence == "no usable GPU: RuntimeError: Distributed package doesn't have NCCL built in"
     for said in ("RuntimeError: No CUDA GPUs are available",
+                 "RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
                  "AssertionError: Torch not compiled with CUDA enabled",
                  "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU"):
-        assert classify_failure("FAILED", "", said, 1)[0] is K.RUNTIME_ERROR
+        kind, evidence = classify_failure("FAILED", "", said, 1)
+        assert kind is K.RUNTIME_ERROR and evidence.startswith("no usable GPU: "), said
     # A warning alone is no user error: the run failed for a reason the log does not give.
     only_warning = VERL_ON_CPU.split("  File")[0]
     assert classify_failure("FAILED", "", only_warning, 1)[0] is K.RUNTIME_ERROR
