@@ -11,7 +11,7 @@
 #             already unpacked tree instead (then nothing is unpacked)
 #   DEVICE    verl's trainer.device (default cuda; cpu runs the same flow without a GPU)
 #   STEPS     SFT steps (default 8)   DEADLINE_S  how long to follow the task (default 300)
-#   PORT      the API's port (default 8080)
+#   PORT      the API's port (default 8080)   TASKS  SFT tasks submitted at once (default 1)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 \
@@ -111,12 +111,12 @@ if command -v nvidia-smi >/dev/null; then
   SMI_PID="$SMI_PID $!"
 fi
 
-# 4. An SFT task, followed to its end (bounded), then the evidence. run_sft NAME OVERRIDE...
-# (each one Hydra override, after those Argus generates).
-STATE=
-run_sft() {
+# 4. SFT tasks: TASKS of them submitted at once (default 1; with 2 on one GPU the second
+# waits until the first has given its GPU back: a gang is admitted only when it fits), each
+# followed to its end (bounded), then the evidence. Each override is one Hydra override,
+# after those Argus generates.
+write_spec() {  # write_spec NAME OVERRIDE...
   local name=$1; shift
-  local spec=$DATA/$name.yaml
   {
     echo "name: $name"
     cat <<EOF
@@ -135,31 +135,47 @@ save_freq: $STEPS
 extra_overrides:
 EOF
     for o in "$@"; do echo "  - \"$o\""; done
-  } > "$spec"
-  cat "$spec"
-  argus submit --validate "$spec"
-  TASK=$(argus submit "$spec") || { say "submit refused"; return 1; }
-  say "submitted $TASK ($name)"
-  echo "#### $TASK ($name)" >> "$OUT/events.txt"
-  timeout "$DEADLINE_S" "$PY" -m argus watch "$TASK" >> "$OUT/events.txt" 2>&1
-  say "argus watch exited $?"
+  } > "$DATA/$name.yaml"
+  cat "$DATA/$name.yaml"
+  argus submit --validate "$DATA/$name.yaml"
+}
+STATE=
+collect() {  # collect TASK NAME: follow it to its end, then its evidence; sets STATE
+  local task=$1 name=$2
+  echo "#### $task ($name)" >> "$OUT/events.txt"
+  timeout "$DEADLINE_S" "$PY" -m argus watch "$task" >> "$OUT/events.txt" 2>&1
+  say "argus watch $task exited $?"
   {
-    echo "#### $TASK ($name)"
+    echo "#### $task ($name)"
     echo "## argus tasks"; argus tasks
     echo; echo "## argus cluster"; argus cluster
-    echo; echo "## argus show $TASK"; argus show "$TASK"
-    echo; echo "## argus spec $TASK"; argus spec "$TASK"
-    echo; echo "## argus files ls jobs/$TASK--a01"; argus files ls "jobs/$TASK--a01"
-    echo; echo "## argus replay explain $TASK"; argus replay explain "$TASK"
+    echo; echo "## argus show $task"; argus show "$task"
+    echo; echo "## argus spec $task"; argus spec "$task"
+    echo; echo "## argus files ls jobs/$task--a01"; argus files ls "jobs/$task--a01"
+    echo; echo "## argus replay explain $task"; argus replay explain "$task"
     echo; echo "## argus replay verify"; argus replay verify
     echo
   } >> "$OUT/task.txt" 2>&1
-  { echo "#### $TASK ($name)"; argus logs "$TASK" -n 3000; } >> "$OUT/driver.log" 2>&1
+  { echo "#### $task ($name)"; argus logs "$task" -n 3000; } >> "$OUT/driver.log" 2>&1
   say "the step lines of its driver log:"
-  argus logs "$TASK" -n 3000 2>&1 | grep -E "step:|Final validation|Total time|Error|error" | grep -v Warning | tail -30
-  { echo "#### $TASK ($name)"; cat "$HOME_A/jobs/$TASK--a01/metrics.jsonl"; } >> "$OUT/metrics.jsonl" 2>&1
-  STATE=$(argus show "$TASK" --json 2>/dev/null | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["state"])' 2>/dev/null)
-  say "task $TASK ended: ${STATE:-unknown}"
+  argus logs "$task" -n 3000 2>&1 | grep -E "step:|Final validation|Total time|Error|error" | grep -v Warning | tail -30
+  { echo "#### $task ($name)"; cat "$HOME_A/jobs/$task--a01/metrics.jsonl"; } >> "$OUT/metrics.jsonl" 2>&1
+  STATE=$(argus show "$task" --json 2>/dev/null | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["state"])' 2>/dev/null)
+  say "task $task ended: ${STATE:-unknown}"
+}
+run_sft() {  # run_sft NAME OVERRIDE...: TASKS tasks of this spec, submitted at once, then followed
+  local name=$1 task ids=() ok=1
+  write_spec "$@"
+  for _ in $(seq 1 "${TASKS:-1}"); do
+    task=$(argus submit "$DATA/$name.yaml") || { say "submit refused"; STATE=; return 1; }
+    say "submitted $task ($name)"
+    ids+=("$task")
+  done
+  for task in "${ids[@]}"; do
+    collect "$task" "$name"
+    [ "$STATE" = SUCCEEDED ] || ok=0
+  done
+  [ "$ok" = 1 ] || STATE=FAILED
 }
 # Neither flash-attn nor vLLM here: PyTorch's SDPA attention, padded (not packed) batches,
 # no torch.compile. verl's trainer.device defaults to cuda.
