@@ -73,6 +73,28 @@ def _wait_http(url: str, timeout_s: float = 30.0) -> None:
         time.sleep(0.2)
 
 
+def _until_submitted(path: Path, timeout_s: float) -> None:
+    """Until the log holds an attempt handed to Ray and every intent recorded so far is
+    settled (submitted or ended), then a moment for a submission in flight."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            count = dict(db.execute("SELECT type, count(*) FROM events WHERE type IN "
+                                    "('AttemptStarting', 'AttemptSubmitted', 'AttemptEnded') GROUP BY type"))
+        except sqlite3.OperationalError:
+            count = {}
+        finally:
+            db.close()
+        starting = count.get("AttemptStarting", 0)
+        settled = count.get("AttemptSubmitted", 0) + count.get("AttemptEnded", 0)
+        if count.get("AttemptSubmitted", 0) and settled >= starting:
+            time.sleep(1.0)
+            return
+        assert time.monotonic() < deadline, f"nothing was handed to Ray in {timeout_s:.0f} s: {count}"
+        time.sleep(0.5)
+
+
 def test_storm_with_kill_9_of_the_api_and_the_reactor(ray_cluster: Any, tmp_path: Path) -> None:
     port = free_ports(1)[0]
     url = f"http://127.0.0.1:{port}"
@@ -127,7 +149,10 @@ def test_storm_with_kill_9_of_the_api_and_the_reactor(ray_cluster: Any, tmp_path
         for t in threads:
             t.join(120)
         assert len(acknowledged) == len(USERS) * PER_USER
-        time.sleep(5.0)  # the restarted reactor settles what it found in flight
+        # The restarted reactor settles what it found in flight and admits: it waits first
+        # for its nodes to have been observed for node_settle_s, so on a busy host the storm
+        # can be over before it admits anything. Waited for, not slept on.
+        _until_submitted(tmp_path / "argus.sqlite3", timeout_s=120.0)
         reactor.stop()
         api.stop()
 
