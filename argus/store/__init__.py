@@ -26,6 +26,7 @@ from argus.store.dbfile import (
 )
 from argus.store.hooks import ReadModels
 from argus.store.log import EVENT_COLUMNS, Share, decode_row, head_position, iter_log, log_rows, read_stream
+from argus.store.protocol import EventLog
 from argus.store.migrate import MigrationError, available_migrations, current_version, migrate
 from argus.store.sqlite import SYNCHRONOUS_MODES, AppendBatch, EventStore
 
@@ -35,6 +36,7 @@ __all__ = [
     "DatabaseFacts",
     "EVENT_COLUMNS",
     "EventDecodeError",
+    "EventLog",
     "EventStore",
     "InvalidEvent",
     "InvariantViolation",

@@ -20,17 +20,20 @@ import msgspec
 import pytest
 
 from argus.events import EventMeta, reactor_stream, task_stream
-from argus.store import AppendBatch, ConcurrencyConflict, InvalidEvent, PayloadTooLarge
+from argus.store import AppendBatch, ConcurrencyConflict, EventLog, InvalidEvent, PayloadTooLarge
 from tests.events import factories as f
 from tests.store.contract import leader
 from tests.store.procs import child_command, child_env, kill_mid_storm, task_batch
 
-OpenLog = Callable[..., Awaitable[Any]]
+OpenLog = Callable[..., Awaitable[EventLog]]
 RawSql = Callable[[str, str], Awaitable[None]]
 
 
 class EventLogContract:
-    """What every event log backend must do."""
+    """What every event log backend must do (``argus.store.EventLog``)."""
+
+    async def test_it_is_an_event_log(self, open_log: OpenLog) -> None:
+        assert isinstance(await open_log("p"), EventLog)
 
     async def test_appends_read_back_in_order_with_versions_per_stream(self, open_log: OpenLog) -> None:
         log = await open_log("a")
