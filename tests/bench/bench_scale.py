@@ -244,6 +244,7 @@ def main() -> None:
             time.sleep(0.1)
         else:
             raise Failed("the server did not start")
+        rss_start = _rss_mib(proc.pid)
         results = asyncio.run(measure(url, db, args.tasks, args.requests))
         rss = _rss_mib(proc.pid)
     except Failed as exc:
@@ -258,12 +259,13 @@ def main() -> None:
     print(f"\n{'case':42} {'p50 ms':>8} {'p99 ms':>8}   (load average {os.getloadavg()[0]:.2f})")
     for name, (p50, p99) in results.items():
         print(f"{name:42} {p50:8.2f} {p99:8.2f}")
-    print(f"server RSS: {rss:.0f} MiB")
+    print(f"server RSS: {rss_start:.0f} MiB when ready, {rss:.0f} MiB after the reads")
     lists = [p99 for name, (_, p99) in results.items() if "/tasks/{id}" not in name]
     contended = results["GET /tasks/{id} with 8 listers"][1]
     verdict = Verdict()
     verdict.at_most("every list p99", max(lists), 50)
     verdict.at_most("GET /tasks/{id} p99 with 8 listers", contended, 10)
+    verdict.at_most("server RSS growth over the reads", rss - rss_start, 20, "MiB")
     verdict.check("no request dropped", not DROPPED, f"{len(DROPPED)} got no answer" + (
         f", e.g. {DROPPED[0]}" if DROPPED else ""))
     if not args.no_reactor:  # the reactor's turn at the same scale (tests/bench/bench_turn.py)
