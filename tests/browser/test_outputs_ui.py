@@ -183,6 +183,6 @@ def test_templates_show_this_deployments_paths(open_page: Any, outputs: Outputs)
     assert "/private" not in text and "<shared>" not in text
     assert f"{shared}/users/alice" in page.inner_text("#spec-help")
     page.click("button[data-template=ppo]")
-    page.wait_for_function("document.querySelector('#spec-editor').value.startsWith('# PPO')")
+    page.wait_for_function("() => document.querySelector('#spec-editor').value.startsWith('# PPO')")
     text = page.input_value("#spec-editor")
     assert f"{shared}/users/alice" in text and "/private" not in text

@@ -236,7 +236,7 @@ def test_submit_advanced_task_and_follow_it_live(pages: Pages, stack: Stack) -> 
     page.wait_for_selector("#timeline tr[data-type=TaskSucceeded]")
     for t in ("TaskSubmitted", "AttemptStarting", "AttemptSubmitted"):
         assert page.locator(f"#timeline tr[data-type={t}]").count() == 1, t
-    page.wait_for_function("document.querySelector('#log').textContent.includes('step')")
+    page.wait_for_function("() => document.querySelector('#log').textContent.includes('step')")
     page.wait_for_selector("#progress svg.chart polyline")
     assert "Step 20" in page.inner_text("#steps")
     assert "toy_trainer" in page.inner_text("#spec-raw")
@@ -298,7 +298,7 @@ def test_waiting_task_shows_its_reason_and_can_be_canceled(pages: Pages, stack: 
     page.wait_for_selector("#waiting h2:has-text('Why is it waiting?')")
     # The scheduler records why: 2 whole nodes wanted, one GPU is taken.
     page.wait_for_selector("#task-state [data-state=PENDING_RESOURCES]")
-    page.wait_for_function("!document.querySelector('#waiting').textContent.includes('not looked at')")
+    page.wait_for_function("() => !document.querySelector('#waiting').textContent.includes('not looked at')")
     shot(page, "11-task-waiting")
     page.click("a[data-route=queue]")
     page.wait_for_selector(f'#queue-table tr[data-task-id="{task_id}"]')
