@@ -120,6 +120,11 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths)))
+    if results:
+        m = results[0]  # the same workload under every policy
+        click.echo(f"big: the {m.big_gang_tasks} tasks of the largest gangs, "
+                   + (f"{', '.join(str(g) for g in m.big_gang_gpus)} GPUs" if m.big_gang_gpus else "none")
+                   + " (largest first, up to 10% of the tasks; never the most common size)")
     for m in results:
         if eta_every:
             err = (f"median {_dur(m.eta_abs_error_p50_s)}, p90 {_dur(m.eta_abs_error_p90_s)}"

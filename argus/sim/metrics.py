@@ -8,7 +8,7 @@ import msgspec
 
 from argus.sim.engine import SimResult
 
-__all__ = ["PolicyMetrics", "measure"]
+__all__ = ["PolicyMetrics", "big_shapes", "measure"]
 
 # Bounded slowdown's floor on run time (seconds): a 1-second task that waited a minute is not
 # a 60x slowdown worth averaging (Feitelson's bounded slowdown, tau = 10 s).
@@ -28,8 +28,11 @@ class PolicyMetrics(msgspec.Struct, frozen=True, kw_only=True):
     wait_p90_s: float
     wait_p99_s: float
     wait_max_s: float
-    big_gang_wait_p99_s: float  # the largest 10% of tasks by GPUs
+    # The tasks of the largest shapes present (whole-gang GPUs): see big_shapes.
+    big_gang_wait_p99_s: float
     big_gang_wait_max_s: float
+    big_gang_gpus: tuple[int, ...] = ()  # the shapes (GPUs per gang) counted as big
+    big_gang_tasks: int = 0
     bounded_slowdown_avg: float
     jain_fairness: float  # over users' GPU-hours: 1 = equal shares
     # over users' mean bounded slowdown: 1 = every user is slowed down alike (GPU-hours are
@@ -58,6 +61,27 @@ def _jain(values: list[float]) -> float:
     return (sum(values) ** 2 / (len(values) * sum(x * x for x in values))) if values and any(values) else 1.0
 
 
+def big_shapes(gpus: list[int], share: float = 0.1) -> frozenset[int]:
+    """The gang sizes counted as big: the largest sizes present, largest first, until they
+    hold ``share`` of the tasks, never the most common size (a trace of mostly 1-GPU tasks
+    would make "big" mean everything). Before, big was "at or above the 90th percentile of
+    GPUs", which on openb is 1 GPU: the p99 of all tasks."""
+    counts: dict[int, int] = {}
+    for g in gpus:
+        counts[g] = counts.get(g, 0) + 1
+    if len(counts) < 2:
+        return frozenset()
+    common = max(counts, key=lambda g: (counts[g], -g))
+    chosen: set[int] = set()
+    held = 0
+    for size in sorted((g for g in counts if g > common), reverse=True):
+        chosen.add(size)
+        held += counts[size]
+        if held >= share * len(gpus):
+            break
+    return frozenset(chosen)
+
+
 def measure(result: SimResult) -> PolicyMetrics:
     done = [(o, o.start) for o in result.outcomes if o.start is not None]  # admitted, with start
     waits = [start - o.arrival for o, start in done]
@@ -69,8 +93,8 @@ def measure(result: SimResult) -> PolicyMetrics:
     coarse = [r for r, past in zip(relative, result.eta_coarse) if past]
     # A preempted task's span holds its time back in line: it used only its run time.
     used = sum(o.gpus * min(o.runtime, (o.end if o.end is not None else last) - start) for o, start in done)
-    cut = _pct([float(o.gpus) for o in result.outcomes], 0.9)
-    big = [start - o.arrival for o, start in done if o.gpus >= cut]
+    shapes = big_shapes([o.gpus for o in result.outcomes])
+    big = [start - o.arrival for o, start in done if o.gpus in shapes]
     slowdowns = [max(1.0, (start - o.arrival + o.runtime) / max(o.runtime, SLOWDOWN_FLOOR_S)) for o, start in done]
     hours: dict[str, float] = {}
     for o, _ in done:
@@ -88,6 +112,8 @@ def measure(result: SimResult) -> PolicyMetrics:
         makespan_s=last - first, wait_p50_s=_pct(waits, 0.5), wait_p90_s=_pct(waits, 0.9),
         wait_p99_s=_pct(waits, 0.99), wait_max_s=max(waits, default=0.0),
         big_gang_wait_p99_s=_pct(big, 0.99), big_gang_wait_max_s=max(big, default=0.0),
+        big_gang_gpus=tuple(sorted(shapes, reverse=True)),
+        big_gang_tasks=sum(1 for o in result.outcomes if o.gpus in shapes),
         bounded_slowdown_avg=sum(slowdowns) / len(slowdowns) if slowdowns else 0.0,
         jain_fairness=jain, jain_slowdown=jain_slowdown, decisions=result.decisions, preemptions=sum(o.preempted for o in result.outcomes),
         eta_samples=len(result.eta_errors), eta_unknown=result.eta_unknown,
