@@ -50,7 +50,10 @@ async def queue_view(
     starts = await state.etas.starts()
     page.items = [msgspec.structs.replace(e, expected_start=starts.get(e.task_id or "")) for e in page.items]
     if not who.is_admin:
-        page.items = [e if e.user == who.user_id else msgspec.structs.replace(e, task_id=None, user=None)
+        # Whose task it is, and the wait message, which names tasks and users (who holds
+        # the nodes, who it preempts): another user's entry keeps its reason code only.
+        page.items = [e if e.user == who.user_id else msgspec.structs.replace(e, task_id=None, user=None,
+                                                                              wait_message="")
                       for e in page.items]
     return page
 

@@ -33,7 +33,7 @@ async def test_waiting_tasks_show_when_they_are_expected_to_start(env: Env, hori
             f.running(tid, at=started)]))
     for tid in waiting:
         batches.append(AppendBatch(stream=task_stream(tid), expected_version=0, owner="alice",
-                                   events=[f.submitted(tid, at=now)]))
+                                   events=[f.submitted(tid, at=now), f.deferred(tid, at=now)]))
     await env.store.append_batches(batches)
     h = env.h("alice")
     hour = env.config.v2.scheduler.default_runtime_s
@@ -46,6 +46,10 @@ async def test_waiting_tasks_show_when_they_are_expected_to_start(env: Env, hori
     assert expected[waiting[2]] == pytest.approx(now - 1200 + 2 * hour, abs=5)  # after the first waiting one
     other = (await env.client.get("/api/v2/queue", headers=env.h("bob"))).json()["items"]
     assert [e["task_id"] for e in other] == [None, None, None]  # anonymised, ETAs still shown
+    assert [e["user"] for e in other] == [None, None, None]
+    assert all(e["wait_message"] == "" for e in other)  # a message names tasks and users
+    assert all(e["wait_reason"] == "no_capacity_per_node" for e in other)  # the reason code stays
+    assert all(e["wait_message"] for e in queue)  # the owner sees hers
     assert all(e["expected_start"] for e in other)
 
 
