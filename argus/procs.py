@@ -1,6 +1,6 @@
 """Free local ports and child processes in their own process group.
 
-Shared by ``argus up`` (argus/cli/serve.py) and the test harnesses that start real Ray
+Shared by ``argus up`` (argus/cli/stack.py) and the test harnesses that start real Ray
 nodes (tests/support/ray_cluster.py, tests/nodepool/cluster.py). Other Ray clusters may
 share the host, so a child is started in its own session and stopped by signalling its
 process group: that reaches ``ray start`` and everything it spawned (raylet, GCS, agents)

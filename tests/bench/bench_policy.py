@@ -5,7 +5,8 @@
 Scenarios: strict FIFO with a blocked head (the common busy case), FIFO where many admits
 happen, backfill over a fragmented cluster, priority ordering, reservations, fair share
 (with and without preemption on a full cluster), and unknown capacity. Target: every
-scenario's median pass at most 250 ms of CPU; the exit status is 1 when it is NOT MET.
+scenario's median pass at most 250 ms of CPU; the exit status is 1 when it is missed
+(``tests.bench.verdict``).
 """
 
 from __future__ import annotations

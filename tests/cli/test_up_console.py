@@ -6,7 +6,7 @@ import asyncio
 import shutil
 from pathlib import Path
 
-from argus.cli.serve import Stack
+from argus.cli.stack import Stack
 from argus.config import ArgusConfig
 from argus.nodepool.logline import format_line
 
