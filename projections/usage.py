@@ -58,6 +58,7 @@ class UsageLedger:
     def __init__(self, half_life_s: float) -> None:
         self.half_life_s = max(1.0, half_life_s)
         self._sums: dict[str, tuple[float, float]] = {}  # user -> (sum at ref, ref)
+        self._past: dict[tuple[float, int], float] = {}  # (began, hour) -> _hours_before
 
     def _factor(self, dt: float) -> float:
         return math.exp2(-dt / self.half_life_s)
@@ -86,19 +87,30 @@ class UsageLedger:
         """GPU-seconds per GPU of [began, now), each hour's part weighed at its middle (or
         now, for the hour under way), as ``at`` weighs ``live_usage``'s rows."""
         first, last = int(began // HOUR), int(now // HOUR)
-
-        def weigh(hour: int, seconds: float) -> float:
-            return seconds * self._factor(now - min(now, (hour + 0.5) * HOUR))
-
+        start = last * HOUR
         if first == last:
-            return weigh(first, now - began)
-        total = weigh(first, (first + 1) * HOUR - began)
-        if now > last * HOUR:
-            total += weigh(last, now - last * HOUR)
+            return (now - began) * self._factor(now - min(now, (first + 0.5) * HOUR))
+        # The whole hours before this one weigh as they did at its start, decayed since:
+        # worked out once per task and hour (a plan asks for every running task's).
+        key = (began, last)
+        past = self._past.get(key)
+        if past is None:
+            if len(self._past) > 4096:
+                self._past = {}
+            past = self._past[key] = self._hours_before(began, first, last)
+        total = past * self._factor(now - start)
+        if now > start:
+            total += (now - start) * self._factor(now - min(now, (last + 0.5) * HOUR))
+        return total
+
+    def _hours_before(self, began: float, first: int, last: int) -> float:
+        """[began, last * HOUR) per GPU, each hour weighed at its middle as seen at its end."""
+        start = last * HOUR
+        total = ((first + 1) * HOUR - began) * self._factor(start - (first + 0.5) * HOUR)
         full = last - first - 1  # whole hours between, the newest weighing most
         if full > 0:
             ratio = self._factor(HOUR)
-            newest = weigh(last - 1, HOUR)
+            newest = HOUR * self._factor(start - (last - 0.5) * HOUR)
             total += newest * (full if ratio == 1.0 else (1.0 - ratio**full) / (1.0 - ratio))
         return total
 

@@ -23,9 +23,10 @@ __all__ = ["Classify", "attempt_step", "plan_turn", "wait_news"]
 
 
 def plan_turn(state: ReactorState, capacity: Sequence[NodeCapacity] | None, now: float, sched: SchedulerConfig,
-              driver_cpus: float) -> AdmissionPlan | None:
+              driver_cpus: float, waits: bool = True) -> AdmissionPlan | None:
     """The turn's admission plan from what the log says (``state``) and Ray's count just
-    taken (``capacity``; None: unreachable); None when nothing waits."""
+    taken (``capacity``; None: unreachable); None when nothing waits. ``waits`` False:
+    why each task waits is not worked out (the simulator, which does not record it)."""
     waiting = state.waiting()
     if not waiting:
         return None
@@ -36,6 +37,7 @@ def plan_turn(state: ReactorState, capacity: Sequence[NodeCapacity] | None, now:
         runtimes=state.runtimes, usage=state.usage.with_running(now, active) if fair else None,
         observed=Observed(seen_since=state.seen_since, releasing=list(state.releasing.values()),
                           made=state.queue_memo),
+        waits=waits,
     )
 
 

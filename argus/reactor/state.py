@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-
+from bisect import bisect_left
 
 from argus.events import AttemptEnded, CapacityObserved, ClusterUnreachable, NodeCapacity, Recorded
 from argus.lifecycle import AttemptStatus, TaskState
@@ -25,6 +25,33 @@ from projections.usage import UsageLedger, ended_usage, read_usage
 
 __all__ = ["ReactorState"]
 
+
+class _Sorted:
+    """Task views kept in the order of a fixed number per task, changed in place as tasks
+    change: a turn asks for the waiting and the active tasks, and sorting thousands of
+    them again after every event was a fifth of a simulation's time."""
+
+    __slots__ = ("keys", "views")
+
+    def __init__(self) -> None:
+        self.keys: list[int] = []
+        self.views: list[TaskView] = []
+
+    def put(self, key: int, view: TaskView) -> None:
+        i = bisect_left(self.keys, key)
+        if i < len(self.keys) and self.keys[i] == key:
+            self.views[i] = view
+        else:
+            self.keys.insert(i, key)
+            self.views.insert(i, view)
+
+    def drop(self, key: int) -> None:
+        i = bisect_left(self.keys, key)
+        if i < len(self.keys) and self.keys[i] == key:
+            del self.keys[i]
+            del self.views[i]
+
+
 class ReactorState:
     """Unfinished tasks by id, the last capacity the reactor recorded, and what the ledger
     needs beyond the tasks: when each node's unbroken run of observations began, and the
@@ -35,8 +62,11 @@ class ReactorState:
         self.seen_since: dict[str, float] = {}
         self.releasing: dict[str, Commitment] = {}  # by submission id
         self.queue_memo = QueueMemo()  # the policy's queue entries, made again only on change
-        # waiting() and active(), until a task event changes a task (a turn asks several times)
-        self._split: tuple[list[TaskView], list[TaskView]] | None = None
+        # waiting() in submission order, active() in the order tasks were first folded
+        self._waiting = _Sorted()
+        self._active = _Sorted()
+        self._ordinal: dict[str, int] = {}  # task id -> when it was first folded
+        self._folded = 0  # tasks folded so far (the next ordinal)
         self.tasks: dict[str, TaskView] = {}
         self.position = 0
         self.last_capacity: tuple[NodeCapacity, ...] | None = None
@@ -53,7 +83,8 @@ class ReactorState:
         with read_transaction(db):
             state.usage = read_usage(db, half_life_s, now=time.time())
             state.position = projection_checkpoint(db, "tasks")
-            state.tasks = {task.task_id: task for task in unfinished_tasks(db)}
+            for task in unfinished_tasks(db):
+                state._set(task)
             state.runtimes = read_runtime_history(db)
             cluster = read_cluster(db)
             if cluster is not None:
@@ -79,14 +110,12 @@ class ReactorState:
                     self.usage.add(user, hour, gpu_s)
                 self._release_later(before, rec.event)
             if view.state.is_terminal():
-                self.tasks.pop(task_id, None)
-                self._split = None
+                self._drop(task_id)
                 seconds = run_seconds(view) if view.state is TaskState.SUCCEEDED else None
                 if seconds is not None:
                     self.runtimes.add(run_key(view), seconds)
             else:
-                self.tasks[task_id] = view
-                self._split = None
+                self._set(view)
         elif isinstance(rec.event, CapacityObserved):
             self._observed(rec.event)
         elif isinstance(rec.event, ClusterUnreachable):
@@ -114,15 +143,36 @@ class ReactorState:
 
     def waiting(self) -> list[TaskView]:
         """Tasks not yet handed to Ray, in FIFO order (submission position)."""
-        return list(self._waiting_and_active()[0])
+        return list(self._waiting.views)
 
     def active(self) -> list[TaskView]:
         """Tasks that may hold a Ray job (including ones being canceled)."""
-        return list(self._waiting_and_active()[1])
+        return list(self._active.views)
 
-    def _waiting_and_active(self) -> tuple[list[TaskView], list[TaskView]]:
-        if self._split is None:
-            tasks = self.tasks.values()
-            self._split = (sorted((t for t in tasks if t.state.is_waiting()), key=lambda t: t.seq),
-                           [t for t in tasks if t.state.holds_ray_job() or t.state is TaskState.CANCELING])
-        return self._split
+    def has_waiting(self) -> bool:
+        return bool(self._waiting.views)
+
+    def _set(self, view: TaskView) -> None:
+        """``view`` is the task's state now (not terminal): file it as waiting or active."""
+        task_id = view.task_id
+        self.tasks[task_id] = view
+        ordinal = self._ordinal.get(task_id)
+        if ordinal is None:
+            ordinal = self._ordinal[task_id] = self._folded
+            self._folded += 1
+        if view.state.is_waiting():
+            self._waiting.put(view.seq, view)
+        else:
+            self._waiting.drop(view.seq)
+        if view.state.holds_ray_job() or view.state is TaskState.CANCELING:
+            self._active.put(ordinal, view)
+        else:
+            self._active.drop(ordinal)
+
+    def _drop(self, task_id: str) -> None:
+        view = self.tasks.pop(task_id, None)
+        ordinal = self._ordinal.pop(task_id, None)
+        if view is not None:
+            self._waiting.drop(view.seq)
+        if ordinal is not None:
+            self._active.drop(ordinal)

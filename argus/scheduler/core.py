@@ -68,6 +68,7 @@ def plan_admissions(
     runtimes: RuntimeHistory | None = None,
     usage: dict[str, float] | None = None,
     observed: Observed | None = None,
+    waits: bool = True,
 ) -> AdmissionPlan:
     """Run the configured policy over the waiting tasks (in its ``queue_order``) and sort its decisions
     into admissions and deferrals. ``driver_cpus`` (the job driver's ``entrypoint_num_cpus``)
@@ -75,13 +76,14 @@ def plan_admissions(
     and which one is Ray's choice. ``runtimes``: the history behind each task's expected
     run time (its time limit first; ``config.default_runtime_s`` last). ``observed``: when
     ``capacity`` was taken, the nodes' settling and the ledger's releases (None: a bare
-    count, every node settled: ETAs and tests)."""
+    count, every node settled: ETAs and tests). ``waits`` False: deferrals only for tasks
+    that are or become ``preempting`` (``PolicyConfig.waits``: the simulator)."""
     by_id = {t.task_id: t for t in waiting}
     seen = observed or Observed()
     queue, running, snapshot = policy_inputs(
         waiting=waiting, active=active, capacity=capacity, now=now, config=config, driver_cpus=driver_cpus,
         runtimes=runtimes, releasing=seen.releasing, seen_since=seen.seen_since, made=seen.made)
-    decisions = decide(queue, running, snapshot, now, PolicyConfig.from_scheduler(config, usage=usage or {}))
+    decisions = decide(queue, running, snapshot, now, PolicyConfig.from_scheduler(config, usage=usage or {}, waits=waits))
     admitted: list[TaskView] = []
     deferrals: list[tuple[TaskView, Defer]] = []
     notes: dict[str, str] = {}

@@ -15,6 +15,8 @@ and the time are handed in.
 
 from __future__ import annotations
 
+import operator
+from typing import cast
 from collections.abc import Mapping, Sequence
 
 import msgspec
@@ -50,6 +52,10 @@ def ledger_capacity(nodes: Sequence[NodeCapacity], held: Sequence[Commitment], *
     """The nodes as the policy may use them: free = min(Ray's free, total - committed);
     a node not yet settled since it joined (``seen_since``; None: all settled) has none."""
     ready = None if seen_since is None else ready_nodes(seen_since, nodes, now, settle_s)
+    return _ledger(nodes, held, ready)
+
+
+def _ledger(nodes: Sequence[NodeCapacity], held: Sequence[Commitment], ready: frozenset[str] | None) -> Capacity:
     return Capacity(nodes=tuple(
         msgspec.structs.replace(n.node, free_gpus=n.free_gpus, free_cpus=n.free_cpus)
         for n in admissible(nodes, held, ready)))
@@ -59,20 +65,101 @@ def with_driver(demand: Demand, driver_cpus: float) -> Demand:
     return msgspec.structs.replace(demand, cpus_per_node=demand.cpus_per_node + driver_cpus)
 
 
+def _same(a: Sequence[object], b: Sequence[object]) -> bool:
+    """The same objects in the same order (views are immutable: the same view, no change)."""
+    return len(a) == len(b) and all(map(operator.is_, a, b))
+
+
 class QueueMemo:
     """The policy's entries (``QueuedTask``, ``RunningTask``) by task id, with what they were
     made from: an entry is made again only when its task's view changed (views are
-    immutable: a new one is a change), the run-time history gained a run, or (running) it
-    settled. A reactor or a simulation builds them every turn for thousands of tasks."""
+    immutable: a new one is a change), its run-time estimate changed, or (running) it
+    settled. A reactor or a simulation builds them every turn for thousands of tasks, so
+    the whole lists, and the ledger's capacity, are kept too, and handed out again while
+    the same views (and the same observation) come in."""
 
     def __init__(self) -> None:
         self.queued: dict[str, tuple[TaskView, int, float, QueuedTask]] = {}
-        self.running: dict[str, tuple[TaskView, int, float, bool, RunningTask]] = {}
+        # by task id: (view, history version, driver CPUs, when it settles, entry)
+        self.running: dict[str, tuple[TaskView, int, float, float | None, RunningTask]] = {}
+        self._by_view: dict[int, QueuedTask] = {}  # id of a view in ``_queue`` -> its entry
+        self._queue: tuple[list[TaskView], tuple[int, float, float], list[QueuedTask]] = ([], (-1, 0.0, 0.0), [])
+        # the active views, (history version, driver CPUs, default), the entries, valid until
+        self._running: tuple[list[TaskView], tuple[int, float, float], list[RunningTask], float] = (
+            [], (-1, 0.0, 0.0), [], -1.0)
+        self._held: dict[str, tuple[TaskView, float, Commitment | None]] = {}  # by task id
+        self._capacity: tuple[list[TaskView], list[Commitment], tuple[NodeCapacity, ...], object, Capacity] | None = None
+
+    def queue(self, waiting: Sequence[TaskView], history: RuntimeHistory, default: float,
+              driver_cpus: float) -> list[QueuedTask]:
+        key = (history.version, driver_cpus, default)
+        views, made_on, entries = self._queue
+        if made_on == key and _same(waiting, views):
+            return list(entries)
+        # Mostly a task or two came or went: the others' entries are looked up by view.
+        by_view = self._by_view if made_on == key else {}
+        found: list[QueuedTask | None] = list(map(by_view.get, map(id, waiting)))
+        if None in found:
+            found = [e if e is not None else self.queued_entry(t, history, default, driver_cpus)
+                     for t, e in zip(waiting, found)]
+        entries = cast(list[QueuedTask], found)
+        self._by_view = dict(zip(map(id, waiting), entries))
+        self._queue = (list(waiting), key, entries)  # (keeps the views, so their ids stay theirs)
+        return list(entries)
+
+    def running_list(self, active: Sequence[TaskView], history: RuntimeHistory, default: float, driver_cpus: float,
+                     now: float) -> list[RunningTask]:
+        key = (history.version, driver_cpus, default)
+        views, made_on, entries, until = self._running
+        if made_on != key or now >= until or not _same(active, views):
+            entries = [self.running_entry(t, history, default, driver_cpus, now) for t in active]
+            # Valid until one of them settles; never reused with a task whose attempt is
+            # not recorded yet (it began "now").
+            running = self.running
+            until = min((at for t in active if (at := running[t.task_id][3]) is not None and at > now),
+                        default=float("inf"))
+            if any(t.latest_attempt is None for t in active):
+                until = now
+            self._running = (list(active), key, entries, until)
+        return list(entries)
+
+    def capacity(self, capacity: Sequence[NodeCapacity], active: Sequence[TaskView], releasing: Sequence[Commitment],
+                 *, now: float, driver_cpus: float, seen_since: Mapping[str, float] | None, settle_s: float) -> Capacity:
+        """``ledger_capacity`` of the live attempts of ``active`` and of ``releasing``."""
+        ready = None if seen_since is None else ready_nodes(seen_since, capacity, now, settle_s)
+        observed = tuple(capacity)
+        last = self._capacity
+        if (last is not None and last[3] == (ready, driver_cpus) and last[2] == observed
+                and _same(releasing, last[1]) and _same(active, last[0])):
+            return last[4]
+        made = _ledger(observed, [*self._commitments(active, driver_cpus), *releasing], ready)
+        self._capacity = (list(active), list(releasing), observed, (ready, driver_cpus), made)
+        return made
+
+    def _commitments(self, active: Sequence[TaskView], driver_cpus: float) -> list[Commitment]:
+        """``commitments(active, driver_cpus)``, each made again only when its view changed."""
+        made, out = self._held, []
+        for t in active:
+            hit = made.get(t.task_id)
+            if hit is None or hit[0] is not t or hit[1] != driver_cpus:
+                a = t.latest_attempt
+                c = None if a is None or a.ended else Commitment(
+                    task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), node_ids=a.node_ids)
+                hit = made[t.task_id] = (t, driver_cpus, c)
+            if hit[2] is not None:
+                out.append(hit[2])
+        if len(made) > 2 * len(active) + 1024:
+            self._held = {t.task_id: made[t.task_id] for t in active}
+        return out
 
     def queued_entry(self, t: TaskView, history: RuntimeHistory, default: float, driver_cpus: float) -> QueuedTask:
         hit = self.queued.get(t.task_id)
-        if hit is not None and hit[0] is t and hit[1] == history.version and hit[2] == driver_cpus:
-            return hit[3]
+        if hit is not None and hit[0] is t and hit[2] == driver_cpus:
+            if hit[1] == history.version:
+                return hit[3]
+            if history.estimate(t, default)[0] == hit[3].estimate_s:  # another user's run was added
+                self.queued[t.task_id] = (t, history.version, driver_cpus, hit[3])
+                return hit[3]
         q = QueuedTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), seq=t.seq,
                        priority=t.priority, user=t.user, next_run_at=t.next_run_at,
                        estimate_s=history.estimate(t, default)[0], limited=t.time_limit_s is not None,
@@ -82,17 +169,24 @@ class QueueMemo:
 
     def running_entry(self, t: TaskView, history: RuntimeHistory, default: float, driver_cpus: float,
                       now: float) -> RunningTask:
-        settled = _settled(t, now)
         hit = self.running.get(t.task_id)
-        if (hit is not None and hit[0] is t and hit[1] == history.version and hit[2] == driver_cpus
-                and hit[3] == settled and t.latest_attempt is not None):  # (no attempt: it began "now")
-            return hit[4]
+        if hit is not None and hit[0] is t and hit[2] == driver_cpus and t.latest_attempt is not None:
+            # (no attempt: it began "now", made again)
+            at, r = hit[3], hit[4]
+            if r.settled == (at is not None and now >= at):
+                if hit[1] == history.version:
+                    return r
+                if _began(t, now) + history.estimate(t, default)[0] == r.expected_end:
+                    self.running[t.task_id] = (t, history.version, driver_cpus, at, r)
+                    return r
+        at = settles_at(t)
         began = _began(t, now)
         r = RunningTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), user=t.user,
                         node_ids=t.latest_attempt.node_ids if t.latest_attempt is not None else (),
                         expected_end=began + history.estimate(t, default)[0], priority=t.priority,
-                        preemptible=t.preemptible, stopping=_stopping(t), started_at=began, settled=settled)
-        self.running[t.task_id] = (t, history.version, driver_cpus, settled, r)
+                        preemptible=t.preemptible, stopping=_stopping(t), started_at=began,
+                        settled=at is not None and now >= at)
+        self.running[t.task_id] = (t, history.version, driver_cpus, at, r)
         return r
 
     def keep(self, waiting: int, active: int) -> None:
@@ -124,11 +218,12 @@ def policy_inputs(
     and its estimate are unchanged (a reactor or a simulation calls this every turn)."""
     history = runtimes or RuntimeHistory()
     default = config.default_runtime_s
-    snapshot = None if capacity is None else ledger_capacity(
-        capacity, commitments(active, driver_cpus, releasing), now=now, seen_since=seen_since, settle_s=config.node_settle_s)
     memo = made if made is not None else QueueMemo()
-    queue = [memo.queued_entry(t, history, default, driver_cpus) for t in waiting]
-    running = [memo.running_entry(t, history, default, driver_cpus, now) for t in active]
+    snapshot = None if capacity is None else memo.capacity(
+        capacity, active, releasing, now=now, driver_cpus=driver_cpus, seen_since=seen_since,
+        settle_s=config.node_settle_s)
+    queue = memo.queue(waiting, history, default, driver_cpus)
+    running = memo.running_list(active, history, default, driver_cpus, now)
     memo.keep(len(waiting), len(active))
     return queue, running, snapshot
 
@@ -141,11 +236,6 @@ def settles_at(task: TaskView) -> float | None:
         return None
     seen = attempt.running_seen_at or attempt.started_at
     return None if seen is None else seen + SETTLE_S
-
-
-def _settled(task: TaskView, now: float) -> bool:
-    at = settles_at(task)
-    return at is not None and now >= at
 
 
 def _stopping(task: TaskView) -> bool:

@@ -74,11 +74,18 @@ def committed_per_node(nodes: Sequence[NodeCapacity], commitments: Iterable[Comm
     # place them elsewhere, so they are held elsewhere), or recorded before the ledger.
     unplaced: list[tuple[Commitment, list[str]]] = []
     for c in commitments:
+        d = c.demand
+        if len(c.node_ids) == d.nnodes and all(nid in used for nid in c.node_ids):  # the usual case
+            for nid in c.node_ids:
+                node = used[nid]
+                node[0] += d.n_gpus_per_node
+                node[1] += d.cpus_per_node
+            continue
         known = [nid for nid in c.node_ids if nid in used]
         for nid in known:
-            used[nid][0] += c.demand.n_gpus_per_node
-            used[nid][1] += c.demand.cpus_per_node
-        if len(known) < c.demand.nnodes:
+            used[nid][0] += d.n_gpus_per_node
+            used[nid][1] += d.cpus_per_node
+        if len(known) < d.nnodes:
             unplaced.append((c, known))
     for c, known in sorted(unplaced, key=lambda item: item[0].task_id):
         others = [nid for nid in used if nid not in known]

@@ -94,6 +94,11 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     # fragmentation: how often each per-node shape (GPUs, CPUs, weight) comes, when known
     # from elsewhere (the FGD mode); empty: the pass's own queue front and running tasks.
     shape_mix: tuple[tuple[float, float, float], ...] = ()
+    # Whether the pass says why every task that waits waits (the reactor records it). False:
+    # only the admissions, the preemptions and the deferrals of tasks that are or become
+    # ``preempting`` (what orders the queue): the simulator, which records nothing else,
+    # and on a long queue the messages were most of its time. The admissions are the same.
+    waits: bool = True
 
     @classmethod
     def from_scheduler(cls, cfg: SchedulerConfig, **overrides: object) -> "PolicyConfig":

@@ -52,7 +52,8 @@ class Pool:
         self.ids = [n.node_id for n in ordered]
         self.gpus = [max(0.0, n.free_gpus) for n in ordered]
         self.cpus = [max(0.0, n.free_cpus) for n in ordered]
-        self._cache: dict[tuple[int, int, float], tuple[int, ...] | None] = {}
+        # placements by shape (and nodes to avoid), forgotten when resources are taken
+        self._cache: dict[tuple[object, ...], tuple[int, ...] | None] = {}
         self._snapshot: tuple[float, ...] | None = None
         self.totals = [(n.total_gpus, n.total_cpus) for n in ordered]
         # never_fits' answers by shape; public so that a pass over 10,000 tasks can look a
@@ -92,11 +93,14 @@ class Pool:
 
     def place_avoiding(self, d: Demand, avoid: frozenset[int]) -> tuple[int, ...] | None:
         """Nodes for the gang among the nodes not in ``avoid`` (as ``place``), or None."""
+        key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node, avoid)
+        if key in self._cache:  # (behind a reservation, every task that fits asks)
+            return self._cache[key]
         g, c = d.n_gpus_per_node, d.cpus_per_node
         fits = [i for i in range(len(self.gpus)) if i not in avoid and self.gpus[i] >= g and self.cpus[i] >= c]
-        if len(fits) < d.nnodes or d.nnodes <= 0:
-            return None
-        return tuple(self._order(fits, d)[: d.nnodes])
+        result = None if len(fits) < d.nnodes or d.nnodes <= 0 else tuple(self._order(fits, d)[: d.nnodes])
+        self._cache[key] = result
+        return result
 
     def reservation(self, t: QueuedTask, endings: Sequence[Ending], now: float) -> Reservation | None:
         """The earliest start of ``t``'s gang as ``endings`` free resources (see reserve.py)."""

@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from typing import Protocol
 
+from msgspec.structs import replace
+
 from argus.scheduler.fragmentation import MIX_SAMPLE, ShapeMix
 from argus.scheduler.model import (
     Admit, Capacity, Decision, Defer, PolicyConfig, Preempt, QueuedTask, Reason, RunningTask,
@@ -68,13 +70,17 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
     pool, explained, per_user, same_rule, no_room = p.pool, p.explained, p.per_user, p.same_rule, p.no_room
     max_running, user_limit, reserve = config.max_running_tasks, config.max_running_per_user, config.reserve
     never_known, backfill = pool.never_known, p.backfill
-    full_msg = f"{config.max_running_tasks} task(s) already running (max_running_tasks)"
-    blocked = False  # strict FIFO: the head did not fit
+    blocked, quiet = False, not config.waits  # blocked: strict FIFO's head did not fit
     for t in queue:
+        # ``quiet``: only a task that was preempting is told why it waits (leaving is news)
+        told = not quiet or t.preempting_since is not None
         # 1. order and eligibility
         if t.next_run_at is not None and t.next_run_at > now:
-            append(Defer(task_id=t.task_id, reason=Reason.RETRY_BACKOFF,
-                         message=f"retry not before t={t.next_run_at:.0f} ({t.next_run_at - now:.0f}s)"))
+            if told:
+                append(Defer(task_id=t.task_id, reason=Reason.RETRY_BACKOFF,
+                             message=f"retry not before t={t.next_run_at:.0f} ({t.next_run_at - now:.0f}s)"))
+            continue
+        if blocked and not told:
             continue
         d = t.demand
         key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node)
@@ -82,18 +88,15 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
         if never is NOT_ASKED:
             never = pool.never_fits(d, key)
         if never is not None:  # waiting in line for it would only block everyone behind it
-            append(Defer(task_id=t.task_id, reason=never.reason, message=never.message,
-                         free_gpus_per_node=never.free_gpus_per_node))
+            append(replace(never, task_id=t.task_id))
             continue
         if blocked:
             append(Defer(task_id=t.task_id, reason=Reason.BLOCKED_BY_HEAD, message=_BLOCKED_MSG,
                          free_gpus_per_node=pool.free_gpus()))
             continue
-        if p.n_running >= max_running:
-            append(Defer(task_id=t.task_id, reason=Reason.MAX_RUNNING, message=full_msg))
-            continue
-        if user_limit > 0 and per_user.get(t.user, 0) >= user_limit:
-            append(_user_limited(t, per_user[t.user], user_limit))
+        if p.n_running >= max_running or (user_limit > 0 and per_user.get(t.user, 0) >= user_limit):
+            if told:
+                append(_limited(t, p.n_running, per_user, config))
             continue
         # 2. fit, asked once per shape until the shape fails (free resources only shrink)
         why = explained.get(key)
@@ -108,8 +111,8 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
             continue
         # 3. reserve or defer; inline for a shape that already failed in this pass (it still fails)
         if seen_before and (not reserve or p.reserved is not None):
-            append(Defer(task_id=t.task_id, reason=why.reason, message=why.message,
-                         free_gpus_per_node=why.free_gpus_per_node))
+            if told:
+                append(replace(why, task_id=t.task_id))
             continue
         p.reserve_or_defer(t, why)
     return p.out
@@ -139,10 +142,7 @@ class _Pass:
         self.reserved: Reservation | None = None
         self.endings: list[Ending] = []
         if config.reserve:
-            index = {nid: i for i, nid in enumerate(self.pool.ids)}
-            self.endings = [Ending(at=expected_end(r.expected_end, r.started_at, now, config.default_runtime_s),
-                                   demand=r.demand, nodes=tuple(index[n] for n in r.node_ids if n in index))
-                            for r in running]
+            self.endings = _endings(running, self.pool.ids, now, config.default_runtime_s)
         self.planner: RoomPlanner | None = None  # made when a task first needs room (preemption)
         self.same_rule = outranks.same_rule if outranks is not None and config.preemption else None
         # (shape, same_rule) and (shape, alike) that found no room: their like would find none either
@@ -162,11 +162,11 @@ class _Pass:
             return why
         note = ""
         if self.reserved is not None:
-            fits, note, behind = _backfill(t, picked, pool, self.reserved, self.now, self.config)
-            if behind is not None:
-                self.out.append(behind)
+            fits, note = _backfill(t, picked, pool, self.reserved, self.now, self.config)
+            if fits is None:
+                if self.config.waits or t.preempting_since is not None:
+                    self.out.append(_behind(t, pool, self.reserved))
                 return None
-            assert fits is not None  # _backfill gives nodes or the deferral
             picked = fits
         self.admit(t, picked, note)
         return None
@@ -219,23 +219,44 @@ class _Pass:
     def reserve_or_defer(self, t: QueuedTask, why: Defer) -> None:
         """Stage 3 for ``t``, which does not fit (``why``) and got no room: the first such
         task gets the reservation (with ``reserve``), the others wait."""
+        told = self.config.waits or t.preempting_since is not None
         if self.config.reserve and self.reserved is None:  # the first that does not fit: reserve for it
             reserved = self.reserved = self.pool.reservation(t, self.endings, self.now)
-            if reserved is not None:
+            if reserved is not None and told:
                 nodes = tuple(self.pool.ids[i] for i in reserved.nodes)
                 self.out.append(Defer(
                     task_id=t.task_id, reason=why.reason, free_gpus_per_node=why.free_gpus_per_node,
                     message=f"{why.message}; reserved nodes {', '.join(nodes)} from ~{fmt_clock(reserved.start)}",
                     reserved_from=reserved.start, reserved_nodes=nodes))
                 return
-        self.out.append(Defer(task_id=t.task_id, reason=why.reason, message=why.message,
-                              free_gpus_per_node=why.free_gpus_per_node))
+        if told:
+            self.out.append(Defer(task_id=t.task_id, reason=why.reason, message=why.message,
+                                  free_gpus_per_node=why.free_gpus_per_node))
 
 
-def _user_limited(t: QueuedTask, runs: int, limit: int) -> Defer:
-    """``t``'s user already runs ``runs`` tasks, the most ``max_running_per_user`` allows."""
+def _endings(running: Sequence[RunningTask], ids: Sequence[str], now: float, default_s: float) -> list[Ending]:
+    """When each running task is expected to give back what it holds, and on which nodes."""
+    index = {nid: i for i, nid in enumerate(ids)}
+    where: dict[tuple[str, ...], tuple[int, ...]] = {}  # node ids -> indices (tasks share nodes)
+    out = []
+    for r in running:
+        nodes = where.get(r.node_ids)
+        if nodes is None:
+            nodes = where[r.node_ids] = tuple(index[n] for n in r.node_ids if n in index)
+        end = r.expected_end
+        at = end if end is not None and end > now else expected_end(end, r.started_at, now, default_s)
+        out.append(Ending(at=at, demand=r.demand, nodes=nodes))
+    return out
+
+
+def _limited(t: QueuedTask, n_running: int, per_user: dict[str, int], config: PolicyConfig) -> Defer:
+    """``max_running_tasks`` run, or ``t``'s user runs the most ``max_running_per_user`` allows."""
+    if n_running >= config.max_running_tasks:
+        return Defer(task_id=t.task_id, reason=Reason.MAX_RUNNING,
+                     message=f"{config.max_running_tasks} task(s) already running (max_running_tasks)")
     return Defer(task_id=t.task_id, reason=Reason.USER_LIMIT, message=(
-        f"user {t.user!r} already runs {runs} task(s) (max_running_per_user={limit})"))
+        f"user {t.user!r} already runs {per_user[t.user]} task(s) "
+        f"(max_running_per_user={config.max_running_per_user})"))
 
 
 def _capacity_unknown(queue: Sequence[QueuedTask], now: float) -> list[Decision]:
@@ -288,27 +309,32 @@ def _preempt_message(t: QueuedTask, r: RunningTask, reason: str, config: PolicyC
 
 
 def _backfill(t: QueuedTask, picked: tuple[int, ...], pool: Pool, reserved: Reservation, now: float,
-              config: PolicyConfig) -> tuple[tuple[int, ...] | None, str, Defer | None]:
+              config: PolicyConfig) -> tuple[tuple[int, ...] | None, str]:
     """May ``t``, which fits now on ``picked``, start without delaying ``reserved``? Yes if
     it fits on nodes the reservation does not need, or if its time limit ends it before
     the reservation starts. A run time that is only an estimate (history, the default)
     does not let it onto the reservation's nodes: estimates run over, each overrun moved
     the reservation later, and in the trace a gang so passed again and again waited for
-    days (docs/scheduling.md). Returns its nodes and why, or the deferral that says why not."""
+    days (docs/scheduling.md). Returns its nodes and why, or None (``_behind`` says why)."""
     avoid = frozenset(reserved.nodes)
     elsewhere = picked if avoid.isdisjoint(picked) else pool.place_avoiding(t.demand, avoid)
     if elsewhere is not None:
-        return elsewhere, f"backfilled on nodes the reservation of {reserved.task_id} does not need", None
+        return elsewhere, f"backfilled on nodes the reservation of {reserved.task_id} does not need"
     estimate = t.estimate_s or config.default_runtime_s
     if t.limited and now + estimate <= reserved.start:
         return picked, (f"backfilled: its time limit ends it by ~{fmt_clock(now + estimate)}, before the "
-                        f"reservation of {reserved.task_id} from ~{fmt_clock(reserved.start)}"), None
+                        f"reservation of {reserved.task_id} from ~{fmt_clock(reserved.start)}")
+    return None, ""
+
+
+def _behind(t: QueuedTask, pool: Pool, reserved: Reservation) -> Defer:
+    """Why ``t``, which fits now, waits: only on the reservation's nodes, and it may delay it."""
     # No times in these messages: they would change with the clock, and be recorded again,
     # for every task behind the reservation.
     nodes = ", ".join(pool.ids[i] for i in reserved.nodes)
     why = ("its time limit would still run" if t.limited else
            "without a time_limit its run time is only an estimate (set one to let it start before the "
            "reservation when it ends in time), and it would run")
-    return None, "", Defer(task_id=t.task_id, reason=Reason.BEHIND_RESERVATION, message=(
+    return Defer(task_id=t.task_id, reason=Reason.BEHIND_RESERVATION, message=(
         f"{needs(t.demand)}; fits now, but only on nodes reserved for {reserved.task_id} "
         f"({nodes}): {why} on them when that reservation starts"))

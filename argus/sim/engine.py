@@ -162,7 +162,7 @@ class Simulation:
         last = 0.0
         while self.events:
             now = self.events[0][0]
-            if any(t.state.is_waiting() for t in self.reactor.state.tasks.values()):
+            if self.reactor.state.has_waiting():
                 used = self.capacity_gpus - sum(n.free_gpus for n in self.ray.free_nodes())
                 busy_used += (now - last) * used
                 busy_capacity += (now - last) * self.capacity_gpus

@@ -82,7 +82,7 @@ class SimReactor:
         await self._follow(now)
         inputs = (self.state.position, tuple(nodes))
         if inputs != self._planned_on or now >= self._plan_expires_at:
-            plan = plan_turn(self.state, nodes, now, self.sched, self.driver_cpus)
+            plan = plan_turn(self.state, nodes, now, self.sched, self.driver_cpus, waits=False)
             if plan is not None:
                 self.plans += 1
                 fair = self.sched.policy == "fairshare"

@@ -83,7 +83,7 @@ def test_running_usage_in_closed_form_is_the_hourly_sum() -> None:
                                   state="RUNNING", priority=0, max_attempts=1, seq=i,
                                   demand=Demand(nnodes=1, n_gpus_per_node=rng.randint(1, 8), cpus_per_node=1),
                                   attempts=(attempt,), created_at=began, updated_at=began, stream_version=3))
-        for now in (31 * 86400.0, 31 * 86400.0 + 1234.5, 45 * 86400.0):
+        for now in (31 * 86400.0, 31 * 86400.0 + 600.0, 31 * 86400.0 + 1234.5, 45 * 86400.0):  # (a span reused)
             closed = ledger.with_running(now, tasks)
             summed = ledger.at(now, live_usage(tasks, now))
             assert closed.keys() == summed.keys()

@@ -9,12 +9,13 @@ the policy itself, ``argus.sim.simulate``).
 
 from __future__ import annotations
 
+import msgspec
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from argus.config import FairShareConfig
 from argus.events import Demand, NodeCapacity
-from argus.scheduler import Admit, Capacity, Defer, PolicyConfig, Preempt, QueuedTask, Reason, RunningTask, decide
+from argus.scheduler import POLICIES, Admit, Capacity, Defer, PolicyConfig, Preempt, QueuedTask, Reason, RunningTask, decide
 from argus.scheduler.fairshare import fair_order, fair_shares
 from argus.sim import simulate
 from argus.sim.trace import SimNode, SimTask, Trace
@@ -22,9 +23,10 @@ from argus.sim.trace import SimNode, SimTask, Trace
 NOW = 10_000.0
 
 
-def q(tid: str, user: str, gpus: int = 1, *, seq: int = 0, priority: int = 0) -> QueuedTask:
+def q(tid: str, user: str, gpus: int = 1, *, seq: int = 0, priority: int = 0,
+      preempting_since: float | None = None) -> QueuedTask:
     return QueuedTask(task_id=tid, demand=Demand(nnodes=1, n_gpus_per_node=gpus, cpus_per_node=1.0), seq=seq,
-                      user=user, priority=priority)
+                      user=user, priority=priority, preempting_since=preempting_since)
 
 
 def run(tid: str, user: str, gpus: int = 1, *, node: str = "n0", priority: int = 0, preemptible: bool = True,
@@ -247,3 +249,21 @@ def test_fairshare_admits_in_the_order_it_shows() -> None:
     queue = [q("a1", "alice", seq=1), q("a2", "alice", seq=2), q("b1", "bob", seq=3)]
     decisions = decide(queue, [], cluster(4), NOW, PolicyConfig(policy="fairshare"))
     assert [d.task_id for d in decisions if isinstance(d, Admit)] == ["a1", "b1", "a2"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(nodes_st, running_st, queue_st, st.sampled_from(sorted(POLICIES)), st.booleans(), st.integers(0, 2),
+       st.lists(st.booleans(), min_size=6, max_size=6))
+def test_a_quiet_pass_decides_the_same(n_nodes, items, waiting, policy, preemption, per_user, preempting) -> None:
+    """``waits=False`` (the simulator's pass) leaves out only the deferrals of tasks that
+    neither were nor become preempting: its admissions, on the same nodes, its preemptions
+    and every deferral into or out of ``preempting`` are the told pass's, in its order."""
+    running, capacity = _world(n_nodes, items)
+    queue = [q(f"w{k}", user, gpus, seq=k + 1, priority=priority,
+               preempting_since=NOW - 10 if preempting[k] else None)
+             for k, (gpus, priority, user) in enumerate(waiting)]
+    told = PolicyConfig(policy=policy, preemption=preemption, max_running_per_user=per_user, max_running_tasks=12)
+    full = decide(queue, running, capacity, NOW, told)
+    quiet = decide(queue, running, capacity, NOW, msgspec.structs.replace(told, waits=False))
+    was = {t.task_id for t in queue if t.preempting_since is not None}
+    assert quiet == [d for d in full if not isinstance(d, Defer) or d.task_id in was or d.reason == Reason.PREEMPTING]
