@@ -21,7 +21,7 @@ from projections.tasks import TaskView, load_task
 __all__ = [
     "PageCursor", "RunningAttempt", "TaskAt", "TaskCounts", "all_tasks", "TaskDetail", "TaskPage", "TaskSummary",
     "running_attempts", "summarize", "task_counts", "task_page", "task_view", "task_workloads", "tasks_at",
-    "tasks_in_states", "unfinished_tasks",
+    "tasks_in_states", "unfinished_tasks", "waiting_count",
 ]
 
 _decode_view = msgspec.json.Decoder(TaskView).decode
@@ -178,6 +178,11 @@ def _count(db: sqlite3.Connection, base: list[str], params: list[object], states
     cond = f"WHERE {' AND '.join(where)}" if where else ""
     sql = f"SELECT coalesce(sum(n), 0) FROM user_task_counts {cond}"
     return int(db.execute(sql, [*params, *(s.value for s in states)]).fetchone()[0])
+
+
+def waiting_count(db: sqlite3.Connection, user: str) -> int:
+    """How many of ``user``'s tasks wait in the queue (QUEUED or PENDING_RESOURCES)."""
+    return _count(db, ["user = ?"], [user], [s for s in TaskState if s.is_waiting()])
 
 
 def _desc(task_id: str) -> tuple[int, ...]:

@@ -15,6 +15,7 @@ from argus.events import (
     UserCreated,
     UserDisabled,
     UserEnabled,
+    UserLimitsSet,
 )
 from argus.store.errors import InvariantViolation
 from projections.base import Change, EntityFold, EntityProjection
@@ -42,6 +43,9 @@ class UserView(msgspec.Struct, frozen=True, kw_only=True):
     disabled: bool
     created_at: float
     tokens: tuple[TokenView, ...] = ()
+    max_priority: int = 0  # UserLimitsSet (admins are not limited)
+    may_pin: bool = False
+    max_queued: int = 0
 
 
 class UserEventError(InvariantViolation, ValueError):
@@ -67,6 +71,8 @@ def evolve_user(user: UserView | None, rec: Recorded) -> UserView:
         return _replace(user, disabled=True)
     if isinstance(event, UserEnabled):
         return _replace(user, disabled=False)
+    if isinstance(event, UserLimitsSet):
+        return _replace(user, max_priority=event.max_priority, may_pin=event.may_pin, max_queued=event.max_queued)
     if isinstance(event, TokenIssued):
         token = TokenView(
             token_id=event.token_id, token_hash=event.token_hash, label=event.label,
@@ -89,7 +95,11 @@ def evolve_user(user: UserView | None, rec: Recorded) -> UserView:
 
 
 def _user_row(u: UserView) -> tuple[object, ...]:
-    return (u.user_id, u.display_name, int(u.is_admin), int(u.disabled), u.created_at)
+    return (u.user_id, u.display_name, int(u.is_admin), int(u.disabled), u.created_at, u.max_priority,
+            int(u.may_pin), u.max_queued)
+
+
+_USER_ROW = "user_id, display_name, is_admin, disabled, created_at, max_priority, may_pin, max_queued"
 
 
 def _token_rows(u: UserView) -> list[tuple[object, ...]]:
@@ -104,8 +114,8 @@ class UserFold(EntityFold[UserView]):
 
     name = "user"
     entity = UserView
-    handles = frozenset({"UserCreated", "UserDisabled", "UserEnabled", "TokenIssued", "TokenRevoked",
-                         "TokenUsed"})
+    handles = frozenset({"UserCreated", "UserDisabled", "UserEnabled", "UserLimitsSet", "TokenIssued",
+                         "TokenRevoked", "TokenUsed"})
     home = "users"
 
     def key(self, rec: Recorded) -> str:
@@ -127,7 +137,7 @@ class UserFold(EntityFold[UserView]):
         )
         return UserView(
             user_id=row[0], display_name=row[1], is_admin=bool(row[2]), disabled=bool(row[3]),
-            created_at=row[4], tokens=tokens,
+            created_at=row[4], tokens=tokens, max_priority=row[5], may_pin=bool(row[6]), max_queued=row[7],
         )
 
 
@@ -136,19 +146,20 @@ USER_FOLD = UserFold()
 
 class UsersProjection(EntityProjection[UserView]):
     name = "users"
-    version = 2  # v2: tokens.last_used_at
+    version = 3  # v2: tokens.last_used_at; v3: users' limits
     tables = ("users", "tokens")
     fold = USER_FOLD
 
     def save(self, db: sqlite3.Connection, changes: Sequence[Change[UserView]]) -> None:
         for _, before, after in changes:
             assert after is not None
-            db.execute("INSERT OR REPLACE INTO users VALUES (?,?,?,?,?)", _user_row(after))
+            db.execute(f"INSERT OR REPLACE INTO users ({_USER_ROW}) VALUES (?,?,?,?,?,?,?,?)", _user_row(after))
             if before is None or before.tokens != after.tokens:
                 db.executemany("INSERT OR REPLACE INTO tokens VALUES (?,?,?,?,?,?,?)", _token_rows(after))
 
     def write_all(self, db: sqlite3.Connection, entities: dict[str, UserView]) -> None:
-        db.executemany("INSERT INTO users VALUES (?,?,?,?,?)", (_user_row(u) for u in entities.values()))
+        db.executemany(f"INSERT INTO users ({_USER_ROW}) VALUES (?,?,?,?,?,?,?,?)",
+                       (_user_row(u) for u in entities.values()))
         db.executemany(
             "INSERT INTO tokens VALUES (?,?,?,?,?,?,?)",
             (row for u in entities.values() for row in _token_rows(u)),
@@ -166,6 +177,9 @@ class UserSummary(msgspec.Struct, kw_only=True):
     is_admin: bool
     disabled: bool
     created_at: float
+    max_priority: int = 0  # the highest priority their tasks may ask for (admins: any)
+    may_pin: bool = False  # whether their tasks may be preemptible: false
+    max_queued: int = 0  # how many of their tasks may wait at once (0: no cap)
 
 
 class TokenSummary(msgspec.Struct, kw_only=True):
@@ -187,15 +201,18 @@ class TokenHolder(msgspec.Struct, frozen=True, kw_only=True):
     display_name: str
     token_id: str
     last_used_at: float | None
+    max_priority: int = 0
+    may_pin: bool = False
+    max_queued: int = 0
 
 
-_USER_COLUMNS = "user_id, display_name, is_admin, disabled, created_at"
+_USER_COLUMNS = _USER_ROW
 _TOKEN_COLUMNS = "token_id, label, revoked, issued_at, last_used_at"
 
 
 def _user(r: Sequence[object]) -> UserSummary:
     return UserSummary(user_id=r[0], display_name=r[1], is_admin=bool(r[2]), disabled=bool(r[3]),  # type: ignore[arg-type]
-                       created_at=r[4])  # type: ignore[arg-type]
+                       created_at=r[4], max_priority=r[5], may_pin=bool(r[6]), max_queued=r[7])  # type: ignore[arg-type]
 
 
 def _token(r: Sequence[object]) -> TokenSummary:
@@ -230,10 +247,12 @@ def token_holder(db: sqlite3.Connection, token_hash: str, *, revoked: bool = Fal
     """The holder of the token with this hash, if it is unrevoked (or, with ``revoked``,
     whatever its state: for checking that a hash is known at all)."""
     row = db.execute(
-        "SELECT u.user_id, u.is_admin, u.disabled, u.display_name, t.token_id, t.last_used_at "
+        "SELECT u.user_id, u.is_admin, u.disabled, u.display_name, t.token_id, t.last_used_at, "
+        "u.max_priority, u.may_pin, u.max_queued "
         "FROM tokens t JOIN users u ON u.user_id = t.user_id WHERE t.token_hash = ?"
         + ("" if revoked else " AND t.revoked = 0"), (token_hash,)).fetchone()
     if row is None:
         return None
     return TokenHolder(user_id=row[0], is_admin=bool(row[1]), disabled=bool(row[2]), display_name=row[3],
-                       token_id=row[4], last_used_at=row[5])
+                       token_id=row[4], last_used_at=row[5], max_priority=row[6], may_pin=bool(row[7]),
+                       max_queued=row[8])

@@ -17,6 +17,7 @@ from typing import Annotated
 from litestar.exceptions import HTTPException
 from litestar.params import Parameter
 
+from argus.api.redact import redacted, redactor_for
 from argus.api.schemas import ClusterOut, NodeLedgerOut, QueuePage
 from argus.lifecycle import TaskState
 from argus.scheduler.inputs import commitments
@@ -49,12 +50,13 @@ async def queue_view(
     page = await state.store.read_snapshot(lambda db: queue_page(db, policy, limit=limit, after=after, fair=fair))
     starts = await state.etas.starts()
     page.items = [msgspec.structs.replace(e, expected_start=starts.get(e.task_id or "")) for e in page.items]
-    if not who.is_admin:
+    hide = await redactor_for(state, who)
+    if hide is not None:
         # Whose task it is, and the wait message, which names tasks and users (who holds
-        # the nodes, who it preempts): another user's entry keeps its reason code only.
-        page.items = [e if e.user == who.user_id else msgspec.structs.replace(e, task_id=None, user=None,
-                                                                              wait_message="")
-                      for e in page.items]
+        # the nodes, who it preempts): another user's entry keeps its reason code only,
+        # and the user's own entries' messages do not name the others (argus.api.redact).
+        page.items = [redacted(hide, e) if e.user == who.user_id else msgspec.structs.replace(
+                          e, task_id=None, user=None, wait_message="") for e in page.items]
     return page
 
 

@@ -3,7 +3,9 @@
 :class:`Broadcaster` runs the process's only ``store.subscribe`` loop. Each event is
 encoded once, kept in a ring of recent events, and put on the queue of every connected
 client allowed to see it (owner = the client's user; an admin sees all). Ring and queue
-entries are ``(position, owner, frame bytes)`` tuples: the garbage collector stops
+entries are ``(position, owner, frame bytes, the frame its owner gets)`` tuples (an owner
+who is not an admin never reads another user's task ids or name: ``argus.api.redact``, so
+their frame is rewritten once, when it names any): the garbage collector stops
 tracking those, so a full ring (tens of thousands of events) does not make every full
 collection walk it (that walk was a tens-of-milliseconds pause under load). A new client
 registers its queue first, then catches up (from the ring, or from the log when it is
@@ -28,8 +30,10 @@ from litestar.exceptions import HTTPException
 from litestar.params import Parameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
+from argus.api.redact import Redactor
 from argus.events import Recorded
 from argus.service import Principal
+from projections.users import list_users
 
 if TYPE_CHECKING:
     from argus.store import EventStore
@@ -38,7 +42,7 @@ __all__ = ["Broadcaster", "events_stream"]
 
 log = logging.getLogger(__name__)
 _encode = msgspec.json.Encoder().encode
-_Item = tuple[int, "str | None", bytes]  # position, owner, the encoded SSE frame
+_Item = tuple[int, "str | None", bytes, bytes]  # position, owner, the SSE frame, as its owner reads it
 
 
 @dataclass
@@ -91,6 +95,8 @@ class Broadcaster:
         # Access taken away since this process started: streams of these end at once.
         self.revoked_tokens: set[str] = set()
         self.disabled_users: set[str] = set()
+        self.users: set[str] = set()  # known users: what an owner's frame must not name
+        self._redactors: dict[str, Redactor] = {}  # by owner, until a user is created
 
     def cut_off(self, who: Principal) -> bool:
         """Whether ``who`` lost access (token revoked, user disabled) while connected."""
@@ -113,6 +119,20 @@ class Broadcaster:
             if self.cut_off(client.who):
                 _end(client)
 
+    def _owners_frame(self, rec: Recorded, raw: bytes) -> bytes:
+        """``raw`` as the event's owner may read it (no other user's task ids or name);
+        ``raw`` itself when it names none, or has no owner (only admins see those)."""
+        if rec.owner is None:
+            return raw
+        hide = self._redactors.get(rec.owner)
+        if hide is None:
+            hide = self._redactors[rec.owner] = Redactor(rec.owner, self.users)
+        if not hide.may_name_others(raw.decode()):
+            return raw
+        data = msgspec.json.decode(_data(rec))
+        seen = hide.value(data)
+        return raw if seen == data else _frame(rec, _encode(seen))
+
     def close_streams(self) -> None:
         """End every open stream now (the server is shutting down): each ends cleanly, so
         the server need not cancel them mid-response. Clients reconnect with Last-Event-ID."""
@@ -126,6 +146,7 @@ class Broadcaster:
 
     async def start(self) -> None:
         self.position = await self.store.head_position()
+        self.users = {u.user_id for u in await self.store.read_snapshot(list_users)}
         self._task = asyncio.get_running_loop().create_task(self._tail(), name="sse-tailer")
 
     async def stop(self) -> None:
@@ -141,7 +162,11 @@ class Broadcaster:
             try:
                 async for rec in self.store.subscribe(after=self.position):
                     self.position = rec.position
-                    item = (rec.position, rec.owner, _frame(rec))
+                    if rec.type == "UserCreated":
+                        self.users.add(rec.event.user_id)  # type: ignore[attr-defined]
+                        self._redactors = {}
+                    raw = _frame(rec)
+                    item = (rec.position, rec.owner, raw, self._owners_frame(rec, raw))
                     self.ring.append(item)
                     if self._on_event is not None:
                         self._on_event(rec)
@@ -175,26 +200,27 @@ class Broadcaster:
                 until = ring_first - 1
                 recs = await self.store.read(last, 500, owner=owner, until=until)
                 for rec in recs:
-                    yield _Encoded(raw=_frame(rec))
+                    raw = _frame(rec)
+                    yield _Encoded(raw=raw if who.is_admin else self._owners_frame(rec, raw))
                     last = rec.position
                 if len(recs) < 500:
                     last = max(last, until)
-            for position, rec_owner, raw in list(self.ring):  # snapshot: no await in between
+            for position, rec_owner, raw, owners in list(self.ring):  # snapshot: no await in between
                 if position > last and client.sees(rec_owner):
-                    yield _Encoded(raw=raw)
+                    yield _Encoded(raw=raw if who.is_admin else owners)
                     last = position
             while not client.overflow:
                 try:
                     if client.queue.empty():
                         async with asyncio.timeout(self.heartbeat_s):  # no task per wait
-                            position, _owner, raw = await client.queue.get()
+                            position, _owner, raw, owners = await client.queue.get()
                     else:
-                        position, _owner, raw = client.queue.get_nowait()
+                        position, _owner, raw, owners = client.queue.get_nowait()
                 except TimeoutError:
                     yield _HEARTBEAT
                     continue
                 if position > last and not client.overflow:
-                    yield _Encoded(raw=raw)
+                    yield _Encoded(raw=raw if who.is_admin else owners)
                     last = position
         finally:
             self.clients.discard(client)
@@ -207,12 +233,13 @@ def _end(client: _Client) -> None:
     """End a client's stream: it stops at its next wake-up, which this causes."""
     client.overflow = True
     with contextlib.suppress(asyncio.QueueFull):
-        client.queue.put_nowait((-1, None, b""))
+        client.queue.put_nowait((-1, None, b"", b""))
 
 
-def _frame(rec: Recorded) -> bytes:
+def _frame(rec: Recorded, data: bytes | None = None) -> bytes:
     """The SSE frame of one event: ``id`` = position, ``event`` = type, JSON data."""
-    return b"id: %d\r\nevent: %s\r\ndata: %s\r\n\r\n" % (rec.position, rec.type.encode(), _data(rec))
+    return b"id: %d\r\nevent: %s\r\ndata: %s\r\n\r\n" % (rec.position, rec.type.encode(),
+                                                         _data(rec) if data is None else data)
 
 
 @get("/events", tags=["events"], media_type="text/event-stream")

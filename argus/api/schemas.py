@@ -13,6 +13,7 @@ import msgspec
 
 from argus.events import NodeCapacity
 from argus.service.ids import USER_ID_RE, USER_ID_RULE
+from argus.service.limits import UserLimits  # a request body: its unknown fields are refused, as declared
 from projections.queue import QueueEntry, QueuePage
 from projections.tasks_read import TaskDetail, TaskPage, TaskSummary
 from projections.users import TokenSummary, UserSummary
@@ -21,7 +22,7 @@ __all__ = [
     "ClusterOut", "CreateUserIn", "FileEntry", "FileListing", "IssueTokenIn", "LoginIn",
     "MeOut", "NodeCapacity", "ProgressOut", "ProgressPoint", "QueueEntry", "QueuePage", "SpecOut",
     "SubmitIn", "SubmitOut", "TaskDetail", "TaskList", "TaskStateOut", "TaskSummary",
-    "TimelineEntry", "TokenOut", "TokenIssuedOut", "UserOut", "ValidateError", "ValidateOut",
+    "TimelineEntry", "TokenOut", "TokenIssuedOut", "UserLimits", "UserOut", "ValidateError", "ValidateOut",
 ]
 
 # No msgspec `pattern` here: msgspec would refuse a bad id with Litestar's generic

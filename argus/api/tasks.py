@@ -19,6 +19,7 @@ from litestar.response import ServerSentEventMessage
 from argus.api import jobfiles
 from argus.api.auth import request_id
 from argus.api.openapi import also_returns, errors
+from argus.api.redact import redacted, redactor_for
 from argus.api.schemas import (
     ProgressOut, ProgressPoint, SpecOut, SubmitOut, TaskDetail, TaskList, TaskStateOut,
     TimelineEntry, ValidateError, ValidateOut,
@@ -137,6 +138,7 @@ class TasksController(Controller):
         try:
             _, prepared = await state.commands.prepare_admissible(
                 document, who.user_id, task_id=f"{who.user_id}-validate")
+            await state.commands.check_limits(who, prepared)
         except CommandError as exc:
             errors = exc.extra.get("errors") or [{"field": "", "message": exc.detail}]
             # A YAML body that is no YAML mapping is not what the operation declares: a 400,
@@ -184,7 +186,8 @@ class TasksController(Controller):
         running = {v.task_id: _log_path(state, v, None) for v in views if v.state is TaskState.RUNNING}
         steps = await asyncio.to_thread(
             lambda: {t: jobfiles.last_step(p) if p else None for t, p in running.items()}) if running else {}
-        items = [summarize(v, steps.get(v.task_id)) for v in views]
+        hide = await redactor_for(state, who)
+        items = [redacted(hide, summarize(v, steps.get(v.task_id))) for v in views]
         return TaskList(items=items, total=total, limit=limit, offset=offset,
                         next_cursor=next_page.encode() if next_page else None)
 
@@ -196,7 +199,8 @@ class TasksController(Controller):
         if v.state.is_waiting():
             position = await _queue_position(state, task_id)
             expected = (await state.etas.starts()).get(task_id, v.expected_start)
-        return TaskDetail(**{**msgspec.structs.asdict(v), "expected_start": expected}, queue_position=position)
+        detail = TaskDetail(**{**msgspec.structs.asdict(v), "expected_start": expected}, queue_position=position)
+        return redacted(await redactor_for(state, who), detail)
 
     @get("/{task_id:str}/spec", responses=errors(404))
     async def spec(self, state: State, who: Principal, task_id: str) -> SpecOut:
@@ -218,10 +222,12 @@ class TasksController(Controller):
     async def timeline(self, state: State, who: Principal, task_id: str) -> list[TimelineEntry]:
         """Every event of the task, in order."""
         await state.commands.load_task(who, task_id)  # 404 unless the caller may see it
+        hide = await redactor_for(state, who)
         return [TimelineEntry(position=r.position, version=r.version, type=r.type,
                               recorded_at=r.recorded_at, actor=r.meta.actor,
-                              data=msgspec.to_builtins(r.event))
-                for r in await state.store.read_stream(task_stream(task_id))]
+                              data=hide.value(data) if hide is not None else data)
+                for r in await state.store.read_stream(task_stream(task_id))
+                for data in (msgspec.to_builtins(r.event),)]
 
     @get("/{task_id:str}/logs", media_type=MediaType.TEXT, responses=errors(400, 403, 404, 409),
          opt=also_returns("text/event-stream"))

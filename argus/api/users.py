@@ -10,7 +10,7 @@ from litestar.exceptions import NotFoundException
 
 from argus.api.auth import request_id, require_admin
 from argus.api.openapi import errors
-from argus.api.schemas import CreateUserIn, IssueTokenIn, TokenIssuedOut, TokenOut, UserOut
+from argus.api.schemas import CreateUserIn, IssueTokenIn, TokenIssuedOut, TokenOut, UserLimits, UserOut
 from argus.service import Principal
 from projections.users import list_users, token_summary, user_summary, user_tokens
 
@@ -73,6 +73,15 @@ class UsersController(Controller):
                      user_id: str) -> UserOut:
         """Enable a disabled user again (admin)."""
         return await _set(request, state, who, user_id, False)
+
+    @post("/{user_id:str}/limits", status_code=200, responses=errors(404))
+    async def set_limits(self, request: Request[Any, Any, Any], state: State, who: Principal, user_id: str,
+                         data: UserLimits) -> UserOut:
+        """Set what a user's tasks may ask for (admin): the highest priority, whether they may
+        be preemptible: false, how many may wait at once (0: no cap). Admins are not limited."""
+        require_admin(who)
+        await state.commands.set_limits(who, user_id, data, request_id(request))
+        return await _get_user(state, who, user_id)
 
     @get("/{user_id:str}/tokens", responses=errors(404))
     async def list_tokens(self, state: State, who: Principal, user_id: str) -> list[TokenOut]:

@@ -25,9 +25,34 @@ def users() -> None:
 def users_list(client: Client) -> None:
     """All users."""
     d = client.request("GET", "/users").json()
-    client.out(d, lambda d: print_table(["user", "name", "admin", "disabled", "created"], [
-        [u["user_id"], u["display_name"], u["is_admin"], u["disabled"], fmt_time(u["created_at"])]
-        for u in d]))
+    client.out(d, lambda d: print_table(
+        ["user", "name", "admin", "disabled", "max priority", "may pin", "max queued", "created"], [
+            [u["user_id"], u["display_name"], u["is_admin"], u["disabled"],
+             "any" if u["is_admin"] else u["max_priority"], u["is_admin"] or u["may_pin"],
+             u["max_queued"] or "-", fmt_time(u["created_at"])]
+            for u in d]))
+
+
+@users.command("set")
+@click.argument("user_id")
+@click.option("--max-priority", type=int, default=None, help="The highest priority their tasks may ask for.")
+@click.option("--may-pin/--no-may-pin", default=None,
+              help="Whether their tasks may be preemptible: false (never stopped to make room).")
+@click.option("--max-queued", type=click.IntRange(0), default=None,
+              help="How many of their tasks may wait at once (0: no cap).")
+@client_options
+def users_set(client: Client, user_id: str, max_priority: int | None, may_pin: bool | None,
+              max_queued: int | None) -> None:
+    """Set what a user's tasks may ask for (admin); what is not given stays as it is."""
+    now = client.request("GET", f"/users/{user_id}").json()
+    body = {"max_priority": now["max_priority"] if max_priority is None else max_priority,
+            "may_pin": now["may_pin"] if may_pin is None else may_pin,
+            "max_queued": now["max_queued"] if max_queued is None else max_queued}
+    d = client.request("POST", f"/users/{user_id}/limits", json=body).json()
+    client.out(d, lambda d: click.echo(
+        f"{user_id}: priority up to {d['max_priority']}, "
+        f"{'may' if d['may_pin'] else 'may not'} pin tasks (preemptible: false), "
+        f"{d['max_queued'] or 'no cap on'} task(s) waiting"))
 
 
 @users.command("create")

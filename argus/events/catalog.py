@@ -49,6 +49,7 @@ __all__ = [
     "UserCreated",
     "UserDisabled",
     "UserEnabled",
+    "UserLimitsSet",
     "cluster_stream",
     "reactor_stream",
     "task_stream",
@@ -333,6 +334,19 @@ class UserEnabled(EventBase, frozen=True, kw_only=True, tag="UserEnabled"):
     at: float
 
 
+class UserLimitsSet(EventBase, frozen=True, kw_only=True, tag="UserLimitsSet"):
+    """An admin set what the user's tasks may ask for: the highest ``priority``, whether
+    they may be ``preemptible: false``, and how many may wait at once (0: no cap).
+    Admins' own tasks are not limited."""
+
+    user_id: str
+    max_priority: int = 0
+    may_pin: bool = False  # may submit preemptible: false
+    max_queued: int = 0
+    by: str
+    at: float
+
+
 class TokenIssued(EventBase, frozen=True, kw_only=True, tag="TokenIssued"):
     """A token was issued; only its SHA-256 hash is recorded (the token is shown once)."""
 
@@ -417,6 +431,7 @@ Event = Union[
     UserCreated,
     UserDisabled,
     UserEnabled,
+    UserLimitsSet,
     TokenIssued,
     TokenRevoked,
     TokenUsed,

@@ -210,6 +210,9 @@ def _summarize_other(t: str, e: Any) -> str:
         return f"user {e.user_id} created by {e.by}" + (" (admin)" if e.is_admin else "")
     if t in ("UserDisabled", "UserEnabled"):
         return f"user {e.user_id} {t.removeprefix('User').lower()} by {e.by}"
+    if t == "UserLimitsSet":
+        return (f"user {e.user_id} limited by {e.by}: priority up to {e.max_priority}, "
+                f"{'may' if e.may_pin else 'may not'} pin tasks, {e.max_queued or 'no cap on'} waiting")
     if t == "TokenIssued":
         return f"token {e.token_id} issued to {e.user_id} by {e.by}"
     if t == "TokenRevoked":

@@ -25,6 +25,10 @@ class Principal(msgspec.Struct, frozen=True, kw_only=True):
     display_name: str = ""
     token_id: str = ""
     token_last_used_at: float | None = None  # as last recorded (coarse: see TokenUsed)
+    # What their tasks may ask for (UserLimitsSet; admins are not limited)
+    max_priority: int = 0
+    may_pin: bool = False  # may submit preemptible: false
+    max_queued: int = 0  # 0: no cap
 
     @property
     def actor(self) -> str:
@@ -71,7 +75,8 @@ class AuthCache:
             principal = Principal(
                 user_id=holder.user_id, is_admin=holder.is_admin, disabled=holder.disabled,
                 display_name=holder.display_name, token_id=holder.token_id,
-                token_last_used_at=holder.last_used_at,
+                token_last_used_at=holder.last_used_at, max_priority=holder.max_priority,
+                may_pin=holder.may_pin, max_queued=holder.max_queued,
             )
         if generation != self._generation:
             return principal  # a user event came in meanwhile: the row may predate it

@@ -28,6 +28,7 @@ from argus.events import (
     UserCreated,
     UserDisabled,
     UserEnabled,
+    UserLimitsSet,
     task_stream,
     user_stream,
 )
@@ -35,10 +36,11 @@ from argus.lifecycle import IllegalTransition, TaskState, check_transition
 from argus.service.auth import AuthCache, Principal, hash_token, new_token
 from argus.service.batcher import GroupCommitter
 from argus.service.ids import new_task_id, new_token_id, user_id_problem
+from argus.service.limits import UserLimits, limit_problem, resolve_preemptible
 from argus.service.taskdir import make_task_dir
 from argus.store import AppendBatch, ConcurrencyConflict, InvariantViolation, PayloadTooLarge
 from projections.cluster import read_cluster
-from projections.tasks_read import task_view
+from projections.tasks_read import task_view, waiting_count
 from projections.users import token_holder, token_summary, user_summary
 
 if TYPE_CHECKING:
@@ -192,10 +194,25 @@ class Commands:
         await self.check_gang(prepared.demand)
         return task_id, prepared
 
+    async def check_limits(self, who: Principal, prepared: Any) -> None:
+        """Refuse a task that asks for more than its user may have (argus.service.limits),
+        or a user whose tasks already fill their queue cap."""
+        problem = limit_problem(who, prepared.priority, prepared.preemptible)
+        if problem is not None:
+            field, message = problem
+            raise CommandError(403, message, {"errors": [{"field": field, "message": message}]})
+        if who.max_queued > 0 and not who.is_admin:
+            waiting = await self.store.read_snapshot(lambda db: waiting_count(db, who.user_id))
+            if waiting >= who.max_queued:
+                raise CommandError(409, (
+                    f"{waiting} of your tasks already wait, your cap is {who.max_queued}: submit again when "
+                    f"one has started, or cancel one (argus cancel ID)"))
+
     async def submit(self, who: Principal, document: str | dict[str, Any],
                      request_id: str = "") -> SubmitResult:
         """Validate the TaskSpec and append TaskSubmitted (the task enters the queue)."""
         task_id, prepared = await self.prepare_admissible(document, who.user_id)
+        await self.check_limits(who, prepared)
         raw = document if isinstance(document, str) else msgspec.json.encode(document).decode()
         meta = EventMeta(actor=who.actor, request_id=request_id)
         for _ in range(5):
@@ -205,7 +222,7 @@ class Commands:
                 command_raw=prepared.command_raw, command=prepared.command,
                 demand=prepared.demand, priority=prepared.priority,
                 max_attempts=prepared.max_attempts, warnings=list(prepared.warnings),
-                time_limit_s=prepared.time_limit_s, preemptible=prepared.preemptible,
+                time_limit_s=prepared.time_limit_s, preemptible=resolve_preemptible(who, prepared.preemptible),
                 submitted_at=time.time(),
             )
             batch = AppendBatch(stream=task_stream(task_id), expected_version=0,
@@ -316,6 +333,15 @@ class Commands:
             return  # already so: nothing to record
         now = time.time()
         event: Any = (UserDisabled if disabled else UserEnabled)(user_id=user_id, by=who.user_id, at=now)
+        await self._user_append(user_id, [event], who.actor, request_id)
+
+    async def set_limits(self, who: Principal, user_id: str, limits: UserLimits, request_id: str = "") -> None:
+        """Record what ``user_id``'s tasks may ask for (admin)."""
+        exists, _ = await self.user_exists(user_id)
+        if not exists:
+            raise NotFound(f"user {user_id!r}")
+        event = UserLimitsSet(user_id=user_id, max_priority=int(limits.max_priority), may_pin=limits.may_pin,
+                              max_queued=int(limits.max_queued), by=who.user_id, at=time.time())
         await self._user_append(user_id, [event], who.actor, request_id)
 
     async def issue_token(self, who: str, user_id: str, label: str = "",

@@ -55,7 +55,7 @@ class PreparedTask(msgspec.Struct, frozen=True, kw_only=True):
     max_attempts: int
     warnings: list[str]
     time_limit_s: float | None = None  # per attempt, from when it runs
-    preemptible: bool = False
+    preemptible: bool | None = None  # None: not said (argus.service.limits)
 
 
 def _check_component(value: str, field: str) -> None:

@@ -99,7 +99,8 @@ class BasicTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fi
     time_limit: TimeLimit | None = None  # per attempt, from when it runs (argus.taskspec.timelimit)
     # May be stopped to make room for a higher-priority task, or for a user under its fair
     # share; it goes back to its place in the queue and resumes from its checkpoints.
-    preemptible: bool = False
+    # None (not said): as the user may have it (argus.service.limits.resolve_preemptible).
+    preemptible: bool | None = None
 
 
 class AdvancedTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -117,7 +118,8 @@ class AdvancedTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown
     time_limit: TimeLimit | None = None  # per attempt, from when it runs (argus.taskspec.timelimit)
     # May be stopped to make room for a higher-priority task, or for a user under its fair
     # share; it goes back to its place in the queue and resumes from its checkpoints.
-    preemptible: bool = False
+    # None (not said): as the user may have it (argus.service.limits.resolve_preemptible).
+    preemptible: bool | None = None
 
 
 TaskSpec: TypeAlias = BasicTaskSpec | AdvancedTaskSpec

@@ -92,7 +92,7 @@ async def run(waiting: int, running: int, latency: float, steady_turns: int) -> 
     try:
         # The tasks, as the API records them: one TaskSubmitted each (made by the command
         # side once, then appended in big transactions: the arrivals are not what is timed).
-        who = Principal(user_id="alice", is_admin=False, disabled=False)
+        who = Principal(user_id="alice", is_admin=False, disabled=False, max_priority=1_000_000, may_pin=True)
         spec = ("kind: advanced\nworkload: ppo\nnnodes: 1\nn_gpus_per_node: 8\n"
                 "command: python3 -m argus.examples.toy_trainer trainer.nnodes=1 trainer.n_gpus_per_node=8\n")
         first = await commands.submit(who, spec)

@@ -87,6 +87,23 @@ def test_users_tokens_submit_show_cancel(server: Server, tmp_path: Path) -> None
     assert "initial" in r.output and token not in r.output
 
 
+def test_users_set_limits(server: Server, tmp_path: Path) -> None:
+    r = run(server, "users", "create", "erin", "--no-issue-token")
+    assert r.exit_code == 0, r.output
+    r = run(server, "users", "set", "erin", "--max-priority", "7", "--may-pin")
+    assert r.exit_code == 0, r.output
+    assert "erin: priority up to 7, may pin tasks" in r.output
+    r = run(server, "users", "set", "erin", "--max-queued", "3")  # the others stay as they were
+    assert r.exit_code == 0 and "priority up to 7, may pin" in r.output and "3 task(s) waiting" in r.output
+    r = run(server, "users", "list", "--json")
+    erin = next(u for u in json.loads(r.output) if u["user_id"] == "erin")
+    assert (erin["max_priority"], erin["may_pin"], erin["max_queued"]) == (7, True, 3)
+    r = run(server, "users", "list")
+    assert "MAX PRIORITY" in r.output
+    r = run(server, "users", "set", "nobody", "--max-priority", "1")
+    assert r.exit_code != 0 and "not found" in r.output
+
+
 def test_exit_codes(server: Server, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("kind: advanced\nnnodes: [\n")

@@ -32,6 +32,7 @@ from argus.events import (
     UserCreated,
     UserDisabled,
     UserEnabled,
+    UserLimitsSet,
 )
 from argus.events.catalog import EventBase
 
@@ -155,6 +156,10 @@ def user_disabled(user_id: str, at: float = T0) -> UserDisabled:
 
 def user_enabled(user_id: str, at: float = T0) -> UserEnabled:
     return UserEnabled(user_id=user_id, by="admin", at=at)
+
+
+def user_limits_set(user_id: str, at: float = T0) -> UserLimitsSet:
+    return UserLimitsSet(user_id=user_id, max_priority=5, may_pin=True, max_queued=3, by="admin", at=at)
 
 
 def token_issued(user_id: str, token_id: str, at: float = T0) -> TokenIssued:

@@ -39,7 +39,7 @@ def one_of_each() -> list[Any]:
         f.time_limit_reached("a"), f.placement_timed_out("a"), f.preempted("a"),
         f.ended("a", failure_kind=FailureKind.RUNTIME_ERROR), f.retry("a"), f.succeeded("a"), f.failed("a"),
         f.cancel_requested("a"), f.canceled("a", ray_status="STOPPED"), f.user_created("u"),
-        f.user_disabled("u"), f.user_enabled("u"), f.token_issued("u", "k"), f.token_revoked("u", "k"),
+        f.user_disabled("u"), f.user_enabled("u"), f.user_limits_set("u"), f.token_issued("u", "k"), f.token_revoked("u", "k"),
         f.token_used("u", "k"),
         f.capacity({"n1": 4.0, "n2": 0.0}), f.unreachable(),
         ReactorLeaderElected(reactor_id="r", host="h", pid=7, lease_until=f.T0 + 15, elected_at=f.T0),

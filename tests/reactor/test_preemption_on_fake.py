@@ -19,7 +19,8 @@ from argus.rayjobs import submission_id_for
 from argus.service.auth import Principal
 from tests.reactor.test_turn_on_fake import ALICE, World, make_world
 
-BOB = Principal(user_id="bob", is_admin=False, disabled=False)
+# An admin let them ask for priority and non-preemptible tasks (argus users set).
+BOB = Principal(user_id="bob", is_admin=False, disabled=False, max_priority=1000, may_pin=True)
 
 
 async def submit(w: World, who: Principal, gpus: int, *, priority: int = 0, preemptible: bool = False) -> str:

@@ -42,7 +42,8 @@ from argus.service.commands import Commands
 from argus.store import EventStore
 from projections import TaskView, load_task, open_store
 
-ALICE = Principal(user_id="alice", is_admin=False, disabled=False)
+# An admin let her ask for priority and non-preemptible tasks (argus users set).
+ALICE = Principal(user_id="alice", is_admin=False, disabled=False, max_priority=1000, may_pin=True)
 K = FailureKind
 
 

@@ -58,7 +58,7 @@ async def test_from_db_gives_the_starts_the_reactor_made(tmp_path: Path, policy:
                     spec = (f"kind: advanced\nworkload: ppo\nnnodes: {nnodes}\nn_gpus_per_node: {gpus}\n"
                             f"priority: {priority}\ncommand: python3 -m argus.examples.toy_trainer "
                             f"trainer.nnodes={nnodes} trainer.n_gpus_per_node={gpus}\n")
-                    who = Principal(user_id=user, is_admin=False, disabled=False)
+                    who = Principal(user_id=user, is_admin=False, disabled=False, max_priority=1_000_000, may_pin=True)
                     runtime[(await w.commands.submit(who, spec)).task_id] = steps * STEP
             await w.turn(2)  # the ends are recorded, then observed given back: admissions follow
             for task_id in runtime:

@@ -1,0 +1,52 @@
+"""What a user's tasks may ask for (issue 36, governance): set by an admin
+(``UserLimitsSet``, ``argus users set``), checked when a task is submitted or validated.
+
+Without limits any user could give their task ``priority: 1000000`` and, under the
+priority policy, go to the head of the queue and stop other users' work, or mark every
+task ``preemptible: false``. The defaults: priority 0 at most, and tasks are preemptible
+(a spec that does not say becomes preemptible; one that asks for ``false`` is refused).
+Admins are not limited: they set the limits.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+from argus.service.auth import Principal
+
+__all__ = ["UserLimits", "limit_problem", "resolve_preemptible"]
+
+
+class UserLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What an admin sets for a user (``POST /users/{id}/limits``, ``argus users set``)."""
+
+    # Whole numbers as JSON Schema has them: 5.0 is one (msgspec's int would refuse it).
+    max_priority: Annotated[float, msgspec.Meta(ge=-1_000_000, le=1_000_000, multiple_of=1)] = 0  # as a spec's
+    may_pin: bool = False  # may submit preemptible: false
+    max_queued: Annotated[float, msgspec.Meta(ge=0, le=1_000_000, multiple_of=1)] = 0  # waiting at once; 0: no cap
+
+
+def resolve_preemptible(who: Principal, asked: bool | None) -> bool:
+    """Whether the task may be stopped to make room: as its spec says; not said, yes,
+    unless its user may pin tasks (admins too), whose tasks were not preemptible before
+    there were limits."""
+    if asked is not None:
+        return asked
+    return not (who.is_admin or who.may_pin)
+
+
+def limit_problem(who: Principal, priority: int, asked_preemptible: bool | None) -> tuple[str, str] | None:
+    """The field that asks for more than ``who`` may have, and why, in words that say what
+    to change; None when nothing does."""
+    if who.is_admin:
+        return None
+    if priority > who.max_priority:
+        return "priority", (f"priority {priority} is above your limit of {who.max_priority}: lower it, or ask an "
+                f"admin to raise your limit (argus users set {who.user_id} --max-priority N)")
+    if asked_preemptible is False and not who.may_pin:
+        return "preemptible", (f"preemptible: false is not allowed for {who.user_id}: your tasks may be stopped to make "
+                f"room for other work; remove the field, or ask an admin "
+                f"(argus users set {who.user_id} --may-pin)")
+    return None
