@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -95,8 +96,9 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
         _fgd(trace, seed, as_json)
         return
     results = [measure(simulate(trace, p, backfill=backfill, eta_every=eta_every, preemption=preemption,
-                                placement=placement, estimates=estimates, placement_lag_s=placement_lag))
-               for p in chosen]
+                                placement=placement, estimates=estimates, placement_lag_s=placement_lag,
+                                progress=_Progress(p, i, len(chosen))))
+               for i, p in enumerate(chosen, start=1)]
     skipped = {"no_gpu": trace.skipped_no_gpu, "no_runtime": trace.skipped_no_runtime,
                "never_fits_the_cluster": trace.skipped_too_big}
     if as_json:
@@ -120,6 +122,9 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths)))
+    if results and all(m.wait_max_s == 0 for m in results):
+        click.echo("warning: no task waited under any policy: this workload never contends for the cluster, "
+                   "so the policies cannot differ; raise --load or take fewer nodes (--nodes-subset)", err=True)
     if results:
         m = results[0]  # the same workload under every policy
         click.echo(f"big: the {m.big_gang_tasks} tasks of the largest gangs, "
@@ -136,6 +141,21 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
                         f"(the coarse estimate): median {m.eta_coarse_rel_error_p50:.0%} of the wait")
             click.echo(f"ETA error ({m.policy}): {err} over {m.eta_samples} waiting tasks; "
                        f"{m.eta_unknown} got no estimate")
+
+
+class _Progress:
+    """Where a long run is, on stderr every 10 s or so (a policy can take minutes)."""
+
+    def __init__(self, policy: str, number: int, policies: int) -> None:
+        self.policy, self.number, self.policies = policy, number, policies
+        self.began = self.shown = time.monotonic()
+
+    def __call__(self, now: float, started: int, total: int) -> None:
+        if time.monotonic() - self.shown < 10.0:
+            return
+        self.shown = time.monotonic()
+        click.echo(f"  {self.policy} ({self.number} of {self.policies}): {started} of {total} tasks started, "
+                   f"{_dur(now)} of trace time, {self.shown - self.began:.0f} s", err=True)
 
 
 def _dur(seconds: float) -> str:

@@ -87,8 +87,14 @@ def _reason(kind: str, text: str | None) -> str:
     return f"{kind}: {text}" if text else kind
 
 
+_WAITING = ("QUEUED", "PENDING_RESOURCES")
+
+
 def _why(t: dict[str, Any]) -> str:
-    """The waiting or the failure reason, short enough for one row."""
+    """Why it waits now, else why it failed, short enough for one row (a task waiting for
+    a retry says why it waits: its last attempt's failure is in ``argus show``)."""
+    if t.get("wait_reason") and t.get("state") in _WAITING:
+        return _reason(t["wait_reason"], t.get("wait_message"))[:70]
     if t.get("failure_kind"):
         return _reason(t["failure_kind"], t.get("error_summary"))[:70]
     if t.get("wait_reason"):
@@ -120,8 +126,8 @@ def show(client: Client, task_id: str) -> None:
         lost = sum(1 for a in d["attempts"] if a.get("failure_kind") == "CLUSTER_LOST")
         click.echo(f"retries   {lost} of {d['max_attempts']} attempts lost to the cluster; resource "
                    "races retried until v2.scheduler.max_pending_s (docs/taskspec.md, Retries)")
-        if d.get("next_run_at"):
-            click.echo(f"retry at  {fmt_time(d['next_run_at'])}")
+        if d.get("next_run_at") and d["next_run_at"] > time.time() and d["state"] in _WAITING:
+            click.echo(f"retry at  {fmt_time(d['next_run_at'])}")  # (a time past is no news)
         if d.get("failure_kind"):
             click.echo(f"failure   {_reason(d['failure_kind'], d.get('error_summary'))}")
         for w in d.get("warnings", []):

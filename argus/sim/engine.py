@@ -39,6 +39,7 @@ from argus.sim.turns import SimReactor
 __all__ = ["SimResult", "Simulation", "TaskOutcome", "Turner", "sim_config", "simulate"]
 
 Observer = Callable[[float, list[QueuedTask], list[RunningTask]], None]
+Progress = Callable[[float, int, int], None]  # (virtual now, tasks started, tasks in all)
 _END, _ARRIVAL, _WAKE = 0, 1, 2  # at one instant: ends, then arrivals, then the turns
 _MAX_TURNS = 8  # turns at one instant (the reactor's appends wake it again at once)
 
@@ -93,21 +94,22 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
              max_running_per_user: int = 0, default_runtime_s: float = 3600.0, eta_every: int = 0,
              preemption: bool = False, grace_s: float = 30.0, fairshare: FairShareConfig | None = None,
              observe: Observer | None = None, placement: str = "bestfit", estimates: str = "history",
-             placement_lag_s: float = 0.0) -> SimResult:
+             placement_lag_s: float = 0.0, progress: Progress | None = None) -> SimResult:
     """Run ``trace`` through ``policy`` on the trace's nodes; every task's start and end.
     ``eta_every`` N > 0: every Nth arriving task that has to wait is given an ETA
     (``argus.scheduler.eta``, as a user would see it) to compare with its real start.
     ``preemption``: the policy may stop preemptible tasks; a victim stops ``grace_s``
     later, goes back to its place in line and later runs only what it had left (it
     resumes from a checkpoint taken at the stop: an optimistic model of lost work).
-    ``observe(now, waiting, running)``: called after each instant's turns (tests)."""
+    ``observe(now, waiting, running)``: called after each instant's turns (tests);
+    ``progress(now, started, total)``: now and then (every 500 instants), for long runs."""
     if estimates not in ("history", "exact"):
         raise ValueError(f"estimates: 'history' or 'exact', not {estimates!r}")
     sched = sim_config(policy, max_running_tasks=max_running_tasks, backfill=backfill,
                        max_running_per_user=max_running_per_user, default_runtime_s=default_runtime_s,
                        preemption=preemption, grace_s=grace_s, fairshare=fairshare, placement=placement)
     run = Simulation(trace, sched, exact=estimates == "exact", lag=placement_lag_s, eta_every=eta_every,
-                     observe=observe)
+                     observe=observe, progress=progress)
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # the usual case: no event loop here yet
@@ -137,9 +139,9 @@ class Simulation:
     (``make_reactor(ray, sched)``: the simulated one unless given)."""
 
     def __init__(self, trace: Trace, sched: SchedulerConfig, *, exact: bool = False, lag: float = 0.0,
-                 eta_every: int = 0, observe: Observer | None = None,
+                 eta_every: int = 0, observe: Observer | None = None, progress: Progress | None = None,
                  make_reactor: Callable[[FakeRay, SchedulerConfig], Turner] | None = None) -> None:
-        self.trace, self.sched, self.exact, self.observe = trace, sched, exact, observe
+        self.trace, self.sched, self.exact, self.observe, self.progress = trace, sched, exact, observe, progress
         self.now = 0.0
         self.tasks = {t.task_id: t for t in trace.tasks}
         nodes = [NodeCapacity(node_id=n.node_id, ip="", total_gpus=n.gpus, free_gpus=n.gpus, total_cpus=n.cpus,
@@ -168,6 +170,8 @@ class Simulation:
                 busy_capacity += (now - last) * self.capacity_gpus
             self.now = last = now
             await self._instant(now)
+            if self.progress is not None and len(self.instants) % 500 == 0:
+                self.progress(now, len(self.first_start), len(self.trace.tasks))
         etas = self.etas.result(self.first_start, {t.task_id: t.arrival for t in self.trace.tasks})
         log = self.reactor.decisions if isinstance(self.reactor, SimReactor) else []
         return SimResult(

@@ -177,6 +177,8 @@ def test_admin_users_page_issues_a_token_once(pages: Pages, stack: Stack) -> Non
     page.fill("#new-user-name", "Carol")
     page.click("#create-user button[type=submit]")
     page.wait_for_selector('#users-table tr[data-user="carol"]')
+    # A new user's limits: priority 0 at most, tasks preemptible (argus users set changes them)
+    assert page.inner_text('#users-table tr[data-user="carol"] td.limits') == "priority ≤ 0, preemptible"
     page.fill("#token-label", "laptop")
     page.click("#issue-token button[type=submit]")
     token = page.input_value("#new-token", timeout=10_000)

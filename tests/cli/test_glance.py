@@ -111,3 +111,13 @@ def test_watch_prints_one_readable_line_per_event(server: Server) -> None:
     assert "\n" not in line
     assert "alice-ppo-1  attempt 1 ended FAILED, USER_ERROR, exit code 1" in line
     assert "No module named 'numpy'" in line
+
+
+def test_a_row_says_why_a_task_waits_before_why_its_last_attempt_failed() -> None:
+    from argus.cli.tasks_cmd import _why
+
+    retrying = {"state": "PENDING_RESOURCES", "failure_kind": "CLUSTER_LOST", "error_summary": "node died",
+                "wait_reason": "retry_backoff", "wait_message": "attempt 1 failed (CLUSTER_LOST); retry in 30s"}
+    assert _why(retrying).startswith("retry_backoff: attempt 1 failed")
+    failed = {**retrying, "state": "FAILED"}
+    assert _why(failed) == "CLUSTER_LOST: node died"

@@ -95,6 +95,18 @@ def test_the_cli_compares_every_policy_on_the_real_trace() -> None:
     assert refused.exit_code == 2 and "unknown policy" in refused.output
 
 
+def test_a_run_without_contention_is_called_so(tmp_path: Path) -> None:
+    """Every wait 0 under every policy: the comparison says nothing, and the CLI says that."""
+    pods, nodes = _trace(tmp_path, [(f"t{i}", 1, 1000, i * 100, 50) for i in range(5)])
+    args = ["sim", "--trace-pods", str(pods), "--trace-nodes", str(nodes), "--policy", "fifo", "--policy", "priority"]
+    quiet = CliRunner().invoke(main, args)
+    assert quiet.exit_code == 0, quiet.output
+    assert "no task waited under any policy" in quiet.output
+    pods, nodes = _trace(tmp_path, [(f"t{i}", 4, 1000, i, 500) for i in range(5)])  # they queue
+    busy = CliRunner().invoke(main, ["sim", "--trace-pods", str(pods), "--trace-nodes", str(nodes), "--policy", "fifo"])
+    assert busy.exit_code == 0 and "no task waited" not in busy.output, busy.output
+
+
 def test_a_gang_mix_turns_a_deterministic_share_into_gangs(tmp_path: Path) -> None:
     pods, nodes = _trace(tmp_path, [(f"t{i}", 1, 1000, i, 5) for i in range(200)])
     mixed = load_openb(pods, nodes, gang_mix=GangMix.parse("0.25:2x4"), seed=3)
@@ -160,3 +172,12 @@ def test_fgd_mode_is_deterministic_and_bounded(tmp_path: Path) -> None:
     # best fit packs the 3-GPU tasks where a 1-GPU task already is: never worse than random here
     by = {r.placement: r for r in first}
     assert by["bestfit"].allocated_at_130 >= by["random"].allocated_at_130
+
+
+def test_a_long_run_says_where_it_is(tmp_path: Path) -> None:
+    pods, nodes = _trace(tmp_path, [(f"t{i}", 1, 1000, i * 10, 25) for i in range(400)])
+    seen: list[tuple[float, int, int]] = []
+    result = simulate(load_openb(pods, nodes), "fifo", progress=lambda now, started, total: seen.append(
+        (now, started, total)))
+    assert seen and all(total == 400 for _, _, total in seen)
+    assert [s for _, s, _ in seen] == sorted(s for _, s, _ in seen) and seen[-1][1] <= len(result.outcomes)

@@ -109,7 +109,7 @@ export async function render(main, params, ctx) {
           ["Expected start", timeEl(t.expected_start)],
           ["Reason", t.wait_reason || (t.state === "QUEUED" ? "not looked at by the scheduler yet" : "")],
           ["Details", t.wait_message],
-          ["Next try", timeEl(t.next_run_at)],
+          ["Next try", t.next_run_at && t.next_run_at * 1000 > Date.now() ? timeEl(t.next_run_at) : ""],
         ]),
         h("p", {}, h("a", { href: "#/queue" }, "See the whole queue"))));
     }

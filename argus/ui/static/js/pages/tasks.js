@@ -170,16 +170,18 @@ function progress(t) {
 }
 
 function why(t) {
+  // Why it waits now comes first: a task waiting for a retry would otherwise show its last
+  // attempt's failure (the task page has it).
+  if (t.wait_reason && WAITING.has(t.state)) {
+    const text = `${t.wait_reason}: ${t.wait_message || ""}`;
+    return h("span", { class: "why", title: text },
+      h("strong", {}, t.wait_reason), t.wait_message ? [": ", clip(t.wait_message, 140)] : null);
+  }
   if (t.failure_kind) {
     const text = `${t.failure_kind}: ${t.error_summary || ""}`;
     return h("span", { class: "why", title: text },
       h("span", { class: "failure" }, t.failure_kind),
       t.error_summary ? [": ", clip(t.error_summary, 140)] : null);
-  }
-  if (t.wait_reason && WAITING.has(t.state)) {
-    const text = `${t.wait_reason}: ${t.wait_message || ""}`;
-    return h("span", { class: "why", title: text },
-      h("strong", {}, t.wait_reason), t.wait_message ? [": ", clip(t.wait_message, 140)] : null);
   }
   if (t.error_summary) return clipped(t.error_summary, 140, { class: "why" });
   return null;

@@ -42,7 +42,7 @@ export async function render(main, _params, ctx) {
     flash,
     h("div", { class: "table-wrap" }, h("table", { class: "data", id: "users-table" },
       h("caption", { class: "visually-hidden" }, "Users"),
-      h("thead", {}, h("tr", {}, ["User", "Display name", "Role", "Status", "Created", h("span", { class: "visually-hidden" }, "Actions")]
+      h("thead", {}, h("tr", {}, ["User", "Display name", "Role", "Limits", "Status", "Created", h("span", { class: "visually-hidden" }, "Actions")]
         .map((c) => h("th", { scope: "col" }, c)))),
       tbody)),
     tokenPanel,
@@ -58,6 +58,7 @@ export async function render(main, _params, ctx) {
           h("td", { class: "mono" }, u.user_id),
           h("td", {}, u.display_name || ""),
           h("td", {}, u.is_admin ? h("span", { class: "tag" }, "admin") : "user"),
+          h("td", { class: "limits" }, limits(u)),
           h("td", {}, disabled ? h("span", { class: "badge state-canceled" }, "disabled") : h("span", { class: "badge state-succeeded" }, "active")),
           h("td", {}, timeEl(u.created_at)),
           h("td", { class: "row-actions" },
@@ -154,4 +155,12 @@ function freshToken(t) {
     h("label", { for: "new-token" }, h("strong", {}, `New token ${t.token_id}`)),
     h("div", { class: "upload-row" }, value, copy),
     h("p", { id: "new-token-help" }, "Copy it now: it is shown only once and cannot be recovered."));
+}
+
+// What the user's tasks may ask for (set with `argus users set`); admins are not limited.
+function limits(u) {
+  if (u.is_admin) return "none";
+  const parts = [`priority ≤ ${u.max_priority ?? 0}`, u.may_pin ? "may pin" : "preemptible"];
+  if (u.max_queued) parts.push(`≤ ${u.max_queued} waiting`);
+  return parts.join(", ");
 }
