@@ -15,15 +15,19 @@ import asyncio
 import logging
 import sqlite3
 import time
+from typing import NamedTuple
 
 from argus.config import ArgusConfig
+from argus.events import Demand
 from argus.lifecycle import TaskState
-from argus.scheduler import PolicyConfig
+from argus.scheduler import Capacity, PolicyConfig, RunningTask, queue_order
 from argus.scheduler.eta import DEFAULT_HORIZON, DEFAULT_LIMIT, estimate_starts
+from argus.scheduler.fairshare import fair_order
 from argus.scheduler.inputs import policy_inputs, with_driver
 from argus.scheduler.model import QueuedTask
 from argus.store import EventStore
 from argus.store.dbfile import read_transaction
+from argus.views.fair_inputs import read_fair_inputs
 from argus.views.queue import fair_view, queue_page
 from projections.cluster import read_cluster
 from projections.queue import QueueEntry
@@ -72,24 +76,67 @@ class EtaBoard:
 
     def _compute(self, db: sqlite3.Connection) -> dict[str, float]:
         sched = self.config.v2.scheduler
+        now = time.time()
+        line = self._line(db, now)
+        if line.capacity is None:
+            return {}
+        return estimate_starts(line.queue, line.running, line.capacity, now, PolicyConfig.from_scheduler(sched),
+                               in_line=True)
+
+    def _line(self, db: sqlite3.Connection, now: float) -> "_Line":
+        """The waiting tasks as the policy sees them, in the order shown (the first
+        ``DEFAULT_HORIZON`` from their views, the rest coarsely), what runs, and the cluster
+        (None: not seen, or unreachable), read together."""
+        sched = self.config.v2.scheduler
         with read_transaction(db):
-            line = queue_page(db, sched.policy, limit=DEFAULT_LIMIT, fair=fair_view(self.config)).items
-            head, rest = line[:DEFAULT_HORIZON], line[DEFAULT_HORIZON:]
+            shown = queue_page(db, sched.policy, limit=DEFAULT_LIMIT, fair=fair_view(self.config, now)).items
+            head, rest = shown[:DEFAULT_HORIZON], shown[DEFAULT_HORIZON:]
             found = TASK_FOLD.load_many(db, [e.task_id for e in head if e.task_id])
             workloads = task_workloads(db, [e.task_id for e in rest if e.task_id])
             active = tasks_in_states(db, [s for s in TaskState if s.holds_ray_job() or s is TaskState.CANCELING])
             cluster = read_cluster(db)
             history = read_runtime_history(db)
-        if cluster is None or not cluster.reachable:
-            return {}
-        now = time.time()
+            usage = read_fair_inputs(db, sched, now, self.config.entrypoint_num_cpus).usage \
+                if sched.policy == "fairshare" else {}
+        reachable = cluster is not None and cluster.reachable
         waiting = [found[e.task_id] for e in head if e.task_id in found]
         queue, running, capacity = policy_inputs(
-            waiting=waiting, active=active, capacity=list(cluster.nodes), now=now, config=sched,
-            driver_cpus=self.config.entrypoint_num_cpus, runtimes=history)
-        assert capacity is not None
+            waiting=waiting, active=active, capacity=list(cluster.nodes) if reachable and cluster else None,
+            now=now, config=sched, driver_cpus=self.config.entrypoint_num_cpus, runtimes=history)
         queue += self._coarse(rest, workloads, history)
-        return estimate_starts(queue, running, capacity, now, PolicyConfig.from_scheduler(sched), in_line=True)
+        return _Line(queue=queue, running=running, capacity=capacity, history=history, usage=usage,
+                     full=len(shown) >= DEFAULT_LIMIT)
+
+    async def dry_run(self, user: str, workload: str, demand: Demand, priority: int,
+                      time_limit_s: float | None) -> tuple[int | None, float | None]:
+        """Where a task submitted now would wait (its place in the policy's order, 1 = next)
+        and when it would start, as this board estimates the others (``sbatch --test-only``);
+        None where not known (no cluster seen; past the first ``DEFAULT_LIMIT`` in line)."""
+        return await self.store.read_snapshot(
+            lambda db: self._dry_run(db, user, workload, demand, priority, time_limit_s))
+
+    def _dry_run(self, db: sqlite3.Connection, user: str, workload: str, demand: Demand, priority: int,
+                 time_limit_s: float | None) -> tuple[int | None, float | None]:
+        sched = self.config.v2.scheduler
+        now = time.time()
+        line = self._line(db, now)
+        estimate = time_limit_s or line.history.expected(
+            RunKey(user, workload, demand.nnodes, demand.n_gpus_per_node), sched.default_runtime_s)[0]
+        new = QueuedTask(task_id=f"{user}-dry-run", demand=with_driver(demand, self.config.entrypoint_num_cpus),
+                         seq=max((t.seq for t in line.queue), default=0) + 1, priority=priority, user=user,
+                         estimate_s=estimate, limited=time_limit_s is not None)
+        if sched.policy == "fairshare":
+            ordered = fair_order([*line.queue, new], line.running, now, usage=line.usage,
+                                 shares=sched.fairshare.shares, quotas=sched.fairshare.quotas,
+                                 default_runtime_s=sched.default_runtime_s)
+        else:
+            ordered = queue_order(sched.policy, [*line.queue, new])
+        place = ordered.index(new) + 1
+        position = None if line.full and place > len(line.queue) else place  # (behind more than it read)
+        if line.capacity is None:
+            return position, None
+        config = PolicyConfig.from_scheduler(sched, usage=line.usage)
+        return position, estimate_starts(ordered, line.running, line.capacity, now, config, in_line=True).get(new.task_id)
 
     def _coarse(self, rest: list[QueueEntry], workloads: dict[str, str], history: RuntimeHistory) -> list[QueuedTask]:
         """The line past the horizon, for the coarse estimate: from the queue entries, with
@@ -108,3 +155,12 @@ class EtaBoard:
                                   priority=e.priority, user=e.user, next_run_at=e.next_run_at,
                                   estimate_s=medians[key]))
         return out
+
+
+class _Line(NamedTuple):
+    queue: list[QueuedTask]  # in the order shown
+    running: list[RunningTask]
+    capacity: Capacity | None  # None: the cluster is not seen, or unreachable
+    history: RuntimeHistory
+    usage: dict[str, float]  # fairshare: each user's decayed GPU-seconds; else empty
+    full: bool  # the line is longer than what was read (DEFAULT_LIMIT)

@@ -67,6 +67,10 @@ class ValidateOut(msgspec.Struct, kw_only=True):
     ok: bool
     warnings: list[str]
     errors: list[ValidateError]
+    # A dry run (sbatch --test-only): were it submitted now, its place in the policy's order
+    # (1: next) and when it would start, estimated as the queue's own (null: not known).
+    position: int | None = None
+    expected_start: float | None = None
 
 
 # Tasks: the shapes beside the projection they are read from (one shape per concept).

@@ -131,7 +131,8 @@ class TasksController(Controller):
 
     @post("/validate", operation_class=_SubmitOperation, status_code=200, responses=errors(415))
     async def validate(self, request: Request[Any, Any, Any], state: State, who: Principal) -> ValidateOut:
-        """Check a TaskSpec without submitting it (nothing is written)."""
+        """Check a TaskSpec without submitting it (nothing is written): were it submitted now,
+        would it be accepted, where would it wait, and when would it start (a dry run)."""
         document = await read_document(request)
         # A refused spec is this endpoint's answer (200, ok=False), not an HTTP error:
         # caught here, before the app's CommandError handler would turn it into a 4xx.
@@ -147,7 +148,10 @@ class TasksController(Controller):
                     e.get("field") == "document" for e in errors):
                 raise
             return ValidateOut(ok=False, warnings=[], errors=[ValidateError(**e) for e in errors])
-        return ValidateOut(ok=True, warnings=list(prepared.warnings), errors=[])
+        position, start = await state.etas.dry_run(who.user_id, prepared.workload, prepared.demand,
+                                                   prepared.priority, prepared.time_limit_s)
+        return ValidateOut(ok=True, warnings=list(prepared.warnings), errors=[], position=position,
+                           expected_start=start)
 
     @get("/")
     async def list_tasks(

@@ -18,7 +18,8 @@ _END_EVENTS = {"TaskSucceeded", "TaskFailed", "TaskCanceled"}
 
 @click.command()
 @click.argument("file", type=click.File("rb"))
-@click.option("--validate", is_flag=True, help="Only check the spec; submit nothing.")
+@click.option("--validate", "--dry-run", "validate", is_flag=True,
+              help="Submit nothing: check the spec, and say where it would wait and when it would start.")
 @client_options
 def submit(client: Client, file: Any, validate: bool) -> None:
     """Submit the TaskSpec in FILE (YAML; '-' reads stdin). Prints the task id."""
@@ -34,11 +35,22 @@ def submit(client: Client, file: Any, validate: bool) -> None:
         sys.exit(1)
 
     def human(d: dict[str, Any]) -> None:
-        click.echo("ok: the spec is valid" if validate else d["task_id"])
+        click.echo(_dry_run(d) if validate else d["task_id"])
         for w in d.get("warnings", []):
             click.echo(f"warning: {w}", err=True)
 
     client.out(data, human)
+
+
+def _dry_run(d: dict[str, Any]) -> str:
+    """What ``--dry-run`` says: valid, and where and when it would start."""
+    out = "ok: the spec is valid"
+    if d.get("position"):
+        out += f"; submitted now it would be number {d['position']} in line"
+    if d.get("expected_start"):
+        out += (f", expected to start ~{fmt_time(d['expected_start'])} (if nothing else arrives and tasks "
+                "run as long as expected)")
+    return out
 
 
 @click.command()

@@ -11,7 +11,7 @@ import pytest
 
 from argus.events import cluster_stream, task_stream
 from argus.store import AppendBatch
-from tests.api.conftest import Env
+from tests.api.conftest import ADVANCED, Env, put_dataset
 from tests.events import factories as f
 
 
@@ -51,6 +51,15 @@ async def test_waiting_tasks_show_when_they_are_expected_to_start(env: Env, hori
     assert all(e["wait_reason"] == "no_capacity_per_node" for e in other)  # the reason code stays
     assert all(e["wait_message"] for e in queue)  # the owner sees hers
     assert all(e["expected_start"] for e in other)
+    # A dry run: bob's 1-GPU task, were it submitted now, would be 4th in line; it starts
+    # when the first GPUs come back, at the earliest (nothing is written).
+    put_dataset(env.shared, "bob")
+    before = await env.store.head_position()
+    r = await env.client.post("/api/v2/tasks/validate", headers=env.h("bob"), content=ADVANCED)
+    dry = r.json()
+    assert dry["ok"] and dry["position"] == 4, dry
+    assert dry["expected_start"] >= now - 1200 + hour - 5, dry
+    assert await env.store.head_position() == before
 
 
 async def test_a_request_gets_the_last_estimates_while_the_next_are_made() -> None:

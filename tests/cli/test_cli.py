@@ -61,6 +61,8 @@ def test_users_tokens_submit_show_cancel(server: Server, tmp_path: Path) -> None
     spec.write_text(ADVANCED)
     r = run(server, "submit", "--validate", str(spec), token=token)
     assert r.exit_code == 0 and "valid" in r.output, r.output
+    r = run(server, "submit", "--dry-run", str(spec), token=token)  # no cluster seen: a place, no time
+    assert r.exit_code == 0 and "it would be number 1 in line" in r.output and "expected" not in r.output, r.output
     r = run(server, "submit", str(spec), token=token)
     assert r.exit_code == 0, r.output
     task_id = r.output.strip().splitlines()[0]
