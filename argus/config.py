@@ -147,6 +147,15 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # From the stop (SIGTERM) to the kill: ``argus up`` gives it to Ray's job manager
     # (RAY_JOB_STOP_WAIT_TIME_S); on a cluster of your own, set that variable on the head.
     preempt_grace_s: float = 30.0
+    # What a preemption costs (issue 36): a task is stopped to make room only once it has
+    # run this long since Ray was seen running it (its trainer has started: stopping it
+    # sooner throws its start away), and at most this many times (then it runs to its end;
+    # 0: no cap). Victims: the least work lost first (lowest priority, then the most
+    # recently started). Both stay at what they were before they could be set: on the
+    # openb trace each helps one policy and breaks the other (docs/scheduling.md,
+    # Preemption, "What a preemption costs").
+    preempt_min_run_s: float = 15.0
+    max_preemptions: int = 0
     fairshare: FairShareConfig = msgspec.field(default_factory=FairShareConfig)
     lease_ttl_s: float = 15.0
     poll_interval_s: float = 1.0

@@ -39,6 +39,10 @@ __all__ = ["sim"]
               help="The fraction of tasks submitted as preemptible (deterministic by task).")
 @click.option("--preemption", is_flag=True,
               help="Let priority and fairshare stop preemptible tasks (v2.scheduler.preemption).")
+@click.option("--min-run", type=click.FloatRange(min=0), default=15.0, show_default=True,
+              help="Seconds a task runs before it may be stopped to make room (v2.scheduler.preempt_min_run_s).")
+@click.option("--max-preemptions", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Times a task may be stopped to make room (v2.scheduler.max_preemptions; 0: no cap).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--fgd", is_flag=True,
               help="Placement quality the FGD way: arrivals only up to 1.3x capacity; random, bestfit, argus.")
@@ -58,7 +62,7 @@ __all__ = ["sim"]
 def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None, policies: tuple[str, ...], backfill: bool, nodes_subset: int | None,
         load: float | None, gang_mix: str | None, limit: int | None, priority_mix: str | None,
         preemptible: float, preemption: bool, seed: int, fgd: bool, eta_every: int, placement: str, estimates: str,
-        placement_lag: float, as_json: bool) -> None:
+        placement_lag: float, as_json: bool, min_run: float, max_preemptions: int) -> None:
     """Run a trace through the scheduler's own policies on a virtual clock and compare
     waits, utilisation and fairness (docs/scheduling.md)."""
     from argus.scheduler import POLICIES
@@ -97,7 +101,8 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
         return
     results = [measure(simulate(trace, p, backfill=backfill, eta_every=eta_every, preemption=preemption,
                                 placement=placement, estimates=estimates, placement_lag_s=placement_lag,
-                                progress=_Progress(p, i, len(chosen))))
+                                progress=_Progress(p, i, len(chosen)), min_run_s=min_run,
+                                max_preemptions=max_preemptions))
                for i, p in enumerate(chosen, start=1)]
     skipped = {"no_gpu": trace.skipped_no_gpu, "no_runtime": trace.skipped_no_runtime,
                "never_fits_the_cluster": trace.skipped_too_big}

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from argus.config import SchedulerConfig
 from argus.events import NodeCapacity
-from argus.scheduler.inputs import QueueMemo, policy_inputs, settles_at
+from argus.scheduler.inputs import SETTLE_S, QueueMemo, policy_inputs, settles_at
 from argus.scheduler.ledger import Commitment
 from argus.scheduler.model import Admit, Defer, PolicyConfig, Preempt
 from argus.scheduler.policy import decide
@@ -46,12 +46,12 @@ class AdmissionPlan(msgspec.Struct, frozen=True):
 
 
 def plan_expires_at(waiting: Sequence[TaskView], now: float, observed: Observed | None = None,
-                    settle_s: float = 0.0, active: Sequence[TaskView] = ()) -> float:
+                    settle_s: float = 0.0, active: Sequence[TaskView] = (), min_run_s: float = SETTLE_S) -> float:
     """The first instant after ``now`` at which the clock alone could change a plan made
     now: a retry's backoff ends, a node settles, or a running task may be preempted from
     then on. Until then, the same tasks, attempts and observation give the same plan."""
     instants = [t.next_run_at for t in waiting if t.next_run_at is not None and t.next_run_at > now]
-    instants += [at for t in active if (at := settles_at(t)) is not None and at > now]
+    instants += [at for t in active if (at := settles_at(t, min_run_s)) is not None and at > now]
     if observed is not None and observed.seen_since is not None:
         instants += [at for since in observed.seen_since.values() if (at := since + settle_s) > now]
     return min(instants, default=float("inf"))
@@ -105,7 +105,8 @@ def plan_admissions(
             deferrals.append((task, decision))
     # Reservations also move when a running task passes its expected end.
     ends = [r.expected_end for r in running if r.expected_end is not None and r.expected_end > now]
-    expires = min([plan_expires_at(waiting, now, seen, config.node_settle_s, active), *ends])
+    expires = min([plan_expires_at(waiting, now, seen, config.node_settle_s, active, config.preempt_min_run_s),
+                   *ends])
     return AdmissionPlan(admitted=admitted, deferrals=deferrals, notes=notes, expires_at=expires,
                          preemptions=preemptions, placed=placed)
 

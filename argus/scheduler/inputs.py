@@ -32,8 +32,9 @@ from projections.runtime_stats import RuntimeHistory
 __all__ = ["SETTLE_S", "QueueMemo", "settles_at", "commitments", "ledger_capacity", "policy_inputs", "with_driver"]
 
 
-# How long a task has to have been seen running before it may be preempted (its trainer has
-# started: stopping it sooner wastes its start for little).
+# How long a task has to have been seen running before it may be preempted, unless the
+# configuration says (``preempt_min_run_s``): its trainer has started (stopping it sooner
+# wastes its start for little).
 SETTLE_S = 15.0
 
 
@@ -81,12 +82,12 @@ class QueueMemo:
     def __init__(self) -> None:
         self.queued: dict[str, tuple[TaskView, int, float, QueuedTask]] = {}
         # by task id: (view, history version, driver CPUs, when it settles, entry)
-        self.running: dict[str, tuple[TaskView, int, float, float | None, RunningTask]] = {}
+        self.running: dict[str, tuple[TaskView, int, tuple[float, float], float | None, RunningTask]] = {}
         self._by_view: dict[int, QueuedTask] = {}  # id of a view in ``_queue`` -> its entry
         self._queue: tuple[list[TaskView], tuple[int, float, float], list[QueuedTask]] = ([], (-1, 0.0, 0.0), [])
         # the active views, (history version, driver CPUs, default), the entries, valid until
-        self._running: tuple[list[TaskView], tuple[int, float, float], list[RunningTask], float] = (
-            [], (-1, 0.0, 0.0), [], -1.0)
+        self._running: tuple[list[TaskView], tuple[int, float, float, float], list[RunningTask], float] = (
+            [], (-1, 0.0, 0.0, 0.0), [], -1.0)
         self._held: dict[str, tuple[TaskView, float, Commitment | None]] = {}  # by task id
         self._capacity: tuple[list[TaskView], list[Commitment], tuple[NodeCapacity, ...], object, Capacity] | None = None
 
@@ -108,11 +109,11 @@ class QueueMemo:
         return list(entries)
 
     def running_list(self, active: Sequence[TaskView], history: RuntimeHistory, default: float, driver_cpus: float,
-                     now: float) -> list[RunningTask]:
-        key = (history.version, driver_cpus, default)
+                     now: float, min_run_s: float = SETTLE_S) -> list[RunningTask]:
+        key = (history.version, driver_cpus, default, min_run_s)
         views, made_on, entries, until = self._running
         if made_on != key or now >= until or not _same(active, views):
-            entries = [self.running_entry(t, history, default, driver_cpus, now) for t in active]
+            entries = [self.running_entry(t, history, default, driver_cpus, now, min_run_s) for t in active]
             # Valid until one of them settles; never reused with a task whose attempt is
             # not recorded yet (it began "now").
             running = self.running
@@ -168,25 +169,26 @@ class QueueMemo:
         return q
 
     def running_entry(self, t: TaskView, history: RuntimeHistory, default: float, driver_cpus: float,
-                      now: float) -> RunningTask:
+                      now: float, min_run_s: float = SETTLE_S) -> RunningTask:
         hit = self.running.get(t.task_id)
-        if hit is not None and hit[0] is t and hit[2] == driver_cpus and t.latest_attempt is not None:
+        if hit is not None and hit[0] is t and hit[2] == (driver_cpus, min_run_s) and t.latest_attempt is not None:
             # (no attempt: it began "now", made again)
             at, r = hit[3], hit[4]
             if r.settled == (at is not None and now >= at):
                 if hit[1] == history.version:
                     return r
                 if _began(t, now) + history.estimate(t, default)[0] == r.expected_end:
-                    self.running[t.task_id] = (t, history.version, driver_cpus, at, r)
+                    self.running[t.task_id] = (t, history.version, (driver_cpus, min_run_s), at, r)
                     return r
-        at = settles_at(t)
+        at = settles_at(t, min_run_s)
         began = _began(t, now)
         r = RunningTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), user=t.user,
                         node_ids=t.latest_attempt.node_ids if t.latest_attempt is not None else (),
                         expected_end=began + history.estimate(t, default)[0], priority=t.priority,
                         preemptible=t.preemptible, stopping=_stopping(t), started_at=began,
-                        settled=at is not None and now >= at)
-        self.running[t.task_id] = (t, history.version, driver_cpus, at, r)
+                        settled=at is not None and now >= at,
+                        preempted=sum(1 for a in t.attempts if a.preempted_by))
+        self.running[t.task_id] = (t, history.version, (driver_cpus, min_run_s), at, r)
         return r
 
     def keep(self, waiting: int, active: int) -> None:
@@ -223,19 +225,19 @@ def policy_inputs(
         capacity, active, releasing, now=now, driver_cpus=driver_cpus, seen_since=seen_since,
         settle_s=config.node_settle_s)
     queue = memo.queue(waiting, history, default, driver_cpus)
-    running = memo.running_list(active, history, default, driver_cpus, now)
+    running = memo.running_list(active, history, default, driver_cpus, now, config.preempt_min_run_s)
     memo.keep(len(waiting), len(active))
     return queue, running, snapshot
 
 
-def settles_at(task: TaskView) -> float | None:
-    """When the task's running attempt may be preempted (seen running for ``SETTLE_S``);
+def settles_at(task: TaskView, min_run_s: float = SETTLE_S) -> float | None:
+    """When the task's running attempt may be preempted (seen running for ``min_run_s``);
     None: it is not running."""
     attempt = task.latest_attempt
     if attempt is None or attempt.ray_status != "RUNNING":
         return None
     seen = attempt.running_seen_at or attempt.started_at
-    return None if seen is None else seen + SETTLE_S
+    return None if seen is None else seen + min_run_s
 
 
 def _stopping(task: TaskView) -> bool:

@@ -53,7 +53,7 @@ class RunningTask(msgspec.Struct, frozen=True, kw_only=True):
     """A task holding (or about to hold) a Ray job. ``node_ids``: where it was admitted,
     when known. Its demand is already off the capacity the policy is given (the ledger,
     ``argus.scheduler.ledger``). ``settled=False``: it has not run for long yet (not seen
-    running, or for less than ``argus.scheduler.inputs.SETTLE_S``): not stopped to make
+    running, or for less than ``preempt_min_run_s``): not stopped to make
     room, since stopping a job that is still starting wastes its start for nothing."""
 
     task_id: str
@@ -65,6 +65,7 @@ class RunningTask(msgspec.Struct, frozen=True, kw_only=True):
     priority: int = 0
     preemptible: bool = False  # may be stopped to make room (argus.scheduler.preempt)
     stopping: bool = False  # being stopped already (preempted, time limit, ...): gives its GPUs back soon
+    preempted: int = 0  # times it was stopped to make room so far (``max_preemptions`` caps it)
     started_at: float | None = None
 
 
@@ -83,6 +84,7 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     default_runtime_s: float = 3600.0  # a task's expected run time when nothing better is known
     preemption: bool = False  # priority / fairshare may stop preemptible tasks (argus.scheduler.preempt)
     preempt_grace_s: float = 30.0  # from the stop to the kill: when the victims' GPUs are back
+    max_preemptions: int = 0  # a task is stopped to make room at most this often (0: no cap)
     shares: dict[str, float] = {}  # fairshare: each user's share (1 when not listed)
     quotas: dict[str, float] = {}  # fairshare: GPUs guaranteed to a user
     # fairshare: each user's decayed GPU-seconds now (projections.usage). An input of the
@@ -106,7 +108,8 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
             policy=cfg.policy, max_running_tasks=cfg.max_running_tasks,
             max_running_per_user=cfg.max_running_per_user, backfill=cfg.backfill,
             default_runtime_s=cfg.default_runtime_s, preemption=cfg.preemption,
-            preempt_grace_s=cfg.preempt_grace_s, shares=dict(cfg.fairshare.shares),
+            preempt_grace_s=cfg.preempt_grace_s, max_preemptions=cfg.max_preemptions,
+            shares=dict(cfg.fairshare.shares),
             quotas=dict(cfg.fairshare.quotas), placement=cfg.placement)
         return cls(**{**settings, **overrides})  # type: ignore[arg-type]
 

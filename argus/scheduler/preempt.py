@@ -1,7 +1,8 @@
 """Preemption: which running tasks to stop so that a waiting one fits.
 
-Only tasks submitted with ``preemptible: true`` are ever stopped, and only for a task the
-policy's rule says outranks them (``priority``: a higher priority; ``fairshare``: a user
+Only tasks submitted with ``preemptible: true`` are ever stopped, that have run for
+``preempt_min_run_s`` and were stopped fewer than ``max_preemptions`` times, and only for
+a task the policy's rule says outranks them (``priority``: a higher priority; ``fairshare``: a user
 within their quota or fair share, against a user beyond theirs).
 
 The choice: candidates in order of least loss (lowest priority, then the most recently
@@ -74,8 +75,10 @@ class RoomPlanner:
     tasks may each get room in one pass without counting the same GPUs twice."""
 
     def __init__(self, running: Sequence[RunningTask], *, ids: Sequence[str], free_gpus: Sequence[float],
-                 free_cpus: Sequence[float], total_gpus: Sequence[float], total_cpus: Sequence[float]) -> None:
+                 free_cpus: Sequence[float], total_gpus: Sequence[float], total_cpus: Sequence[float],
+                 max_preemptions: int = 0) -> None:
         self.running = running
+        self.max_preemptions = max_preemptions  # a task stopped this often is not stopped again (0: no cap)
         now = _Nodes(ids=ids, gpus=list(free_gpus), cpus=list(free_cpus), total_gpus=total_gpus, total_cpus=total_cpus)
         self.view = now.freed([r for r in running if r.stopping])
         self.chosen: set[str] = set()  # victims of this pass
@@ -90,10 +93,11 @@ class RoomPlanner:
         base = self.view
         nodes = base.place(demand)
         if nodes is None:
+            cap = self.max_preemptions
             candidates = sorted(
                 ((r, why) for r in self.running
                  if r.preemptible and r.settled and not r.stopping and r.task_id not in self.chosen
-                 and (why := outranks(r)) is not None),
+                 and (cap <= 0 or r.preempted < cap) and (why := outranks(r)) is not None),
                 key=lambda c: (c[0].priority, -(c[0].started_at or 0.0), c[0].task_id))
             chosen: list[tuple[RunningTask, str]] = []
             for candidate in candidates:

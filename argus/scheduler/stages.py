@@ -198,7 +198,8 @@ class _Pass:
             pool = self.pool
             planner = self.planner = RoomPlanner(
                 self.running, ids=pool.ids, free_gpus=pool.gpus, free_cpus=pool.cpus,
-                total_gpus=[g for g, _ in pool.totals], total_cpus=[c for _, c in pool.totals])
+                total_gpus=[g for g, _ in pool.totals], total_cpus=[c for _, c in pool.totals],
+                max_preemptions=self.config.max_preemptions)
         alike = (key, outranks.alike(t))
         room = None if alike in self.no_room_alike else _make_room(t, why, planner, outranks.rule(t), self.config)
         if room is None:

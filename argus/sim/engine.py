@@ -80,13 +80,14 @@ class SimResult(msgspec.Struct, frozen=True, kw_only=True):
 def sim_config(policy: str, *, max_running_tasks: int = 1_000_000, backfill: bool = False,
                max_running_per_user: int = 0, default_runtime_s: float = 3600.0, preemption: bool = False,
                grace_s: float = 30.0, fairshare: FairShareConfig | None = None,
-               placement: str = "bestfit") -> SchedulerConfig:
+               placement: str = "bestfit", min_run_s: float = 15.0, max_preemptions: int = 0) -> SchedulerConfig:
     """The reactor's scheduler settings for a simulation: nodes never rejoin (no settling),
     and nothing gives up waiting."""
     return msgspec.convert(dict(
         policy=policy, max_running_tasks=max_running_tasks, backfill=backfill,
         max_running_per_user=max_running_per_user, default_runtime_s=default_runtime_s, preemption=preemption,
         preempt_grace_s=grace_s, fairshare=fairshare or FairShareConfig(), placement=placement,
+        preempt_min_run_s=min_run_s, max_preemptions=max_preemptions,
         node_settle_s=0.0, max_pending_s=0.0), SchedulerConfig)
 
 
@@ -94,20 +95,23 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
              max_running_per_user: int = 0, default_runtime_s: float = 3600.0, eta_every: int = 0,
              preemption: bool = False, grace_s: float = 30.0, fairshare: FairShareConfig | None = None,
              observe: Observer | None = None, placement: str = "bestfit", estimates: str = "history",
-             placement_lag_s: float = 0.0, progress: Progress | None = None) -> SimResult:
+             placement_lag_s: float = 0.0, progress: Progress | None = None, min_run_s: float = 15.0,
+             max_preemptions: int = 0) -> SimResult:
     """Run ``trace`` through ``policy`` on the trace's nodes; every task's start and end.
     ``eta_every`` N > 0: every Nth arriving task that has to wait is given an ETA
     (``argus.scheduler.eta``, as a user would see it) to compare with its real start.
     ``preemption``: the policy may stop preemptible tasks; a victim stops ``grace_s``
     later, goes back to its place in line and later runs only what it had left (it
-    resumes from a checkpoint taken at the stop: an optimistic model of lost work).
+    resumes from a checkpoint taken at the stop: an optimistic model of lost work), only
+    once it ran ``min_run_s``, at most ``max_preemptions`` times (0: no cap).
     ``observe(now, waiting, running)``: called after each instant's turns (tests);
     ``progress(now, started, total)``: now and then (every 500 instants), for long runs."""
     if estimates not in ("history", "exact"):
         raise ValueError(f"estimates: 'history' or 'exact', not {estimates!r}")
     sched = sim_config(policy, max_running_tasks=max_running_tasks, backfill=backfill,
                        max_running_per_user=max_running_per_user, default_runtime_s=default_runtime_s,
-                       preemption=preemption, grace_s=grace_s, fairshare=fairshare, placement=placement)
+                       preemption=preemption, grace_s=grace_s, fairshare=fairshare, placement=placement,
+                       min_run_s=min_run_s, max_preemptions=max_preemptions)
     run = Simulation(trace, sched, exact=estimates == "exact", lag=placement_lag_s, eta_every=eta_every,
                      observe=observe, progress=progress)
     try:

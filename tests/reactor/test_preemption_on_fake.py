@@ -31,9 +31,11 @@ async def submit(w: World, who: Principal, gpus: int, *, priority: int = 0, pree
 
 
 @contextlib.asynccontextmanager
-async def world(tmp_path: Path, nodes: int, policy: str) -> AsyncIterator[World]:
-    """A reactor on the fake Ray with ``nodes`` nodes of 4 GPUs, under ``policy``."""
-    w = await make_world(tmp_path, nodes=nodes, gpus=4, policy=policy)  # type: ignore[arg-type]
+async def world(tmp_path: Path, nodes: int, policy: str, min_run_s: float = 15.0) -> AsyncIterator[World]:
+    """A reactor on the fake Ray with ``nodes`` nodes of 4 GPUs, under ``policy``; a running
+    task may be stopped once it ran ``min_run_s`` (here its trainer's start, unless said)."""
+    w = await make_world(tmp_path, nodes=nodes, gpus=4, policy=policy,  # type: ignore[arg-type]
+                         preempt_min_run_s=min_run_s)
     try:
         yield w
     finally:
@@ -111,3 +113,18 @@ async def test_fairshare_preempts_a_user_beyond_its_share_for_one_within_its_own
         await w.turn(2)
         # alice now holds her fair share (4 of 8): nothing more is stopped for anyone
         assert len([e for t in mine for e in await w.events(t) if isinstance(e, AttemptPreempted)]) == 1
+
+
+async def test_a_task_is_stopped_only_once_it_ran_the_minimum(tmp_path: Path) -> None:
+    """``preempt_min_run_s`` (the cost model): a task that started a minute ago is not
+    stopped for a higher priority; once it ran the minimum, it is."""
+    async with world(tmp_path, 1, "priority", min_run_s=300.0) as w:
+        low = await submit(w, ALICE, 4, preemptible=True)
+        await w.running(low)
+        await settle(w, 60.0)
+        await submit(w, BOB, 4, priority=10)
+        await w.turn()
+        assert not [e for e in await w.events(low) if isinstance(e, AttemptPreempted)]
+        await settle(w, 250.0)  # 310 s since it was seen running
+        await w.turn()
+        assert len([e for e in await w.events(low) if isinstance(e, AttemptPreempted)]) == 1

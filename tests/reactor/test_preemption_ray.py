@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
 async def test_a_preempted_task_requeues_and_resumes_from_its_checkpoint(ray_cluster: Any, tmp_path: Path) -> None:
-    async with reactor_on(ray_cluster, tmp_path, policy="priority", preempt_grace_s=3.0) as r:
+    async with reactor_on(ray_cluster, tmp_path, policy="priority", preempt_grace_s=3.0, preempt_min_run_s=15.0) as r:
         store, shared = r.store, r.shared
         # Long enough to still run when it becomes preemptible: a running task is a candidate
         # only once it has settled into Ray's counts, SETTLE_S (15 s) after it was seen running.

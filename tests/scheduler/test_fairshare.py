@@ -239,8 +239,10 @@ def test_no_user_stays_under_its_share_while_another_borrows_beyond_one_grace_pe
             since[user] = (start, had)
             assert now - start <= grace + 1e-6, (user, now, start, fair, running)
 
+    # The mechanism alone: no minimum run time beyond the trainer's start, no cap on stops
+    # (the cost model, preempt_min_run_s and max_preemptions, trades this bound away).
     result = simulate(trace, "fairshare", preemption=True, grace_s=grace, default_runtime_s=3600,
-                      fairshare=FairShareConfig(shares=shares), observe=observe)
+                      fairshare=FairShareConfig(shares=shares), observe=observe, min_run_s=15.0, max_preemptions=0)
     assert all(o.end is not None for o in result.outcomes)  # everyone finished
     assert all(isinstance(o.preempted, int) for o in result.outcomes)
 
@@ -267,3 +269,15 @@ def test_a_quiet_pass_decides_the_same(n_nodes, items, waiting, policy, preempti
     quiet = decide(queue, running, capacity, NOW, msgspec.structs.replace(told, waits=False))
     was = {t.task_id for t in queue if t.preempting_since is not None}
     assert quiet == [d for d in full if not isinstance(d, Defer) or d.task_id in was or d.reason == Reason.PREEMPTING]
+
+
+def test_a_task_stopped_max_preemptions_times_is_not_stopped_again() -> None:
+    high = q("h", "bob", 4, priority=10)
+    for preempted, stopped in ((2, True), (3, False)):
+        victim = msgspec.structs.replace(run("a", "alice", 4, priority=0), preempted=preempted)
+        decisions = decide([high], [victim], cluster(0), NOW, PolicyConfig(policy="priority", preemption=True,
+                                                                           max_preemptions=3))
+        assert bool([d for d in decisions if isinstance(d, Preempt)]) is stopped, (preempted, decisions)
+    unlimited = decide([high], [msgspec.structs.replace(victim, preempted=50)], cluster(0), NOW,
+                       PolicyConfig(policy="priority", preemption=True, max_preemptions=0))
+    assert [d for d in unlimited if isinstance(d, Preempt)]
