@@ -77,16 +77,17 @@ class EtaBoard:
     def _compute(self, db: sqlite3.Connection) -> dict[str, float]:
         sched = self.config.v2.scheduler
         now = time.time()
-        line = self._line(db, now)
+        line = self._line(db, now, with_usage=False)
         if line.capacity is None:
             return {}
         return estimate_starts(line.queue, line.running, line.capacity, now, PolicyConfig.from_scheduler(sched),
                                in_line=True)
 
-    def _line(self, db: sqlite3.Connection, now: float) -> "_Line":
+    def _line(self, db: sqlite3.Connection, now: float, with_usage: bool = True) -> "_Line":
         """The waiting tasks as the policy sees them, in the order shown (the first
-        ``DEFAULT_HORIZON`` from their views, the rest coarsely), what runs, and the cluster
-        (None: not seen, or unreachable), read together."""
+        ``DEFAULT_HORIZON`` from their views, the rest coarsely), what runs, the cluster
+        (None: not seen, or unreachable) and (``with_usage``, under fairshare) each user's
+        usage, read together."""
         sched = self.config.v2.scheduler
         with read_transaction(db):
             shown = queue_page(db, sched.policy, limit=DEFAULT_LIMIT, fair=fair_view(self.config, now)).items
@@ -97,7 +98,7 @@ class EtaBoard:
             cluster = read_cluster(db)
             history = read_runtime_history(db)
             usage = read_fair_inputs(db, sched, now, self.config.entrypoint_num_cpus).usage \
-                if sched.policy == "fairshare" else {}
+                if with_usage and sched.policy == "fairshare" else {}
         reachable = cluster is not None and cluster.reachable
         waiting = [found[e.task_id] for e in head if e.task_id in found]
         queue, running, capacity = policy_inputs(

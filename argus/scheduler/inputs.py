@@ -16,8 +16,8 @@ and the time are handed in.
 from __future__ import annotations
 
 import operator
-from typing import cast
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 import msgspec
 
@@ -43,9 +43,16 @@ def commitments(active: Sequence[TaskView], driver_cpus: float,
     """What the ledger holds: the gang of every task with a live attempt (intent recorded,
     not ended), on the nodes it was admitted onto, plus ``releasing`` (ended attempts not
     yet seen given back)."""
-    held = [Commitment(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), node_ids=a.node_ids)
-            for t in active if (a := t.latest_attempt) is not None and not a.ended]
+    held = [c for t in active if (c := _commitment(t, driver_cpus)) is not None]
     return [*held, *releasing]
+
+
+def _commitment(t: TaskView, driver_cpus: float) -> Commitment | None:
+    """The gang ``t``'s live attempt holds (None: no attempt, or it ended)."""
+    a = t.latest_attempt
+    if a is None or a.ended:
+        return None
+    return Commitment(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), node_ids=a.node_ids)
 
 
 def ledger_capacity(nodes: Sequence[NodeCapacity], held: Sequence[Commitment], *, now: float,
@@ -85,7 +92,7 @@ class QueueMemo:
         self.running: dict[str, tuple[TaskView, int, tuple[float, float], float | None, RunningTask]] = {}
         self._by_view: dict[int, QueuedTask] = {}  # id of a view in ``_queue`` -> its entry
         self._queue: tuple[list[TaskView], tuple[int, float, float], list[QueuedTask]] = ([], (-1, 0.0, 0.0), [])
-        # the active views, (history version, driver CPUs, default), the entries, valid until
+        # the active views, (history version, driver CPUs, default, minimum run), the entries, valid until
         self._running: tuple[list[TaskView], tuple[int, float, float, float], list[RunningTask], float] = (
             [], (-1, 0.0, 0.0, 0.0), [], -1.0)
         self._held: dict[str, tuple[TaskView, float, Commitment | None]] = {}  # by task id
@@ -143,10 +150,7 @@ class QueueMemo:
         for t in active:
             hit = made.get(t.task_id)
             if hit is None or hit[0] is not t or hit[1] != driver_cpus:
-                a = t.latest_attempt
-                c = None if a is None or a.ended else Commitment(
-                    task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), node_ids=a.node_ids)
-                hit = made[t.task_id] = (t, driver_cpus, c)
+                hit = made[t.task_id] = (t, driver_cpus, _commitment(t, driver_cpus))
             if hit[2] is not None:
                 out.append(hit[2])
         if len(made) > 2 * len(active) + 1024:
