@@ -122,6 +122,11 @@ class FairShareConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # GPUs guaranteed to a user: their tasks within it come first, and preemptible tasks of
     # users beyond their own quota are stopped for them. Idle GPUs may be borrowed by anyone.
     quotas: dict[str, float] = {}
+    # An age term: a task that has waited this long goes before every user's share, oldest
+    # first (after the rooms being made), so the first of them that does not fit gets the
+    # reservation: fair share alone let a heavy user's big gang wait for days while small
+    # tasks backfilled around it (docs/scheduling.md, measured on 4 seeds). 0: off.
+    max_wait_s: float = 12 * 3600.0
 
 
 class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -129,6 +129,7 @@ class EtaBoard:
         if sched.policy == "fairshare":
             ordered = fair_order([*line.queue, new], line.running, now, usage=line.usage,
                                  shares=sched.fairshare.shares, quotas=sched.fairshare.quotas,
+                                 max_wait_s=sched.fairshare.max_wait_s,
                                  default_runtime_s=sched.default_runtime_s)
         else:
             ordered = queue_order(sched.policy, [*line.queue, new])

@@ -43,6 +43,9 @@ __all__ = ["sim"]
               help="Seconds a task runs before it may be stopped to make room (v2.scheduler.preempt_min_run_s).")
 @click.option("--max-preemptions", type=click.IntRange(min=0), default=0, show_default=True,
               help="Times a task may be stopped to make room (v2.scheduler.max_preemptions; 0: no cap).")
+@click.option("--max-wait", type=click.FloatRange(min=0), default=12 * 3600.0, show_default=True,
+              help="fairshare: a task that waited this many seconds goes first, oldest first "
+                   "(v2.scheduler.fairshare.max_wait_s; 0: off).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--fgd", is_flag=True,
               help="Placement quality the FGD way: arrivals only up to 1.3x capacity; random, bestfit, argus.")
@@ -62,9 +65,10 @@ __all__ = ["sim"]
 def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None, policies: tuple[str, ...], backfill: bool, nodes_subset: int | None,
         load: float | None, gang_mix: str | None, limit: int | None, priority_mix: str | None,
         preemptible: float, preemption: bool, seed: int, fgd: bool, eta_every: int, placement: str, estimates: str,
-        placement_lag: float, as_json: bool, min_run: float, max_preemptions: int) -> None:
+        placement_lag: float, as_json: bool, min_run: float, max_preemptions: int, max_wait: float) -> None:
     """Run a trace through the scheduler's own policies on a virtual clock and compare
     waits, utilisation and fairness (docs/scheduling.md)."""
+    from argus.config import FairShareConfig
     from argus.scheduler import POLICIES
     from argus.scheduler.eta import DEFAULT_HORIZON
     from argus.sim import GangMix, load_openb, measure, simulate
@@ -102,7 +106,7 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
     results = [measure(simulate(trace, p, backfill=backfill, eta_every=eta_every, preemption=preemption,
                                 placement=placement, estimates=estimates, placement_lag_s=placement_lag,
                                 progress=_Progress(p, i, len(chosen)), min_run_s=min_run,
-                                max_preemptions=max_preemptions))
+                                max_preemptions=max_preemptions, fairshare=FairShareConfig(max_wait_s=max_wait)))
                for i, p in enumerate(chosen, start=1)]
     skipped = {"no_gpu": trace.skipped_no_gpu, "no_runtime": trace.skipped_no_runtime,
                "never_fits_the_cluster": trace.skipped_too_big}

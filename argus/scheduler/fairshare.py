@@ -90,12 +90,14 @@ def fair_shares(queue: Sequence[QueuedTask], running: Sequence[RunningTask], tot
 def fair_order(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now: float, *,
                usage: Mapping[str, float], shares: Mapping[str, float], quotas: Mapping[str, float],
                default_runtime_s: float, fair: Mapping[str, float] | None = None,
-               in_line_order: bool = False) -> list[QueuedTask]:
+               in_line_order: bool = False, max_wait_s: float = 0.0) -> list[QueuedTask]:
     """``queue`` in fair-share order (tasks still in a retry's backoff last, as they are
     deferred anyway and must not count as handed out). ``fair``: each user's fair share
     in GPUs (``fair_shares``), given with preemption: work within it comes before the rest.
     ``in_line_order``: ``queue`` is already sorted as ``queue_order("fairshare")`` (the
-    policy gets it so from ``decide``): not sorted again."""
+    policy gets it so from ``decide``): not sorted again. ``max_wait_s`` > 0: tasks that
+    have waited that long go right after the rooms being made, oldest first (an age term:
+    the first of them that does not fit gets the reservation)."""
     committed = _committed(usage, running, now, default_runtime_s)
     later: list[QueuedTask] = []
     ready: list[QueuedTask] = []
@@ -113,9 +115,21 @@ def fair_order(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now:
     # Rooms go out in the order they were made (usage breaks ties): one made for a task
     # given to a later one would leave the first waiting beyond its grace period.
     first.sort(key=lambda i: ready[i].preempting_since)  # type: ignore[arg-type,return-value]
-    for group in (first, within, fair_part, borrowing):
+    aged = _aged(ready, now - max_wait_s) if max_wait_s > 0 else []
+    if aged:
+        old = set(aged)
+        within, fair_part, borrowing = ([i for i in g if i not in old] for g in (within, fair_part, borrowing))
+    for group in (first, aged, within, fair_part, borrowing):
         out.extend(map(ready.__getitem__, group))
     return out + later
+
+
+def _aged(ready: Sequence[QueuedTask], cutoff: float) -> list[int]:
+    """Positions in ``ready`` of the tasks waiting since ``cutoff`` or earlier (no room is
+    being made for them: those go first anyway), oldest first."""
+    old = [i for i, t in enumerate(ready)
+           if t.preempting_since is None and t.waiting_since is not None and t.waiting_since <= cutoff]
+    return sorted(old, key=lambda i: (ready[i].waiting_since, i))
 
 
 def _committed(usage: Mapping[str, float], running: Sequence[RunningTask], now: float,

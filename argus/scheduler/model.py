@@ -47,6 +47,7 @@ class QueuedTask(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     # room is being made. Such tasks go first, in this order: rooms are made in turn and
     # free in turn (one grace period each), so each goes to the task it was made for.
     preempting_since: float | None = None
+    waiting_since: float | None = None  # since when it waits (fair share's age term)
 
 
 class RunningTask(msgspec.Struct, frozen=True, kw_only=True):
@@ -87,6 +88,7 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_preemptions: int = 0  # a task is stopped to make room at most this often (0: no cap)
     shares: dict[str, float] = {}  # fairshare: each user's share (1 when not listed)
     quotas: dict[str, float] = {}  # fairshare: GPUs guaranteed to a user
+    max_wait_s: float = 12 * 3600.0  # fairshare: waited this long, it goes first (0: off)
     # fairshare: each user's decayed GPU-seconds now (projections.usage). An input of the
     # pass like the queue, carried here so every policy keeps one signature.
     usage: dict[str, float] = {}
@@ -110,7 +112,7 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
             default_runtime_s=cfg.default_runtime_s, preemption=cfg.preemption,
             preempt_grace_s=cfg.preempt_grace_s, max_preemptions=cfg.max_preemptions,
             shares=dict(cfg.fairshare.shares),
-            quotas=dict(cfg.fairshare.quotas), placement=cfg.placement)
+            quotas=dict(cfg.fairshare.quotas), max_wait_s=cfg.fairshare.max_wait_s, placement=cfg.placement)
         return cls(**{**settings, **overrides})  # type: ignore[arg-type]
 
 

@@ -150,6 +150,7 @@ def fairshare(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capac
     total = sum(n.total_gpus for n in capacity.nodes) if capacity is not None else 0.0
     shares = fair_shares(queue, running, total, config.shares, config.quotas)
     ordered = fair_order(queue, running, now, usage=config.usage, shares=config.shares, quotas=config.quotas,
+                         max_wait_s=config.max_wait_s,
                          default_runtime_s=config.default_runtime_s,
                          fair=shares.fair if config.preemption and capacity is not None else None,
                          in_line_order=True)

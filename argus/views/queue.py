@@ -91,6 +91,7 @@ def fair_queue(db: sqlite3.Connection, fair: FairView | None = None) -> list[Que
         fair_gpus = fair_shares(inputs.queue, inputs.running, total, sched.fairshare.shares,
                                 sched.fairshare.quotas).fair
     ordered = fair_order(inputs.queue, inputs.running, now, usage=inputs.usage, shares=sched.fairshare.shares,
+                         max_wait_s=sched.fairshare.max_wait_s,
                          quotas=sched.fairshare.quotas, default_runtime_s=sched.default_runtime_s,
                          fair=fair_gpus)
     entries = {e.task_id: e for e in waiting_page(db, _order(FAIRSHARE), limit=len(inputs.waiting) + 1)}

@@ -242,7 +242,8 @@ def test_no_user_stays_under_its_share_while_another_borrows_beyond_one_grace_pe
     # The mechanism alone: no minimum run time beyond the trainer's start, no cap on stops
     # (the cost model, preempt_min_run_s and max_preemptions, trades this bound away).
     result = simulate(trace, "fairshare", preemption=True, grace_s=grace, default_runtime_s=3600,
-                      fairshare=FairShareConfig(shares=shares), observe=observe, min_run_s=15.0, max_preemptions=0)
+                      fairshare=FairShareConfig(shares=shares, max_wait_s=0), observe=observe, min_run_s=15.0,
+                      max_preemptions=0)
     assert all(o.end is not None for o in result.outcomes)  # everyone finished
     assert all(isinstance(o.preempted, int) for o in result.outcomes)
 
@@ -281,3 +282,20 @@ def test_a_task_stopped_max_preemptions_times_is_not_stopped_again() -> None:
     unlimited = decide([high], [msgspec.structs.replace(victim, preempted=50)], cluster(0), NOW,
                        PolicyConfig(policy="priority", preemption=True, max_preemptions=0))
     assert [d for d in unlimited if isinstance(d, Preempt)]
+
+
+def test_a_task_that_waited_max_wait_goes_first_oldest_first() -> None:
+    """The age term: a heavy user's task that has waited ``max_wait_s`` goes before the
+    light user's, however much the heavy user used; without it, usage alone decides."""
+    old = msgspec.structs.replace(q("old", "heavy", 4, seq=1), waiting_since=NOW - 7200)
+    older = msgspec.structs.replace(q("older", "heavy", 4, seq=2), waiting_since=NOW - 9000)
+    light = msgspec.structs.replace(q("light", "light", 1, seq=3), waiting_since=NOW - 60)
+    usage = {"heavy": 1e9, "light": 0.0}
+    plain = fair_order([old, older, light], [], NOW, usage=usage, shares={}, quotas={}, default_runtime_s=3600)
+    assert [t.task_id for t in plain][0] == "light"
+    aged = fair_order([old, older, light], [], NOW, usage=usage, shares={}, quotas={}, default_runtime_s=3600,
+                      max_wait_s=3600)
+    assert [t.task_id for t in aged] == ["older", "old", "light"]
+    fresh = fair_order([old, older, light], [], NOW, usage=usage, shares={}, quotas={}, default_runtime_s=3600,
+                       max_wait_s=3 * 3600)
+    assert [t.task_id for t in fresh][0] == "light"
