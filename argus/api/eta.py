@@ -22,7 +22,7 @@ from argus.events import Demand
 from argus.lifecycle import TaskState
 from argus.scheduler import Capacity, PolicyConfig, RunningTask, queue_order
 from argus.scheduler.eta import DEFAULT_HORIZON, DEFAULT_LIMIT, estimate_starts
-from argus.scheduler.fairshare import fair_order
+from argus.scheduler.fairshare import fair_line, fair_shares
 from argus.scheduler.inputs import policy_inputs, with_driver
 from argus.scheduler.model import QueuedTask
 from argus.store import EventStore
@@ -127,10 +127,11 @@ class EtaBoard:
                          seq=max((t.seq for t in line.queue), default=0) + 1, priority=priority, user=user,
                          estimate_s=estimate, limited=time_limit_s is not None)
         if sched.policy == "fairshare":
-            ordered = fair_order([*line.queue, new], line.running, now, usage=line.usage,
-                                 shares=sched.fairshare.shares, quotas=sched.fairshare.quotas,
-                                 max_wait_s=sched.fairshare.max_wait_s,
-                                 default_runtime_s=sched.default_runtime_s)
+            total = sum(n.total_gpus for n in line.capacity.nodes) if line.capacity is not None else 0.0
+            shares = fair_shares([*line.queue, new], line.running, total, sched.fairshare.shares,
+                                 sched.fairshare.quotas)
+            ordered = fair_line([*line.queue, new], line.running, now, PolicyConfig.from_scheduler(
+                sched, usage=line.usage), shares)
         else:
             ordered = queue_order(sched.policy, [*line.queue, new])
         place = ordered.index(new) + 1

@@ -29,11 +29,11 @@ from collections.abc import Mapping, Sequence
 from operator import attrgetter
 import msgspec
 
-from argus.scheduler.model import QueuedTask, RunningTask
+from argus.scheduler.model import PolicyConfig, QueuedTask, RunningTask
 from argus.scheduler.order import queue_order
 from argus.scheduler.reserve import expected_end
 
-__all__ = ["FairShares", "fair_order", "fair_shares", "share_of"]
+__all__ = ["FairShares", "fair_line", "fair_order", "fair_shares", "share_of"]
 
 _USER = attrgetter("user")
 
@@ -85,6 +85,17 @@ def fair_shares(queue: Sequence[QueuedTask], running: Sequence[RunningTask], tot
     weight = sum(share_of(u, shares) for u in active) or 1.0
     fair = {u: total_gpus * share_of(u, shares) / weight for u in active}
     return FairShares(held=held, quota={u: float(q) for u, q in quotas.items()}, fair=fair)
+
+
+def fair_line(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now: float, config: PolicyConfig,
+              shares: FairShares | None, *, in_line_order: bool = False) -> list[QueuedTask]:
+    """``fair_order`` with the policy's settings (``config``; ``shares``: the fair shares of
+    the cluster's GPUs, None while its size is unknown): the one order the policy passes
+    in, the queue users are shown, and a dry run's place are made by."""
+    return fair_order(queue, running, now, usage=config.usage, shares=config.shares, quotas=config.quotas,
+                      default_runtime_s=config.default_runtime_s, max_wait_s=config.max_wait_s,
+                      fair=shares.fair if config.preemption and shares is not None else None,
+                      in_line_order=in_line_order)
 
 
 def fair_order(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now: float, *,

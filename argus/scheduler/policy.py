@@ -39,7 +39,7 @@ from collections.abc import Callable, Hashable, Sequence
 
 import msgspec
 
-from argus.scheduler.fairshare import FairShares, fair_order, fair_shares
+from argus.scheduler.fairshare import FairShares, fair_line, fair_shares
 from argus.scheduler.model import (
     Admit, Capacity, Decision, Defer, PolicyConfig, Preempt, QueuedTask, Reason, RunningTask,
 )
@@ -149,11 +149,7 @@ def fairshare(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capac
     theirs) or beyond their fair share (for one within theirs)."""
     total = sum(n.total_gpus for n in capacity.nodes) if capacity is not None else 0.0
     shares = fair_shares(queue, running, total, config.shares, config.quotas)
-    ordered = fair_order(queue, running, now, usage=config.usage, shares=config.shares, quotas=config.quotas,
-                         max_wait_s=config.max_wait_s,
-                         default_runtime_s=config.default_runtime_s,
-                         fair=shares.fair if config.preemption and capacity is not None else None,
-                         in_line_order=True)
+    ordered = fair_line(queue, running, now, config, shares if capacity is not None else None, in_line_order=True)
     return run_pass(ordered, running, capacity, now, msgspec.structs.replace(config, reserve=True), _ByShare(shares))
 
 

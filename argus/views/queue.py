@@ -23,7 +23,8 @@ from typing import NamedTuple
 import msgspec
 
 from argus.config import ArgusConfig, SchedulerConfig
-from argus.scheduler.fairshare import fair_order, fair_shares
+from argus.scheduler import PolicyConfig
+from argus.scheduler.fairshare import fair_line, fair_shares
 from argus.scheduler.order import ORDERS
 from argus.views.fair_inputs import read_fair_inputs
 from projections.cluster import read_cluster
@@ -84,16 +85,13 @@ def fair_queue(db: sqlite3.Connection, fair: FairView | None = None) -> list[Que
     fair = fair or FairView(SchedulerConfig(policy="fairshare"), time.time())
     sched, now = fair.sched, fair.now
     inputs = read_fair_inputs(db, sched, now, fair.driver_cpus)
-    fair_gpus = None
+    shares = None
     if sched.preemption:  # as the policy: work within its user's fair share of the cluster first
         cluster = read_cluster(db)
         total = sum(n.total_gpus for n in cluster.nodes) if cluster is not None else 0.0
-        fair_gpus = fair_shares(inputs.queue, inputs.running, total, sched.fairshare.shares,
-                                sched.fairshare.quotas).fair
-    ordered = fair_order(inputs.queue, inputs.running, now, usage=inputs.usage, shares=sched.fairshare.shares,
-                         max_wait_s=sched.fairshare.max_wait_s,
-                         quotas=sched.fairshare.quotas, default_runtime_s=sched.default_runtime_s,
-                         fair=fair_gpus)
+        shares = fair_shares(inputs.queue, inputs.running, total, sched.fairshare.shares, sched.fairshare.quotas)
+    ordered = fair_line(inputs.queue, inputs.running, now, PolicyConfig.from_scheduler(sched, usage=inputs.usage),
+                        shares)
     entries = {e.task_id: e for e in waiting_page(db, _order(FAIRSHARE), limit=len(inputs.waiting) + 1)}
     return [msgspec.structs.replace(entries[t.task_id], position=i)
             for i, t in enumerate((t for t in ordered if t.task_id in entries), start=1)]
