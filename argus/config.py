@@ -190,6 +190,8 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     assumed_nodes: int = 0
     assumed_node_gpus: float = 0.0
     assumed_node_cpus: float = 0.0
+    # Their GPU model; "": not known, and a spec's gpu_type is not judged until nodes are seen.
+    assumed_node_gpu_type: str = ""
 
 
 class TaskSpecConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -56,8 +56,10 @@ class ClusterFold(EntityFold[ClusterView]):
         if status is None:
             return None
         nodes = tuple(
-            NodeCapacity(node_id=r[0], ip=r[1], total_gpus=r[2], free_gpus=r[3], total_cpus=r[4], free_cpus=r[5])
-            for r in db.execute("SELECT * FROM cluster_nodes ORDER BY node_id")
+            NodeCapacity(node_id=r[0], ip=r[1], total_gpus=r[2], free_gpus=r[3], total_cpus=r[4], free_cpus=r[5],
+                         gpu_type=r[6])
+            for r in db.execute("SELECT node_id, ip, total_gpus, free_gpus, total_cpus, free_cpus, gpu_type "
+                                "FROM cluster_nodes ORDER BY node_id")
         )
         return ClusterView(reachable=bool(status[0]), nodes=nodes, error=status[1] or "", observed_at=status[2])
 
@@ -72,7 +74,7 @@ def read_cluster(db: sqlite3.Connection) -> ClusterView | None:
 
 class ClusterProjection(EntityProjection[ClusterView]):
     name = "cluster"
-    version = 1
+    version = 2  # 2: nodes' gpu_type (migration 0017)
     tables = ("cluster_nodes", "cluster_status")
     fold = CLUSTER_FOLD
 
@@ -90,9 +92,11 @@ class ClusterProjection(EntityProjection[ClusterView]):
                 (int(view.reachable), view.error or None, view.observed_at),
             )
             db.executemany(
-                "INSERT INTO cluster_nodes VALUES (?,?,?,?,?,?,?)",
+                "INSERT INTO cluster_nodes (node_id, ip, total_gpus, free_gpus, total_cpus, free_cpus, observed_at, "
+                "gpu_type) VALUES (?,?,?,?,?,?,?,?)",
                 (
-                    (n.node_id, n.ip, n.total_gpus, n.free_gpus, n.total_cpus, n.free_cpus, view.observed_at)
+                    (n.node_id, n.ip, n.total_gpus, n.free_gpus, n.total_cpus, n.free_cpus, view.observed_at,
+                     n.gpu_type)
                     for n in view.nodes
                 ),
             )

@@ -41,6 +41,9 @@ class QueueEntry(msgspec.Struct, frozen=True, kw_only=True):
     next_run_at: float | None = None
     waiting_since: float | None = None
     expected_start: float | None = None  # its ETA, set by whoever runs the policy forward (the API)
+    # and the 80 % interval of its start (argus.scheduler.eta_range; latest None: no upper end)
+    start_earliest: float | None = None
+    start_latest: float | None = None
 
 
 class QueuePage(msgspec.Struct, kw_only=True):

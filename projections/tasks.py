@@ -127,6 +127,8 @@ class TaskView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_default
     total_steps: int | None = None  # training steps asked for, when the spec says
     time_limit_s: float | None = None  # how long one attempt may run
     expected_start: float | None = None  # its reservation (reserve-backfill): the estimated start
+    # ... and when it starts at the latest, while the tasks it waits for have time limits
+    start_at_latest: float | None = None
     preemptible: bool = False  # may be stopped to make room for other work
     # Since when room has been made for it (its deferrals since say ``preempting``): rooms
     # go out in the order they were made (argus.scheduler.fairshare).
@@ -204,7 +206,7 @@ def _deferred(view: TaskView, e: TaskDeferred, state: TaskState, rec: Recorded) 
         since = rec.recorded_at if since is None else since
     return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
                     wait_reason=e.reason, wait_message=e.message, expected_start=e.reserved_from,
-                    preempting_since=since)
+                    start_at_latest=e.reserved_latest, preempting_since=since)
 
 
 def _starting(view: TaskView, e: AttemptStarting, state: TaskState, rec: Recorded) -> TaskView:
@@ -215,7 +217,7 @@ def _starting(view: TaskView, e: AttemptStarting, state: TaskState, rec: Recorde
     return _replace(
         view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
         attempts=(*view.attempts, attempt), next_run_at=None, wait_reason=None,
-        wait_message="", waiting_since=None, expected_start=None, preempting_since=None,
+        wait_message="", waiting_since=None, expected_start=None, start_at_latest=None, preempting_since=None,
     )
 
 
@@ -293,7 +295,7 @@ def _cancel_requested(view: TaskView, e: TaskCancelRequested, state: TaskState, 
 def _canceled(view: TaskView, e: TaskCanceled, state: TaskState, rec: Recorded) -> TaskView:
     return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
                     failure_kind=FailureKind.CANCELED, next_run_at=None, wait_reason=None,
-                    wait_message="", expected_start=None)
+                    wait_message="", expected_start=None, start_at_latest=None)
 
 
 _EVOLVE: dict[str, Callable[[TaskView, Any, TaskState, Recorded], TaskView]] = {

@@ -31,6 +31,10 @@ class TaskDetail(TaskView, frozen=True, kw_only=True, omit_defaults=False):
     """One task whole (``GET /tasks/{id}``): its view, and its place in line while it waits."""
 
     queue_position: int | None = None
+    # While it waits: the 80 % interval of its start (argus.scheduler.eta_range; latest
+    # null: no upper end known), beside ``expected_start``, the point estimate.
+    start_earliest: float | None = None
+    start_latest: float | None = None
 
 
 class TaskSummary(msgspec.Struct, kw_only=True):
@@ -55,6 +59,11 @@ class TaskSummary(msgspec.Struct, kw_only=True):
     ended_at: float | None = None
     step: int | None = None  # last training step seen in a running task's log
     total_steps: int | None = None
+    # While it waits: its estimated start and the 80 % interval (as the task's own page;
+    # set by the API, which runs the policy forward)
+    expected_start: float | None = None
+    start_earliest: float | None = None
+    start_latest: float | None = None
 
 
 class TaskPage(msgspec.Struct, kw_only=True):

@@ -17,6 +17,7 @@ from typing import Annotated
 from litestar.exceptions import HTTPException
 from litestar.params import Parameter
 
+from argus.api.eta import with_estimates
 from argus.api.redact import redacted, redactor_for
 from argus.api.schemas import ClusterOut, NodeLedgerOut, QueuePage
 from argus.lifecycle import TaskState
@@ -48,8 +49,8 @@ async def queue_view(
         raise HTTPException(status_code=400, detail=f"cursor: {exc}") from exc
     fair = fair_view(state.config)
     page = await state.store.read_snapshot(lambda db: queue_page(db, policy, limit=limit, after=after, fair=fair))
-    starts = await state.etas.starts()
-    page.items = [msgspec.structs.replace(e, expected_start=starts.get(e.task_id or "")) for e in page.items]
+    etas = await state.etas.estimates()
+    page.items = [with_estimates(e, etas) for e in page.items]
     hide = await redactor_for(state, who)
     if hide is not None:
         # Whose task it is, and the wait message, which names tasks and users (who holds

@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import sqlite3
 import time
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
+
+import msgspec
 
 from argus.config import ArgusConfig
 from argus.events import Demand
 from argus.lifecycle import TaskState
 from argus.scheduler import Capacity, PolicyConfig, RunningTask, queue_order
 from argus.scheduler.eta import DEFAULT_HORIZON, DEFAULT_LIMIT, estimate_starts
+from argus.scheduler.eta_range import StartRange, start_ranges
 from argus.scheduler.fairshare import fair_line, fair_shares
 from argus.scheduler.inputs import policy_inputs, with_driver
 from argus.scheduler.model import QueuedTask
@@ -31,30 +35,61 @@ from argus.views.fair_inputs import read_fair_inputs
 from argus.views.queue import fair_view, queue_page
 from projections.cluster import read_cluster
 from projections.queue import QueueEntry
-from projections.runtime_stats import RunKey, RuntimeHistory, read_runtime_history
+from projections.runtime_stats import RunKey, RuntimeHistory, read_runtime_history, run_key
 from projections.tasks import TASK_FOLD
-from projections.tasks_read import task_workloads, tasks_in_states
+from projections.tasks_read import TaskSummary, task_workloads, tasks_in_states
 
-__all__ = ["EtaBoard"]
+__all__ = ["DryRun", "EtaBoard", "Estimates", "with_estimates"]
 
 log = logging.getLogger(__name__)
 
 
-class EtaBoard:
-    """The latest estimated starts, by task id (tasks past ``DEFAULT_LIMIT`` have none).
+class Estimates(NamedTuple):
+    """What one refresh gives: each waiting task's point ETA and its 80 % interval
+    (``argus.scheduler.eta_range``), by task id."""
 
-    A request never waits for a new forward run (one takes ~0.1 s on a long queue) once
-    there is a result: it gets the last one while the next is made in the background.
-    Only the first request waits, so that a task's first look shows its estimate."""
+    starts: dict[str, float]
+    ranges: dict[str, StartRange]
+
+
+Estimated = TypeVar("Estimated", QueueEntry, TaskSummary)
+
+
+def with_estimates(item: Estimated, etas: Estimates) -> Estimated:
+    """A queue entry or task-list row with its estimated start and interval (none for a
+    task that is not waiting, or past the first ``DEFAULT_LIMIT`` in line)."""
+    task_id = item.task_id or ""
+    span = etas.ranges.get(task_id)
+    return msgspec.structs.replace(item, expected_start=etas.starts.get(task_id),
+                                   start_earliest=span.earliest if span else None,
+                                   start_latest=span.latest if span else None)
+
+
+class DryRun(NamedTuple):
+    """A dry run's answer (``EtaBoard.dry_run``); None: not known."""
+
+    position: int | None
+    expected_start: float | None
+    start_range: StartRange | None
+
+
+class EtaBoard:
+    """The latest estimated starts and their intervals, by task id (tasks past
+    ``DEFAULT_LIMIT`` have none).
+
+    A request never waits for a new refresh (a forward run takes ~0.1 s on a long queue,
+    and the interval makes ``RUNS`` more) once there is a result: it gets the last one while
+    the next is made in the background. Only the first request waits, so that a task's
+    first look shows its estimate."""
 
     def __init__(self, store: EventStore, config: ArgusConfig, min_interval_s: float = 5.0) -> None:
         self.store, self.config, self.min_interval_s = store, config, min_interval_s
-        self._starts: dict[str, float] = {}
+        self._estimates = Estimates(starts={}, ranges={})
         self._head = -1
         self._at = -float("inf")
-        self._refresh: asyncio.Task[None] | None = None  # the forward run under way
+        self._refresh: asyncio.Task[None] | None = None  # the refresh under way
 
-    async def starts(self) -> dict[str, float]:
+    async def estimates(self) -> Estimates:
         if self._refresh is None and time.monotonic() - self._at >= self.min_interval_s:
             self._at = time.monotonic()
             head = await self.store.head_position()
@@ -62,11 +97,11 @@ class EtaBoard:
                 self._refresh = asyncio.get_running_loop().create_task(self._run(head))
         if self._refresh is not None and self._head < 0:
             await asyncio.shield(self._refresh)  # no result yet: the first one is worth the wait
-        return self._starts
+        return self._estimates
 
     async def _run(self, head: int) -> None:
         try:
-            self._starts = await self.store.read_snapshot(self._compute)
+            self._estimates = await self.store.read_snapshot(self._compute)
             self._head = head
         except Exception:  # noqa: BLE001 - estimates are a convenience: keep the last ones
             log.exception("estimating start times failed; keeping the last estimates")
@@ -74,14 +109,15 @@ class EtaBoard:
         finally:
             self._refresh = None
 
-    def _compute(self, db: sqlite3.Connection) -> dict[str, float]:
+    def _compute(self, db: sqlite3.Connection) -> Estimates:
         sched = self.config.v2.scheduler
         now = time.time()
         line = self._line(db, now, with_usage=False)
         if line.capacity is None:
-            return {}
-        return estimate_starts(line.queue, line.running, line.capacity, now, PolicyConfig.from_scheduler(sched),
-                               in_line=True)
+            return Estimates(starts={}, ranges={})
+        config = PolicyConfig.from_scheduler(sched)
+        return Estimates(starts=estimate_starts(line.queue, line.running, line.capacity, now, config, in_line=True),
+                         ranges=start_ranges(line.queue, line.running, line.capacity, now, config, line.draw))
 
     def _line(self, db: sqlite3.Connection, now: float, with_usage: bool = True) -> "_Line":
         """The waiting tasks as the policy sees them, in the order shown (the first
@@ -105,24 +141,31 @@ class EtaBoard:
             waiting=waiting, active=active, capacity=list(cluster.nodes) if reachable and cluster else None,
             now=now, config=sched, driver_cpus=self.config.entrypoint_num_cpus, runtimes=history)
         queue += self._coarse(rest, workloads, history)
+        # What each task's run times are drawn from, for the intervals: its user, workload
+        # and shape's history, and its time limit (not read for the line past the horizon).
+        keys = {v.task_id: (run_key(v), v.time_limit_s) for v in [*waiting, *active]}
+        keys.update((e.task_id, (RunKey(e.user, workloads.get(e.task_id, ""), e.demand.nnodes,
+                                        e.demand.n_gpus_per_node), None))
+                    for e in rest if e.task_id is not None and e.user is not None)
         return _Line(queue=queue, running=running, capacity=capacity, history=history, usage=usage,
-                     full=len(shown) >= DEFAULT_LIMIT)
+                     full=len(shown) >= DEFAULT_LIMIT, keys=keys, default_s=sched.default_runtime_s)
 
     async def dry_run(self, user: str, workload: str, demand: Demand, priority: int,
-                      time_limit_s: float | None) -> tuple[int | None, float | None]:
+                      time_limit_s: float | None) -> DryRun:
         """Where a task submitted now would wait (its place in the policy's order, 1 = next)
-        and when it would start, as this board estimates the others (``sbatch --test-only``);
-        None where not known (no cluster seen; past the first ``DEFAULT_LIMIT`` in line)."""
+        and when it would start, with its interval, as this board estimates the others
+        (``sbatch --test-only``); None where not known (no cluster seen; past the first
+        ``DEFAULT_LIMIT`` in line)."""
         return await self.store.read_snapshot(
             lambda db: self._dry_run(db, user, workload, demand, priority, time_limit_s))
 
     def _dry_run(self, db: sqlite3.Connection, user: str, workload: str, demand: Demand, priority: int,
-                 time_limit_s: float | None) -> tuple[int | None, float | None]:
+                 time_limit_s: float | None) -> DryRun:
         sched = self.config.v2.scheduler
         now = time.time()
         line = self._line(db, now)
-        estimate = time_limit_s or line.history.expected(
-            RunKey(user, workload, demand.nnodes, demand.n_gpus_per_node), sched.default_runtime_s)[0]
+        key = RunKey(user, workload, demand.nnodes, demand.n_gpus_per_node)
+        estimate = time_limit_s or line.history.expected(key, sched.default_runtime_s)[0]
         new = QueuedTask(task_id=f"{user}-dry-run", demand=with_driver(demand, self.config.entrypoint_num_cpus),
                          seq=max((t.seq for t in line.queue), default=0) + 1, priority=priority, user=user,
                          estimate_s=estimate, limited=time_limit_s is not None)
@@ -137,9 +180,12 @@ class EtaBoard:
         place = ordered.index(new) + 1
         position = None if line.full and place > len(line.queue) else place  # (behind more than it read)
         if line.capacity is None:
-            return position, None
+            return DryRun(position, None, None)
         config = PolicyConfig.from_scheduler(sched, usage=line.usage)
-        return position, estimate_starts(ordered, line.running, line.capacity, now, config, in_line=True).get(new.task_id)
+        line.keys[new.task_id] = (key, time_limit_s)
+        return DryRun(position,
+                      estimate_starts(ordered, line.running, line.capacity, now, config, in_line=True).get(new.task_id),
+                      start_ranges(ordered, line.running, line.capacity, now, config, line.draw).get(new.task_id))
 
     def _coarse(self, rest: list[QueueEntry], workloads: dict[str, str], history: RuntimeHistory) -> list[QueuedTask]:
         """The line past the horizon, for the coarse estimate: from the queue entries, with
@@ -167,3 +213,10 @@ class _Line(NamedTuple):
     history: RuntimeHistory
     usage: dict[str, float]  # fairshare: each user's decayed GPU-seconds; else empty
     full: bool  # the line is longer than what was read (DEFAULT_LIMIT)
+    keys: dict[str, tuple[RunKey, float | None]]  # task id -> its runs' key and its time limit
+    default_s: float  # a run time when nothing at all is known
+
+    def draw(self, task_id: str, ran_s: float, rng: random.Random) -> float:
+        """A run time for ``task_id`` (``argus.scheduler.eta_range.RunDraw``)."""
+        key, limit = self.keys[task_id]
+        return self.history.draw(key, ran_s, rng, self.default_s, limit)

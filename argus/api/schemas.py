@@ -71,6 +71,9 @@ class ValidateOut(msgspec.Struct, kw_only=True):
     # (1: next) and when it would start, estimated as the queue's own (null: not known).
     position: int | None = None
     expected_start: float | None = None
+    # ... and the 80 % interval of that start (start_latest null: no upper end known).
+    start_earliest: float | None = None
+    start_latest: float | None = None
 
 
 # Tasks: the shapes beside the projection they are read from (one shape per concept).

@@ -17,6 +17,7 @@ from litestar.params import Parameter
 from litestar.response import ServerSentEventMessage
 
 from argus.api import jobfiles
+from argus.api.eta import with_estimates
 from argus.api.auth import request_id
 from argus.api.openapi import also_returns, errors
 from argus.api.redact import redacted, redactor_for
@@ -148,10 +149,12 @@ class TasksController(Controller):
                     e.get("field") == "document" for e in errors):
                 raise
             return ValidateOut(ok=False, warnings=[], errors=[ValidateError(**e) for e in errors])
-        position, start = await state.etas.dry_run(who.user_id, prepared.workload, prepared.demand,
-                                                   prepared.priority, prepared.time_limit_s)
-        return ValidateOut(ok=True, warnings=list(prepared.warnings), errors=[], position=position,
-                           expected_start=start)
+        dry = await state.etas.dry_run(who.user_id, prepared.workload, prepared.demand,
+                                       prepared.priority, prepared.time_limit_s)
+        span = dry.start_range
+        return ValidateOut(ok=True, warnings=list(prepared.warnings), errors=[], position=dry.position,
+                           expected_start=dry.expected_start, start_earliest=span.earliest if span else None,
+                           start_latest=span.latest if span else None)
 
     @get("/")
     async def list_tasks(
@@ -191,7 +194,11 @@ class TasksController(Controller):
         steps = await asyncio.to_thread(
             lambda: {t: jobfiles.last_step(p) if p else None for t, p in running.items()}) if running else {}
         hide = await redactor_for(state, who)
-        items = [redacted(hide, summarize(v, steps.get(v.task_id))) for v in views]
+        items = [summarize(v, steps.get(v.task_id)) for v in views]
+        if any(v.state.is_waiting() for v in views):
+            etas = await state.etas.estimates()
+            items = [with_estimates(item, etas) for item in items]
+        items = [redacted(hide, item) for item in items]
         return TaskList(items=items, total=total, limit=limit, offset=offset,
                         next_cursor=next_page.encode() if next_page else None)
 
@@ -199,11 +206,13 @@ class TasksController(Controller):
     async def show(self, state: State, who: Principal, task_id: str) -> TaskDetail:
         """State, attempts, failure reason, queue position and why it waits."""
         v = await state.commands.load_task(who, task_id)
-        position = expected = None
+        position = expected = span = None
         if v.state.is_waiting():
             position = await _queue_position(state, task_id)
-            expected = (await state.etas.starts()).get(task_id, v.expected_start)
-        detail = TaskDetail(**{**msgspec.structs.asdict(v), "expected_start": expected}, queue_position=position)
+            etas = await state.etas.estimates()
+            expected, span = etas.starts.get(task_id, v.expected_start), etas.ranges.get(task_id)
+        detail = TaskDetail(**{**msgspec.structs.asdict(v), "expected_start": expected}, queue_position=position,
+                            start_earliest=span.earliest if span else None, start_latest=span.latest if span else None)
         return redacted(await redactor_for(state, who), detail)
 
     @get("/{task_id:str}/spec", responses=errors(404))

@@ -162,6 +162,34 @@ def fmt_time(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
 
 
+def fmt_starts_in(d: dict[str, Any], now: float) -> str:
+    """A waiting task's 80 % start interval for a table row, from now: "in 20m-1h30m",
+    "in 2h05m or later" (no upper end known); "" without one."""
+    earliest, latest = d.get("start_earliest"), d.get("start_latest")
+    if earliest is None:
+        return ""
+    low = "now" if earliest <= now else fmt_age(earliest - now)
+    if latest is None:
+        return f"in {low} or later"
+    return f"in {low}-{fmt_age(latest - now)}" if latest > now else "now"
+
+
+def fmt_eta(d: dict[str, Any]) -> str:
+    """A waiting task's estimated start and its 80 % interval, as sentences say it; ""
+    without an estimate."""
+    if not d.get("expected_start"):
+        return ""
+    out = f"expected to start ~{fmt_time(d['expected_start'])}"
+    if d.get("start_earliest") is not None:
+        out += (f", 80 % sure between {fmt_time(d['start_earliest'])} and {fmt_time(d['start_latest'])}"
+                if d.get("start_latest") is not None else
+                f", 80 % sure not before {fmt_time(d['start_earliest'])} (no upper end known)")
+    out += " (if nothing else arrives ahead of it)"
+    if d.get("start_at_latest"):
+        out += f"; at the latest {fmt_time(d['start_at_latest'])} (the tasks it waits for have time limits)"
+    return out
+
+
 def fmt_age(seconds: float) -> str:
     """A duration the way people say it: 45s, 12m, 3h05m, 2d4h."""
     s = max(0, int(seconds))

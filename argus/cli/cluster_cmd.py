@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from argus.cli.client import Client, client_options, fmt_age, fmt_time, print_table
+from argus.cli.client import Client, client_options, fmt_age, fmt_starts_in, fmt_time, print_table
 from argus.scheduler.policy import fmt_amount
 
 __all__ = ["cluster", "queue", "shares"]
@@ -28,10 +28,10 @@ def queue(client: Client) -> None:
             click.echo("the queue is empty")
             return
         now = time.time()
-        print_table(["#", "task", "user", "prio", "needs", "waiting", "why"], [
+        print_table(["#", "task", "user", "prio", "needs", "waiting", "starts (80 %)", "why"], [
             [e["position"], e.get("task_id") or "(another user's)", e.get("user") or "", e["priority"],
              f"{e['demand']['nnodes']}x{e['demand']['n_gpus_per_node']} GPU",
-             fmt_age(now - e["waiting_since"]) if e.get("waiting_since") else "",
+             fmt_age(now - e["waiting_since"]) if e.get("waiting_since") else "", fmt_starts_in(e, now),
              f"{e.get('wait_reason') or 'not yet considered'}: {e.get('wait_message') or ''}"[:90]]
             for e in rows])
         if page.get("next_cursor"):
@@ -63,8 +63,11 @@ def cluster(client: Client) -> None:
         # Ray's free count lags behind admission; what Argus has promised is the ledger's.
         ledger = {n["node_id"]: n for n in d.get("ledger") or []}
         none = {"committed_gpus": 0, "committed_cpus": 0}
-        print_table(["node", "ip", "gpus free/total", "cpus free/total", "committed gpus", "committed cpus"], [
-            [n["node_id"][:12], n["ip"], f"{fmt_amount(n['free_gpus'])}/{fmt_amount(n['total_gpus'])}",
+        models = any(n.get("gpu_type") for n in d["nodes"])  # a column only where nodes are labelled
+        print_table(["node", "ip", *(["gpu model"] if models else []), "gpus free/total", "cpus free/total",
+                     "committed gpus", "committed cpus"], [
+            [n["node_id"][:12], n["ip"], *([n.get("gpu_type") or "-"] if models else []),
+             f"{fmt_amount(n['free_gpus'])}/{fmt_amount(n['total_gpus'])}",
              f"{fmt_amount(n['free_cpus'])}/{fmt_amount(n['total_cpus'])}",
              fmt_amount(ledger.get(n["node_id"], none)["committed_gpus"]),
              fmt_amount(ledger.get(n["node_id"], none)["committed_cpus"])] for n in d["nodes"]])

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import signal
 import sqlite3
 import sys
@@ -191,7 +192,9 @@ def report_progress(config: Any, stopping: "threading.Event", echo: Callable[[st
             gpus, cpus = sum(n.total_gpus for n in nodes), sum(n.total_cpus for n in nodes)
             # Say plainly how much can run at once: CPUs, not GPUs, may be the limit.
             at_once = int(min(gpus, cpus // (CPUS_PER_LOCAL_GPU + TRANSFER_QUEUE_CPUS)))
-            say("ready", f"worker joined: {len(nodes)} node(s), {gpus:g} GPUs, {cpus:g} CPUs "
+            models = sorted({n.gpu_type for n in nodes if n.gpu_type})
+            labelled = f" ({', '.join(models)})" if models else ""
+            say("ready", f"worker joined: {len(nodes)} node(s), {gpus:g} GPUs{labelled}, {cpus:g} CPUs "
                          f"(up to {at_once} one-GPU PPO/GRPO tasks at once); "
                          "cluster ready: submitted tasks will run")
             return
@@ -242,9 +245,12 @@ def admin_token_for(data_dir: Path, env_name: str) -> tuple[str, Path | None]:
                    "GPU can run a 1-GPU PPO/GRPO task at once: verl puts 3 CPUs in each GPU "
                    "bundle, plus 1 for its TaskRunner, 1 for the job's driver and 9 for "
                    "verl >= 0.9's TransferQueue).")
+@click.option("--gpu-type", default="", metavar="MODEL",
+              help="Label the worker's logical GPUs with a GPU model (Ray's accelerator_type:MODEL), "
+                   "for specs that name one (gpu_type).")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=None, help="API port (default: v2.api.port).")
-def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, host: str,
+def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, gpu_type: str, host: str,
        port: int | None) -> None:
     """Run the whole stack on this machine until Ctrl-C: Ray head + one worker, the API,
     the reactor and the WebUI."""
@@ -264,11 +270,15 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, hos
     (data_dir / "shared" / "datasets").mkdir(parents=True, exist_ok=True)
     (data_dir / "shared" / "hf").mkdir(parents=True, exist_ok=True)
     log_at = open_event_log_once(config)
+    if gpu_type and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}", gpu_type):
+        raise click.BadParameter(f"{gpu_type!r}: letters, digits, '.', '_' and '-' (e.g. H100)",
+                                 param_hint="--gpu-type")
     stack = Stack(data_dir, config, gpus, cpus if cpus is not None else local_worker_cpus(gpus),
-                  echo=lambda text: click.echo(text, err=True))
+                  echo=lambda text: click.echo(text, err=True), gpu_type=gpu_type)
     sched = config.v2.scheduler
     if sched.assumed_nodes == 0:  # judge gangs at submit before the worker has joined
         sched.assumed_nodes, sched.assumed_node_gpus, sched.assumed_node_cpus = 1, gpus, stack.cpus
+        sched.assumed_node_gpu_type = gpu_type
     # What this stack runs with, for `argus config show` and for `argus serve|reactor
     # --config` pointed at the same data (rewritten each start: it is an output, not input).
     # 0600: it holds the event log's URL, password included (an older file may be 0644).

@@ -61,11 +61,15 @@ __all__ = ["sim"]
 @click.option("--placement-lag", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="Seconds from a job's start to its gang's placement (verl reserves its GPUs after "
                    "loading its models): Ray's free count lags that long, and the ledger holds the gang.")
+@click.option("--gpu-spec", type=click.Choice(["obey", "ignore"]), default="obey", show_default=True,
+              help="The pods' GPU models (gpu_spec) against the nodes' (model): obey them (a pod no node "
+                   "could hold is skipped, as Argus refuses it at submit), or ignore them (counted as relaxed).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None, policies: tuple[str, ...], backfill: bool, nodes_subset: int | None,
         load: float | None, gang_mix: str | None, limit: int | None, priority_mix: str | None,
         preemptible: float, preemption: bool, seed: int, fgd: bool, eta_every: int, placement: str, estimates: str,
-        placement_lag: float, as_json: bool, min_run: float, max_preemptions: int, max_wait: float) -> None:
+        placement_lag: float, as_json: bool, min_run: float, max_preemptions: int, max_wait: float,
+        gpu_spec: str) -> None:
     """Run a trace through the scheduler's own policies on a virtual clock and compare
     waits, utilisation and fairness (docs/scheduling.md)."""
     from argus.config import FairShareConfig
@@ -99,7 +103,7 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
         raise click.UsageError("give --trace-pods and --trace-nodes (an openb trace), or --from-db")
     else:
         trace = load_openb(trace_pods, trace_nodes, nodes_subset=nodes_subset, load=load, gang_mix=mix,
-                           marks=marks, seed=seed, limit=limit)
+                           marks=marks, seed=seed, limit=limit, gpu_spec=gpu_spec)
     if fgd:
         _fgd(trace, seed, as_json)
         return
@@ -109,16 +113,21 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
                                 max_preemptions=max_preemptions, fairshare=FairShareConfig(max_wait_s=max_wait)))
                for i, p in enumerate(chosen, start=1)]
     skipped = {"no_gpu": trace.skipped_no_gpu, "no_runtime": trace.skipped_no_runtime,
-               "never_fits_the_cluster": trace.skipped_too_big}
+               "never_fits_the_cluster": trace.skipped_too_big,
+               # of those, the ones that fit by size on nodes of another GPU model
+               "no_node_of_its_gpu_model": trace.skipped_no_model}
+    relaxed = {"gpu_model_set_aside": trace.relaxed_model} if trace.relaxed_model else {}
     if as_json:
         click.echo(msgspec.json.encode({"tasks": len(trace.tasks), "nodes": len(trace.nodes),
                                         "gpus": sum(n.gpus for n in trace.nodes), "skipped": skipped,
+                                        "relaxed": relaxed,
                                         # --backfill: forced on every policy (those named
                                         # *backfill and fairshare backfill in any case)
                                         "backfill_forced": backfill, "policies": results}))
         return
     click.echo(f"{len(trace.tasks)} tasks on {len(trace.nodes)} nodes ({sum(n.gpus for n in trace.nodes):g} GPUs); "
                f"skipped: {', '.join(f'{k} {v}' for k, v in skipped.items())}"
+               + (f"; relaxed: gpu_model_set_aside {trace.relaxed_model}" if relaxed else "")
                + ("; backfill forced on every policy" if backfill else ""))
     rows = [("policy", "util", "util busy", "wait p50", "p90", "p99", "max", "big p99", "slowdown", "Jain", "Jain sd", "never", "preempted")]
     for m in results:
@@ -140,6 +149,9 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
                    + (f"{', '.join(str(g) for g in m.big_gang_gpus)} GPUs" if m.big_gang_gpus else "none")
                    + " (largest first, up to 10% of the tasks; never the most common size)")
     for m in results:
+        if m.at_latest_given:
+            click.echo(f"ETA at the latest ({m.policy}): {m.at_latest_given} bounds given (reservations waiting "
+                       f"only for time limits), {m.at_latest_broken} broken")
         if eta_every:
             err = (f"median {_dur(m.eta_abs_error_p50_s)}, p90 {_dur(m.eta_abs_error_p90_s)}"
                    if m.eta_abs_error_p50_s is not None and m.eta_abs_error_p90_s is not None else "-")
@@ -150,6 +162,11 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
                         f"(the coarse estimate): median {m.eta_coarse_rel_error_p50:.0%} of the wait")
             click.echo(f"ETA error ({m.policy}): {err} over {m.eta_samples} waiting tasks; "
                        f"{m.eta_unknown} got no estimate")
+            if m.eta_range_coverage is not None:
+                width = (f"median width {_dur(m.eta_range_width_p50_s)} ({m.eta_range_width_rel_p50:.0%} of the wait)"
+                         if m.eta_range_width_p50_s is not None and m.eta_range_width_rel_p50 is not None else "")
+                click.echo(f"ETA interval ({m.policy}, 80 %): the start fell inside for {m.eta_range_coverage:.0%} "
+                           f"of {m.eta_range_samples} tasks; {width}; {m.eta_range_open} without an upper end")
 
 
 class _Progress:

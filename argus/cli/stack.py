@@ -59,8 +59,9 @@ class Stack:
     """The node-pool watchdog subprocesses of ``argus up``, each in its own process group."""
 
     def __init__(self, data_dir: Path, config: Any, gpus: int, cpus: int,
-                 echo: Callable[[str], None] = log.warning) -> None:
+                 echo: Callable[[str], None] = log.warning, gpu_type: str = "") -> None:
         self.data_dir, self.config, self.gpus, self.cpus = data_dir, config, gpus, cpus
+        self.gpu_type = gpu_type  # the worker's GPU model label ("": none)
         self.echo = echo  # the console
         self.procs: list[subprocess.Popen[bytes]] = []
         self._log_read: dict[str, int] = {}  # how far _report_node_exits has read each log
@@ -106,6 +107,7 @@ class Stack:
                                      f"{_node_port_args(book)}"),
             "worker": lambda: self._env(
                 ARGUS_NUM_GPUS=str(self.gpus), ARGUS_NUM_CPUS=str(self.cpus), ARGUS_POLL_S="1",
+                ARGUS_GPU_TYPE=self.gpu_type,
                 ARGUS_WORKER_RESOURCES_KV="worker_node=100",
                 ARGUS_RAY_EXTRA_ARGS=f"{common} --temp-dir={worker_tmp} {_node_port_args(book)}"),
         }

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from argus.cli.client import Client, client_options, fmt_age, fmt_time, print_table
+from argus.cli.client import Client, client_options, fmt_age, fmt_eta, fmt_starts_in, fmt_time, print_table
 
 __all__ = ["cancel", "logs", "show", "spec", "submit", "tasks", "watch"]
 
@@ -48,8 +48,7 @@ def _dry_run(d: dict[str, Any]) -> str:
     if d.get("position"):
         out += f"; submitted now it would be number {d['position']} in line"
     if d.get("expected_start"):
-        out += (f", expected to start ~{fmt_time(d['expected_start'])} (if nothing else arrives and tasks "
-                "run as long as expected)")
+        out += f", {fmt_eta(d)}"
     return out
 
 
@@ -72,9 +71,10 @@ def tasks(client: Client, state: str | None, user: str | None, limit: int, curso
 
     def human(d: dict[str, Any]) -> None:
         now = time.time()
-        print_table(["task", "name", "user", "state", "gpus", "age", "ran", "step", "why"], [
+        print_table(["task", "name", "user", "state", "gpus", "age", "ran", "step", "starts (80 %)", "why"], [
             [t["task_id"], t.get("name") or "", t["user"], t["state"], t.get("gpus", ""),
-             fmt_age(now - t["created_at"]), _ran(t, now), _step(t), _why(t)] for t in d["items"]])
+             fmt_age(now - t["created_at"]), _ran(t, now), _step(t), fmt_starts_in(t, now), _why(t)]
+            for t in d["items"]])
         if d.get("next_cursor"):
             click.echo(f"({len(d['items'])} of {d['total']}; next page: --cursor {d['next_cursor']})")
 
@@ -126,12 +126,12 @@ def show(client: Client, task_id: str) -> None:
         name = f" \"{d['name']}\"" if d.get("name") else ""
         click.echo(f"task      {d['task_id']}{name}  ({d['kind']} {d['workload']}, user {d['user']})")
         click.echo(f"state     {d['state']}")
-        click.echo(f"demand    {dm['nnodes']} node(s) x {dm['n_gpus_per_node']} GPU(s), "
+        model = f"{' or '.join(dm['gpu_types'])} " if dm.get("gpu_types") else ""
+        click.echo(f"demand    {dm['nnodes']} node(s) x {dm['n_gpus_per_node']} {model}GPU(s), "
                    f"{dm['cpus_per_node']:g} CPU(s) per node; priority {d['priority']}")
         click.echo(f"created   {fmt_time(d['created_at'])}   updated {fmt_time(d['updated_at'])}")
         if d.get("queue_position"):
-            eta = (f"; expected to start ~{fmt_time(d['expected_start'])} (if nothing else arrives and "
-                   "tasks run as long as expected)") if d.get("expected_start") else ""
+            eta = f"; {fmt_eta(d)}" if d.get("expected_start") else ""
             click.echo(f"queue     position {d['queue_position']}{eta}")
         if d.get("wait_reason"):
             click.echo(f"waiting   {d['wait_reason']}: {d['wait_message']}")

@@ -100,21 +100,26 @@ class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", gc=
 # Value objects carried inside events
 
 
-class Demand(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+# omit_defaults: a demand or node without a GPU model encodes as it did before models were
+# known, so events written since read the same to older code and compare equal byte for byte.
+class Demand(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=True):
     """What a task needs at once (the gang): ``nnodes`` nodes, each with
-    ``n_gpus_per_node`` GPUs and ``cpus_per_node`` CPUs."""
+    ``n_gpus_per_node`` GPUs and ``cpus_per_node`` CPUs; ``gpu_types``: the GPU models it
+    accepts (any node's GPUs when empty; sorted, as ``argus.scheduler.gpumodel`` matches them)."""
 
     nnodes: int
     n_gpus_per_node: int
     cpus_per_node: float
+    gpu_types: tuple[str, ...] = ()
 
     @property
     def total_gpus(self) -> int:
         return self.nnodes * self.n_gpus_per_node
 
 
-class NodeCapacity(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """One alive worker node as Ray reported it."""
+class NodeCapacity(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=True):
+    """One alive worker node as Ray reported it; ``gpu_type``: its GPU model, from Ray's
+    ``accelerator_type:<model>`` resource ("" when it has none)."""
 
     node_id: str
     ip: str
@@ -122,6 +127,7 @@ class NodeCapacity(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     free_gpus: float
     total_cpus: float
     free_cpus: float
+    gpu_type: str = ""
 
 
 class SubmissionPayload(msgspec.Struct, frozen=True, kw_only=True):
@@ -173,6 +179,9 @@ class TaskDeferred(EventBase, frozen=True, kw_only=True, tag="TaskDeferred"):
     # expected to fit (its estimated start).
     reserved_from: float | None = None
     reserved_nodes: list[str] = []
+    # When it starts at the latest, where known: every task the reservation waits for has
+    # an enforced time limit (argus.scheduler.reserve.Reservation.firm).
+    reserved_latest: float | None = None
     decided_at: float
 
 

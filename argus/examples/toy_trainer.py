@@ -206,7 +206,11 @@ def _task_runner_cls() -> Any:
             if cfg.init_sleep_s:
                 time.sleep(cfg.init_sleep_s)
             check_resource_available(spec)
-            bundles = [{"CPU": cfg.max_colocate_count, "GPU": 1}] * cfg.n_gpus_per_node
+            # The GPU model Argus admitted the task onto, asked of Ray as verl's
+            # RayResourcePool(accelerator_type=...) asks it: a sliver of the node's label.
+            model = os.environ.get("ARGUS_GPU_TYPE", "")
+            bundles = [{"CPU": cfg.max_colocate_count, "GPU": 1,
+                        **({f"accelerator_type:{model}": 0.001} if model else {})}] * cfg.n_gpus_per_node
             pgs = [placement_group(bundles=bundles, strategy="STRICT_PACK", name=f"toy_global_pool:{i}")
                    for i in range(cfg.nnodes)]
             print(f"waiting for {cfg.nnodes} placement group(s) of {bundles}", flush=True)

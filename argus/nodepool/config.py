@@ -41,6 +41,9 @@ class NodePoolConfig(msgspec.Struct, kw_only=True):
     worker_resources: dict[str, float] = msgspec.field(
         default_factory=lambda: {"worker_node": 100.0}
     )
+    # The GPU model this worker's GPUs are labelled with (Ray's accelerator_type:<model>
+    # resource, which Ray sets by itself on real GPUs): for logical GPUs ("": none).
+    gpu_type: str = ""
     # None: let Ray detect them (GPUs come from the platform, seed 001 §5.4).
     num_gpus: int | None = None
     num_cpus: int | None = None
@@ -103,6 +106,7 @@ class NodePoolConfig(msgspec.Struct, kw_only=True):
             worker_resources=parse_resources_kv(
                 env.get("ARGUS_WORKER_RESOURCES_KV", "worker_node=100")
             ),
+            gpu_type=env.get("ARGUS_GPU_TYPE", "").strip(),
             num_gpus=opt_int("ARGUS_NUM_GPUS"),
             num_cpus=opt_int("ARGUS_NUM_CPUS"),
             ray_extra_args=shlex.split(env.get("ARGUS_RAY_EXTRA_ARGS", "")),
@@ -114,6 +118,11 @@ class NodePoolConfig(msgspec.Struct, kw_only=True):
             head_start_timeout_s=num("ARGUS_HEAD_START_TIMEOUT_S", d.head_start_timeout_s),
             node_log_dir=node_log_dir,
         )
+
+    def ray_resources(self) -> dict[str, float]:
+        """The custom resources a worker starts with: ``worker_resources``, and its GPU model."""
+        model = {f"accelerator_type:{self.gpu_type}": 1.0} if self.gpu_type else {}
+        return {**self.worker_resources, **model}
 
     def backoff_s(self, failures: int) -> float:
         """Delay before the next start after ``failures`` consecutive failed runs."""

@@ -39,7 +39,7 @@ def worker_argv(cfg: NodePoolConfig, record: HeadRecord, node_ip: str) -> list[s
         cfg.ray_bin, "start",
         f"--address={record.gcs_address}",
         f"--node-ip-address={node_ip}",
-        f"--resources={json.dumps(cfg.worker_resources, separators=(',', ':'))}",
+        f"--resources={json.dumps(cfg.ray_resources(), separators=(',', ':'))}",
     ]
     if cfg.num_gpus is not None:
         argv.append(f"--num-gpus={cfg.num_gpus}")
@@ -68,7 +68,7 @@ class WorkerWatchdog:
     def run(self) -> int:
         cfg = self.cfg
         self.log.info("worker_start", record=cfg.head_file, poll_s=cfg.poll_s,
-                      resources=json.dumps(cfg.worker_resources, separators=(",", ":")),
+                      resources=json.dumps(cfg.ray_resources(), separators=(",", ":")),
                       num_gpus=cfg.num_gpus, num_cpus=cfg.num_cpus)
         next_read = 0.0
         result = None

@@ -21,6 +21,7 @@ from argus.rayjobs.submission import (
     decode_context,
     encode_context,
     job_dir,
+    pinned_model,
     submission_id_for,
 )
 
@@ -37,5 +38,6 @@ __all__ = [
     "decode_context",
     "encode_context",
     "job_dir",
+    "pinned_model",
     "submission_id_for",
 ]

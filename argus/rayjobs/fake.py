@@ -51,11 +51,12 @@ class DoesNotFit(ValueError):
     """``FakeRay.start``: the job's gang and driver do not fit the free nodes now."""
 
 
-def worker_nodes(count: int, gpus: float = 8.0, cpus: float = 64.0, prefix: str = "node") -> list[NodeCapacity]:
+def worker_nodes(count: int, gpus: float = 8.0, cpus: float = 64.0, prefix: str = "node",
+                 gpu_type: str = "") -> list[NodeCapacity]:
     """``count`` idle worker nodes, ``node-01`` … (ids sort in creation order)."""
     return [
         NodeCapacity(node_id=f"{prefix}-{i:02d}", ip=f"10.0.0.{i}", total_gpus=gpus, free_gpus=gpus,
-                     total_cpus=cpus, free_cpus=cpus)
+                     total_cpus=cpus, free_cpus=cpus, gpu_type=gpu_type)
         for i in range(1, count + 1)
     ]
 
@@ -79,8 +80,9 @@ def demand_from_payload(payload: SubmissionPayload) -> Demand | None:
         if hits[0] is None or hits[1] is None:
             return None
         nnodes, gpus = int(hits[0].group(1)), int(hits[1].group(1))
-    workload = spec.get("workload")
-    return demand_for(nnodes, gpus, workload=workload if isinstance(workload, str) else "ppo")
+    workload, model = spec.get("workload"), spec.get("gpu_type")
+    models = (model,) if isinstance(model, str) else tuple(map(str, model)) if isinstance(model, (list, tuple)) else None
+    return demand_for(nnodes, gpus, workload=workload if isinstance(workload, str) else "ppo", gpu_type=models)
 
 
 @dataclass
@@ -270,7 +272,7 @@ class FakeRay:
             g, c = used.get(node.node_id, (0.0, 0.0))
             out.append(NodeCapacity(node_id=node.node_id, ip=node.ip, total_gpus=node.total_gpus,
                                     free_gpus=node.free_gpus - g, total_cpus=node.total_cpus,
-                                    free_cpus=node.free_cpus - c))
+                                    free_cpus=node.free_cpus - c, gpu_type=node.gpu_type))
         self._free = ((len(self.nodes), self._held_version), out)
         return list(out)
 
@@ -409,9 +411,12 @@ class FakeRay:
         demand = job.demand or Demand(nnodes=1, n_gpus_per_node=0, cpus_per_node=0.0)
         chosen: dict[str, tuple[float, float]] = {}
         planned = [n for n in job.payload.metadata.get("argus_nodes", "").split(",") if n]
+        models = {m.casefold() for m in demand.gpu_types}
         for node in self._free_now():
             if planned and node.node_id not in planned:
                 continue
+            if models and node.gpu_type.casefold() not in models:
+                continue  # as Ray places a job whose groups ask for accelerator_type:<model>
             cpus = demand.cpus_per_node + (driver if not chosen else 0.0)
             if node.free_gpus >= demand.n_gpus_per_node and node.free_cpus >= cpus:
                 chosen[node.node_id] = (float(demand.n_gpus_per_node), cpus)

@@ -24,6 +24,7 @@ import msgspec
 from argus.events.catalog import NodeCapacity, SubmissionPayload
 from argus.lifecycle import AttemptStatus
 from argus.rayjobs.probe import GcsProbe, ProbeFailed
+from argus.scheduler.gpumodel import gpu_type_of
 
 __all__ = [
     "AsyncRayGateway",
@@ -302,6 +303,7 @@ class RayGateway:
                 node_id=node["node_id"], ip=node["ip"],
                 total_gpus=float(_gpus(total)), free_gpus=float(_gpus(free)),
                 total_cpus=float(total.get("CPU", 0)), free_cpus=float(free.get("CPU", 0)),
+                gpu_type=gpu_type_of(total),
             ))
         return sorted(out, key=lambda n: n.node_id)
 

@@ -14,14 +14,16 @@ import base64
 import copy
 import shlex
 import zlib
+from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
 import msgspec
 
 from argus.config import ArgusConfig
-from argus.events.catalog import SubmissionPayload
+from argus.events.catalog import Demand, SubmissionPayload
 from argus.rayjobs.sandbox import Sandbox
+from argus.scheduler.gpumodel import ACCELERATOR_PREFIX
 
 __all__ = [
     "DriverContext",
@@ -30,6 +32,7 @@ __all__ = [
     "decode_context",
     "encode_context",
     "job_dir",
+    "pinned_model",
     "submission_id_for",
 ]
 
@@ -79,6 +82,13 @@ def _sandbox(config: ArgusConfig) -> Sandbox | None:
     return Sandbox(bwrap=box.bwrap, read_only=list(box.read_only), writable=list(box.writable))
 
 
+def pinned_model(demand: Demand, node_models: Sequence[str]) -> str:
+    """The GPU model to pin a job of ``demand`` to: the one model of the nodes it was
+    admitted onto, when it names models; "" otherwise (any node, or a mix)."""
+    models = set(node_models)
+    return next(iter(models)) if demand.gpu_types and len(models) == 1 else ""
+
+
 def build_submission(
     *,
     task_id: str,
@@ -92,11 +102,16 @@ def build_submission(
     env_vars: dict[str, str] | None = None,
     python: str = "python3",
     node_ids: tuple[str, ...] = (),
+    gpu_type: str = "",
 ) -> SubmissionPayload:
     """The payload for attempt ``attempt_no`` of ``task_id``: entrypoint ``<python> -m
     argus.driver --context …`` (``python``: the deployment's interpreter, v2.taskspec.python), driver pinned to a worker (``entrypoint_resources``), and a
     runtime_env whose PYTHONPATH holds the verl code path and the user's ``code/``.
-    Raises ValueError when the spec is too large to travel in the entrypoint."""
+    ``gpu_type``: the GPU model of the nodes it was admitted onto, when it names models
+    (``pinned_model``): the driver is pinned to a node of that model (Ray's
+    ``accelerator_type:<model>`` resource) and the job is told it (``ARGUS_GPU_TYPE``), so
+    its own placement groups can ask for it too, as verl's ``RayResourcePool(accelerator_type=…)``
+    does. Raises ValueError when the spec is too large to travel in the entrypoint."""
     sid = submission_id_for(task_id, attempt_no)
     ctx = DriverContext(
         task_id=task_id, user=user, submission_id=sid, attempt_no=attempt_no,
@@ -119,6 +134,11 @@ def build_submission(
     # Ray's job supervisor (which runs in this runtime env) waits this long after SIGTERM
     # before it kills the job: the grace period of every stop (preemption, cancel, limit).
     merged_env.setdefault("RAY_JOB_STOP_WAIT_TIME_S", str(max(1, round(config.v2.scheduler.preempt_grace_s))))
+    entrypoint_resources = dict(config.entrypoint_resources)
+    if gpu_type:
+        merged_env["ARGUS_GPU_TYPE"] = gpu_type
+        # A sliver, as verl's resource pools ask: it only says which kind of node.
+        entrypoint_resources[ACCELERATOR_PREFIX + gpu_type] = 0.001
     merged_env.update(env_vars or {})
     runtime_env["env_vars"] = merged_env
 
@@ -126,7 +146,7 @@ def build_submission(
         submission_id=sid,
         entrypoint=entrypoint,
         entrypoint_num_cpus=config.entrypoint_num_cpus,
-        entrypoint_resources=dict(config.entrypoint_resources),
+        entrypoint_resources=entrypoint_resources,
         runtime_env=runtime_env,
         metadata={"argus_task_id": task_id, "argus_user": user, "argus_attempt": str(attempt_no),
                   # where Argus's ledger holds the gang (``ray job list`` shows it; the fake

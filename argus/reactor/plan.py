@@ -46,7 +46,8 @@ def wait_news(plan: AdmissionPlan, now: float) -> list[tuple[TaskView, TaskDefer
     return [
         (task, TaskDeferred(task_id=task.task_id, reason=d.reason, message=d.message, needed=task.demand,
                             free_gpus_per_node=list(d.free_gpus_per_node), reserved_from=d.reserved_from,
-                            reserved_nodes=list(d.reserved_nodes), decided_at=now))
+                            reserved_nodes=list(d.reserved_nodes), reserved_latest=d.reserved_latest,
+                            decided_at=now))
         for task, d in plan.deferrals
         if (task.wait_reason, task.wait_message) != (d.reason, d.message)
     ]

@@ -15,7 +15,7 @@ import msgspec
 
 from argus.events import AttemptStarting, AttemptSubmitted, FailureKind, TaskSubmitted, task_stream
 from argus.lifecycle import AttemptStatus, TaskState
-from argus.rayjobs import DuplicateSubmission, RayUnavailable, build_submission
+from argus.rayjobs import DuplicateSubmission, RayUnavailable, build_submission, pinned_model
 from argus.reactor.attempts import outcome_events
 from argus.store import AppendBatch, ConcurrencyConflict, InvariantViolation
 from projections import TaskView
@@ -79,6 +79,7 @@ class Submitting:
                 if isinstance(rec.event, TaskSubmitted):
                     self._submitted_events[rec.event.task_id] = rec.event
         ips = {n.node_id: n.ip for n in self.capacity or ()}
+        models = {n.node_id: n.gpu_type for n in self.capacity or ()}
         for task in tasks:
             submitted = await self._submitted_event(task.task_id)
             nodes = list((placed or {}).get(task.task_id, ()))
@@ -87,6 +88,7 @@ class Submitting:
                 task_id=task.task_id, attempt_no=attempt_no, user=task.user, command=submitted.command,
                 config=self.config, spec_raw=submitted.spec_raw, spec=submitted.spec,
                 command_raw=submitted.command_raw, python=self.config.v2.taskspec.python, node_ids=tuple(nodes),
+                gpu_type=pinned_model(submitted.demand, [models.get(n, "") for n in nodes]),
             )
             intents.append((task, AttemptStarting(
                 task_id=task.task_id, attempt_no=attempt_no, submission_id=payload.submission_id,

@@ -191,7 +191,8 @@ class QueueMemo:
                         expected_end=began + history.estimate(t, default)[0], priority=t.priority,
                         preemptible=t.preemptible, stopping=_stopping(t), started_at=began,
                         settled=at is not None and now >= at,
-                        preempted=sum(1 for a in t.attempts if a.preempted_by))
+                        preempted=sum(1 for a in t.attempts if a.preempted_by),
+                        limited=t.time_limit_s is not None)
         self.running[t.task_id] = (t, history.version, (driver_cpus, min_run_s), at, r)
         return r
 

@@ -68,6 +68,7 @@ class RunningTask(msgspec.Struct, frozen=True, kw_only=True):
     stopping: bool = False  # being stopped already (preempted, time limit, ...): gives its GPUs back soon
     preempted: int = 0  # times it was stopped to make room so far (``max_preemptions`` caps it)
     started_at: float | None = None
+    limited: bool = False  # ``expected_end`` is its enforced time limit: it ends by then
 
 
 class Capacity(msgspec.Struct, frozen=True, kw_only=True):
@@ -131,6 +132,9 @@ class Defer(msgspec.Struct, frozen=True, kw_only=True, tag="defer", gc=False):
     free_gpus_per_node: tuple[float, ...] = ()
     reserved_from: float | None = None  # the head's reservation: when its gang is expected to fit
     reserved_nodes: tuple[str, ...] = ()
+    # ... and when it starts at the latest, where that is known: every task whose end the
+    # reservation waits for is stopped by an enforced time limit (argus.scheduler.reserve)
+    reserved_latest: float | None = None
 
 
 class Preempt(msgspec.Struct, frozen=True, kw_only=True, tag="preempt", gc=False):

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 
 from argus.events.catalog import Demand, NodeCapacity
 from argus.scheduler.fragmentation import ShapeMix
+from argus.scheduler.gpumodel import allowed_nodes, models_present, wants
 from argus.scheduler.model import Defer, QueuedTask, Reason
 from argus.scheduler.reserve import Ending, Reservation, earliest_start
 
@@ -26,15 +27,19 @@ def _list(values: Sequence[float], limit: int = 16) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def _big_nodes(totals: tuple[tuple[float, float], ...], gpus: int, cpus: float) -> tuple[int, tuple[float, float]]:
-    """How many nodes could hold one gang member if idle, and the largest node: asked once
-    per shape and cluster (every pass asks it for every shape in line)."""
-    big = sum(1 for g, c in totals if g >= gpus and c >= cpus)
-    return big, max(totals, default=(0.0, 0.0))
+def _big_nodes(totals: tuple[tuple[float, float], ...], gpus: int, cpus: float,
+               allowed: frozenset[int] | None) -> tuple[int, tuple[float, float]]:
+    """How many nodes (of ``allowed``, None: all) could hold one gang member if idle, and
+    the largest of them: asked once per shape and cluster (every pass asks it for every
+    shape in line)."""
+    mine = totals if allowed is None else [totals[i] for i in sorted(allowed)]
+    big = sum(1 for g, c in mine if g >= gpus and c >= cpus)
+    return big, max(mine, default=(0.0, 0.0))
 
 
 def needs(d: Demand) -> str:
-    return (f"needs {d.nnodes} node{'s' if d.nnodes != 1 else ''} × {d.n_gpus_per_node} GPUs "
+    model = f"{' or '.join(d.gpu_types)} " if d.gpu_types else ""
+    return (f"needs {d.nnodes} node{'s' if d.nnodes != 1 else ''} × {d.n_gpus_per_node} {model}GPUs "
             f"(+{fmt_amount(d.cpus_per_node)} CPUs each)")
 
 
@@ -56,9 +61,10 @@ class Pool:
         self._cache: dict[tuple[object, ...], tuple[int, ...] | None] = {}
         self._snapshot: tuple[float, ...] | None = None
         self.totals = [(n.total_gpus, n.total_cpus) for n in ordered]
+        self.types = tuple(n.gpu_type for n in ordered)  # each node's GPU model ("" unlabelled)
         # never_fits' answers by shape; public so that a pass over 10,000 tasks can look a
         # shape up without a call per task
-        self.never_known: dict[tuple[int, int, float], Defer | None] = {}
+        self.never_known: dict[tuple[int, int, float, tuple[str, ...]], Defer | None] = {}
         self._make_mix = mix
         self._mix: ShapeMix | None = None
 
@@ -71,19 +77,31 @@ class Pool:
         gpus, cpus, ids = self.gpus, self.cpus, self.ids
         return sorted(fits, key=lambda i: (gpus[i], cpus[i], ids[i]))  # best-fit
 
-    def never_fits(self, d: Demand, key: tuple[int, int, float]) -> Defer | None:
+    def allowed(self, d: Demand) -> frozenset[int] | None:
+        """The nodes (indices) whose GPU model ``d`` accepts; None: every node."""
+        return allowed_nodes(d.gpu_types, self.types) if d.gpu_types else None
+
+    def never_fits(self, d: Demand, key: tuple[int, int, float, tuple[str, ...]]) -> Defer | None:
         """Why ``d`` could not be placed even on idle nodes (by their totals), or None.
-        ``key``: the shape, ``(nnodes, n_gpus_per_node, cpus_per_node)`` (the pass has it)."""
+        ``key``: the shape, ``(nnodes, n_gpus_per_node, cpus_per_node, gpu_types)`` (the pass has it)."""
         found = self.never_known.get(key, NOT_ASKED)
         if found is not NOT_ASKED:
             return found
-        big, largest = _big_nodes(tuple(self.totals), d.n_gpus_per_node, d.cpus_per_node)
-        found = self.never_known[key] = None if big >= d.nnodes else Defer(
-            task_id="", reason=Reason.NEVER_FITS, free_gpus_per_node=self.free_gpus(), message=(
-                f"{needs(d)}; the {len(self.totals)} alive worker node(s) could not hold it even if "
-                f"idle: {big} of them have ≥ {d.n_gpus_per_node} GPUs and ≥ {fmt_amount(d.cpus_per_node)} "
-                f"CPUs in all (largest: {fmt_amount(largest[0])} GPUs, {fmt_amount(largest[1])} CPUs); "
-                f"it holds no one back and starts when big enough nodes join"))
+        allowed = self.allowed(d)
+        big, largest = _big_nodes(tuple(self.totals), d.n_gpus_per_node, d.cpus_per_node, allowed)
+        if big >= d.nnodes:
+            found = None
+        else:
+            where = f"the {len(self.totals)} alive worker node(s)"
+            if allowed is not None:
+                where = (f"{wants(d)}: {len(allowed)} of the {len(self.totals)} alive worker node(s) have it "
+                         f"({models_present(self.types)}), and they")
+            found = Defer(task_id="", reason=Reason.NEVER_FITS, free_gpus_per_node=self.free_gpus(), message=(
+                f"{needs(d)}; {where} could not hold it even if idle: {big} of them have "
+                f"≥ {d.n_gpus_per_node} GPUs and ≥ {fmt_amount(d.cpus_per_node)} CPUs in all (largest: "
+                f"{fmt_amount(largest[0])} GPUs, {fmt_amount(largest[1])} CPUs); it holds no one back and "
+                f"starts when big enough nodes join"))
+        self.never_known[key] = found
         return found
 
     def free_gpus(self) -> tuple[float, ...]:
@@ -93,11 +111,11 @@ class Pool:
 
     def place_avoiding(self, d: Demand, avoid: frozenset[int]) -> tuple[int, ...] | None:
         """Nodes for the gang among the nodes not in ``avoid`` (as ``place``), or None."""
-        key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node, avoid)
+        key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node, d.gpu_types, avoid)
         if key in self._cache:  # (behind a reservation, every task that fits asks)
             return self._cache[key]
         g, c = d.n_gpus_per_node, d.cpus_per_node
-        fits = [i for i in range(len(self.gpus)) if i not in avoid and self.gpus[i] >= g and self.cpus[i] >= c]
+        fits = [i for i in self._candidates(d) if i not in avoid and self.gpus[i] >= g and self.cpus[i] >= c]
         result = None if len(fits) < d.nnodes or d.nnodes <= 0 else tuple(self._order(fits, d)[: d.nnodes])
         self._cache[key] = result
         return result
@@ -106,22 +124,29 @@ class Pool:
         """The earliest start of ``t``'s gang as ``endings`` free resources (see reserve.py)."""
         found = earliest_start(
             t.demand, now=now, ids=self.ids, free_gpus=self.gpus, free_cpus=self.cpus,
-            total_gpus=[g for g, _ in self.totals], total_cpus=[c for _, c in self.totals], endings=endings)
-        return None if found is None else Reservation(task_id=t.task_id, start=found[0], nodes=found[1])
+            total_gpus=[g for g, _ in self.totals], total_cpus=[c for _, c in self.totals], endings=endings,
+            allowed=self.allowed(t.demand))
+        return None if found is None else Reservation(task_id=t.task_id, start=found[0], nodes=found[1],
+                                                      firm=found[2])
 
     def place(self, d: Demand) -> tuple[int, ...] | None:
         """Nodes for the gang (least fragmentation growth, else fewest free GPUs first), or None."""
-        key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node)
+        key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node, d.gpu_types)
         if key in self._cache:
             return self._cache[key]
         g, c = d.n_gpus_per_node, d.cpus_per_node
         gpus, cpus = self.gpus, self.cpus
-        fits = [i for i in range(len(gpus)) if gpus[i] >= g and cpus[i] >= c]
+        fits = [i for i in self._candidates(d) if gpus[i] >= g and cpus[i] >= c]
         result: tuple[int, ...] | None = None
         if len(fits) >= d.nnodes > 0:
             result = tuple(self._order(fits, d)[: d.nnodes])
         self._cache[key] = result
         return result
+
+    def _candidates(self, d: Demand) -> Sequence[int]:
+        """The nodes to try for ``d``: those of its GPU models, in index order."""
+        allowed = self.allowed(d)
+        return range(len(self.gpus)) if allowed is None else sorted(allowed)
 
     def take(self, picked: tuple[int, ...], d: Demand) -> None:
         for i in picked:
@@ -133,16 +158,22 @@ class Pool:
         self._snapshot = None
 
     def explain(self, d: Demand) -> Defer:
-        """Why ``d`` does not fit: not even in total, or only not per node."""
+        """Why ``d`` does not fit: not even in total, or only not per node (on the nodes
+        of its GPU models, when it names them)."""
         free = self.free_gpus()
-        total = sum(free)
+        mine = self._candidates(d)
+        total = sum(free[i] for i in mine)
+        where = f"{len(free)} worker node(s)"
+        if d.gpu_types:
+            where = f"the {len(mine)} node(s) with {' or '.join(d.gpu_types)} (of {len(free)})"
         if total < d.total_gpus:
             return Defer(task_id="", reason=Reason.INSUFFICIENT_GPUS, free_gpus_per_node=free, message=(
                 f"{needs(d)} = {d.total_gpus} GPUs; only {fmt_amount(total)} GPUs free in total "
-                f"on {len(free)} worker node(s); free GPUs per node: {_list(free)}"))
-        ok = sum(1 for i in range(len(free)) if free[i] >= d.n_gpus_per_node and self.cpus[i] >= d.cpus_per_node)
+                f"on {where}; free GPUs per node: {_list(free)}"))
+        on = f" on {where}" if d.gpu_types else ""
+        ok = sum(1 for i in mine if free[i] >= d.n_gpus_per_node and self.cpus[i] >= d.cpus_per_node)
         return Defer(task_id="", reason=Reason.NO_CAPACITY_PER_NODE, free_gpus_per_node=free, message=(
-            f"{needs(d)}; fits in total ({fmt_amount(total)} ≥ {d.total_gpus} GPUs free) but not per node: "
+            f"{needs(d)}; fits in total{on} ({fmt_amount(total)} ≥ {d.total_gpus} GPUs free) but not per node: "
             f"only {ok} node(s) have ≥ {d.n_gpus_per_node} free GPUs and ≥ {fmt_amount(d.cpus_per_node)} "
             f"free CPUs; free GPUs per node: {_list(free)}; free CPUs per node: {_list(self.cpus)}"))
 

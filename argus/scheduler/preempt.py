@@ -25,6 +25,7 @@ import msgspec
 
 from argus.events.catalog import Demand
 
+from argus.scheduler.gpumodel import allowed_nodes
 from argus.scheduler.model import RunningTask
 from argus.scheduler.reserve import best_fit
 
@@ -45,6 +46,7 @@ class _Nodes(msgspec.Struct, kw_only=True):
     cpus: list[float]
     total_gpus: Sequence[float]
     total_cpus: Sequence[float]
+    types: tuple[str, ...] = ()  # each node's GPU model (argus.scheduler.gpumodel)
 
     def freed(self, tasks: Sequence[RunningTask]) -> "_Nodes":
         """These nodes once ``tasks`` stopped."""
@@ -58,10 +60,12 @@ class _Nodes(msgspec.Struct, kw_only=True):
             for i in nodes:
                 gpus[i] = min(self.total_gpus[i], gpus[i] + d.n_gpus_per_node)
                 cpus[i] = min(self.total_cpus[i], cpus[i] + d.cpus_per_node)
-        return _Nodes(ids=self.ids, gpus=gpus, cpus=cpus, total_gpus=self.total_gpus, total_cpus=self.total_cpus)
+        return _Nodes(ids=self.ids, gpus=gpus, cpus=cpus, total_gpus=self.total_gpus, total_cpus=self.total_cpus,
+                      types=self.types)
 
     def place(self, d: Demand) -> tuple[int, ...] | None:
-        return best_fit(self.gpus, self.cpus, self.ids, d)
+        allowed = allowed_nodes(d.gpu_types, self.types) if d.gpu_types else None
+        return best_fit(self.gpus, self.cpus, self.ids, d, allowed)
 
     def take(self, nodes: Sequence[int], d: Demand) -> None:
         for i in nodes:
@@ -76,10 +80,11 @@ class RoomPlanner:
 
     def __init__(self, running: Sequence[RunningTask], *, ids: Sequence[str], free_gpus: Sequence[float],
                  free_cpus: Sequence[float], total_gpus: Sequence[float], total_cpus: Sequence[float],
-                 max_preemptions: int = 0) -> None:
+                 max_preemptions: int = 0, types: Sequence[str] = ()) -> None:
         self.running = running
         self.max_preemptions = max_preemptions  # a task stopped this often is not stopped again (0: no cap)
-        now = _Nodes(ids=ids, gpus=list(free_gpus), cpus=list(free_cpus), total_gpus=total_gpus, total_cpus=total_cpus)
+        now = _Nodes(ids=ids, gpus=list(free_gpus), cpus=list(free_cpus), total_gpus=total_gpus, total_cpus=total_cpus,
+                     types=tuple(types) or ("",) * len(ids))
         self.view = now.freed([r for r in running if r.stopping])
         self.chosen: set[str] = set()  # victims of this pass
 

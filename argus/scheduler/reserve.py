@@ -32,14 +32,19 @@ class Ending(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     at: float
     demand: Demand
     nodes: tuple[int, ...] = ()
+    limited: bool = False  # ``at`` is an enforced time limit: it ends by then at the latest
 
 
 class Reservation(msgspec.Struct, frozen=True, kw_only=True):
-    """The head's gang on ``nodes`` (indices) from ``start``."""
+    """The head's gang on ``nodes`` (indices) from ``start``. ``firm``: every ending it
+    waits for is an enforced time limit on known nodes, so it starts by ``start`` (plus the
+    time a stop takes) at the latest, whatever the estimates: tasks behind it pass only if
+    they cannot delay it (backfill), and ends come earlier, never later."""
 
     task_id: str
     start: float
     nodes: tuple[int, ...]
+    firm: bool = False
 
 
 def expected_end(end: float | None, started: float | None, now: float, default_s: float) -> float:
@@ -61,9 +66,12 @@ def fmt_clock(t: float) -> str:
     return time.strftime("%H:%M", time.gmtime(t)) + " UTC"
 
 
-def best_fit(gpus: Sequence[float], cpus: Sequence[float], ids: Sequence[str], d: Demand) -> tuple[int, ...] | None:
-    """Best-fit nodes (fewest free GPUs first), like the policy's placement."""
-    fits = [i for i in range(len(gpus)) if gpus[i] >= d.n_gpus_per_node and cpus[i] >= d.cpus_per_node]
+def best_fit(gpus: Sequence[float], cpus: Sequence[float], ids: Sequence[str], d: Demand,
+             allowed: frozenset[int] | None = None) -> tuple[int, ...] | None:
+    """Best-fit nodes (fewest free GPUs first), like the policy's placement; only among
+    ``allowed`` (the nodes of ``d``'s GPU models) when given."""
+    fits = [i for i in range(len(gpus)) if gpus[i] >= d.n_gpus_per_node and cpus[i] >= d.cpus_per_node
+            and (allowed is None or i in allowed)]
     if len(fits) < d.nnodes or d.nnodes <= 0:
         return None
     fits.sort(key=lambda i: (gpus[i], cpus[i], ids[i]))
@@ -82,9 +90,12 @@ def _unexplained(e: Demand, gpus: Sequence[float], known: Sequence[float], total
 def earliest_start(
     d: Demand, *, now: float, ids: Sequence[str], free_gpus: Sequence[float], free_cpus: Sequence[float],
     total_gpus: Sequence[float], total_cpus: Sequence[float], endings: Sequence[Ending],
-) -> tuple[float, tuple[int, ...]] | None:
+    allowed: frozenset[int] | None = None,
+) -> tuple[float, tuple[int, ...], bool] | None:
     """When and where ``d`` first fits as the ``endings`` give their resources back, in
-    order of time (an ending already overdue counts as now); None if it never does."""
+    order of time (an ending already overdue counts as now), and whether every ending
+    waited for is an enforced limit on known nodes (``Reservation.firm``); None if it never
+    fits. ``allowed``: the nodes of ``d``'s GPU models (None: all)."""
     gpus, cpus = list(free_gpus), list(free_cpus)
     known = [0.0] * len(gpus)  # GPUs in use by endings whose nodes are known
     for ending in endings:
@@ -93,8 +104,10 @@ def earliest_start(
     g, c = d.n_gpus_per_node, d.cpus_per_node
     # How many nodes fit one member now; it only grows, as endings give resources back, so
     # best-fit is asked only once enough do (it was asked, over every node, per ending).
-    fitting = sum(1 for i in range(len(gpus)) if gpus[i] >= g and cpus[i] >= c)
+    fitting = sum(1 for i in range(len(gpus)) if gpus[i] >= g and cpus[i] >= c and (allowed is None or i in allowed))
+    firm = True
     for ending in sorted(endings, key=lambda e: e.at):
+        firm = firm and ending.limited and bool(ending.nodes)
         e = ending.demand
         for i in ending.nodes:
             known[i] -= e.n_gpus_per_node
@@ -103,10 +116,10 @@ def earliest_start(
             fitted = gpus[i] >= g and cpus[i] >= c
             gpus[i] = min(total_gpus[i], gpus[i] + e.n_gpus_per_node)
             cpus[i] = min(total_cpus[i], cpus[i] + e.cpus_per_node)
-            if not fitted and gpus[i] >= g and cpus[i] >= c:
+            if not fitted and gpus[i] >= g and cpus[i] >= c and (allowed is None or i in allowed):
                 fitting += 1
         if fitting >= d.nnodes:
-            picked = best_fit(gpus, cpus, ids, d)
+            picked = best_fit(gpus, cpus, ids, d, allowed)
             if picked is not None:
-                return max(now, ending.at), picked
+                return max(now, ending.at), picked, firm
     return None

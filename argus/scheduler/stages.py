@@ -34,10 +34,14 @@ from argus.scheduler.reserve import Ending, Reservation, expected_end, fmt_clock
 
 __all__ = ["Outranks", "run_pass"]
 
+# From a time limit to the GPUs being free again: the stop's grace (preempt_grace_s, the
+# same for every stop) plus this, for Ray to free the gang and the reactor to see it.
+STOP_SLACK_S = 60.0
+
 _BLOCKED_MSG = "waiting in line: an earlier task that does not fit yet is at the head of the FIFO queue"
 _UNKNOWN_MSG = "cluster capacity is unknown (Ray unreachable); nothing is admitted until it is observed"
 
-Shape = tuple[int, int, float]  # (nnodes, n_gpus_per_node, cpus_per_node): what placement depends on
+Shape = tuple[int, int, float, tuple[str, ...]]  # (nnodes, n_gpus_per_node, cpus_per_node, gpu_types): what placement depends on
 
 
 class Outranks(Protocol):
@@ -83,7 +87,7 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
         if blocked and not told:
             continue
         d = t.demand
-        key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node)
+        key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node, d.gpu_types)
         never = never_known.get(key, NOT_ASKED)
         if never is NOT_ASKED:
             never = pool.never_fits(d, key)
@@ -176,7 +180,7 @@ class _Pass:
         config, d = self.config, t.demand
         if config.reserve:
             self.endings.append(Ending(at=self.now + (t.estimate_s or config.default_runtime_s), demand=d,
-                                       nodes=picked))
+                                       nodes=picked, limited=t.limited))
         self.pool.take(picked, d)
         if self.planner is not None:
             self.planner.admitted(picked, d)
@@ -199,7 +203,7 @@ class _Pass:
             planner = self.planner = RoomPlanner(
                 self.running, ids=pool.ids, free_gpus=pool.gpus, free_cpus=pool.cpus,
                 total_gpus=[g for g, _ in pool.totals], total_cpus=[c for _, c in pool.totals],
-                max_preemptions=self.config.max_preemptions)
+                max_preemptions=self.config.max_preemptions, types=pool.types)
         alike = (key, outranks.alike(t))
         room = None if alike in self.no_room_alike else _make_room(t, why, planner, outranks.rule(t), self.config)
         if room is None:
@@ -223,12 +227,14 @@ class _Pass:
         told = self.config.waits or t.preempting_since is not None
         if self.config.reserve and self.reserved is None:  # the first that does not fit: reserve for it
             reserved = self.reserved = self.pool.reservation(t, self.endings, self.now)
-            if reserved is not None and told:
+            if reserved is not None:  # said even in a quiet pass: one per pass, and it is a promise
                 nodes = tuple(self.pool.ids[i] for i in reserved.nodes)
+                latest = reserved.start + self.config.preempt_grace_s + STOP_SLACK_S if reserved.firm else None
+                bound = f", at the latest ~{fmt_clock(latest)} (the time limits it waits for)" if latest else ""
                 self.out.append(Defer(
                     task_id=t.task_id, reason=why.reason, free_gpus_per_node=why.free_gpus_per_node,
-                    message=f"{why.message}; reserved nodes {', '.join(nodes)} from ~{fmt_clock(reserved.start)}",
-                    reserved_from=reserved.start, reserved_nodes=nodes))
+                    message=f"{why.message}; reserved nodes {', '.join(nodes)} from ~{fmt_clock(reserved.start)}{bound}",
+                    reserved_from=reserved.start, reserved_nodes=nodes, reserved_latest=latest))
                 return
         if told:
             self.out.append(Defer(task_id=t.task_id, reason=why.reason, message=why.message,
@@ -245,8 +251,11 @@ def _endings(running: Sequence[RunningTask], ids: Sequence[str], now: float, def
         if nodes is None:
             nodes = where[r.node_ids] = tuple(index[n] for n in r.node_ids if n in index)
         end = r.expected_end
-        at = end if end is not None and end > now else expected_end(end, r.started_at, now, default_s)
-        out.append(Ending(at=at, demand=r.demand, nodes=nodes))
+        if r.limited and end is not None:
+            at = max(end, now)  # its time limit stops it (past it: being stopped)
+        else:
+            at = end if end is not None and end > now else expected_end(end, r.started_at, now, default_s)
+        out.append(Ending(at=at, demand=r.demand, nodes=nodes, limited=r.limited and end is not None))
     return out
 
 

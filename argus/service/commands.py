@@ -180,12 +180,15 @@ class Commands:
         where = "as last observed"
         if not nodes:
             sched = self.config.v2.scheduler
-            nodes = assumed_nodes(sched.assumed_nodes, sched.assumed_node_gpus, sched.assumed_node_cpus)
+            nodes = assumed_nodes(sched.assumed_nodes, sched.assumed_node_gpus, sched.assumed_node_cpus,
+                                  sched.assumed_node_gpu_type)
             where = "as configured"
-        reason = unfit_reason(demand, nodes, where)
-        if reason is not None:
-            raise CommandError(400, f"n_gpus_per_node: {reason}",
-                               {"errors": [{"field": "n_gpus_per_node", "message": reason}]})
+            if not sched.assumed_node_gpu_type:  # models not configured: judged once nodes are seen
+                demand = msgspec.structs.replace(demand, gpu_types=())
+        unfit = unfit_reason(demand, nodes, where)
+        if unfit is not None:
+            field, reason = unfit
+            raise CommandError(400, f"{field}: {reason}", {"errors": [{"field": field, "message": reason}]})
 
     async def prepare_admissible(self, document: str | dict[str, Any], user: str,
                                  task_id: str | None = None) -> Any:

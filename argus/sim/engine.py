@@ -71,6 +71,14 @@ class SimResult(msgspec.Struct, frozen=True, kw_only=True):
     eta_waits: list[float] = []  # the same tasks' actual waits
     eta_coarse: list[bool] = []  # the same tasks': past the horizon (the coarse estimate)
     eta_unknown: int = 0
+    # The 80 % intervals' (argus.scheduler.eta_range): the real start inside or not, the
+    # width (None: no upper end) and the real wait, per sampled task that got one.
+    eta_inside: list[bool] = []
+    eta_widths: list[float | None] = []
+    eta_range_waits: list[float] = []
+    # "At the latest" bounds given (reservations waiting only for enforced time limits):
+    # (task id, bound, its start) for each that started.
+    promises: list[tuple[str, float, float]] = []
     # Every admission and preemption, in order: (instant, task id, "admitted" | "preempted",
     # its nodes | the task it made room for); and the instants the reactor turned at.
     decision_log: list[tuple[float, str, str, tuple[str, ...]]] = []
@@ -149,7 +157,7 @@ class Simulation:
         self.now = 0.0
         self.tasks = {t.task_id: t for t in trace.tasks}
         nodes = [NodeCapacity(node_id=n.node_id, ip="", total_gpus=n.gpus, free_gpus=n.gpus, total_cpus=n.cpus,
-                              free_cpus=n.cpus) for n in trace.nodes]
+                              free_cpus=n.cpus, gpu_type=n.gpu_type) for n in trace.nodes]
         self.ray = FakeRay(nodes, clock=lambda: self.now, placement_lag_s=lag, stop_grace_s=sched.preempt_grace_s,
                            demand_of=lambda p: self.tasks[p.metadata["argus_task_id"]].demand)
         self.reactor: Turner = (make_reactor or SimReactor)(self.ray, sched)
@@ -182,7 +190,9 @@ class Simulation:
             policy=policy, outcomes=self._outcomes(), capacity_gpus=self.capacity_gpus,
             decisions=self.reactor.plans, contended_used_gpu_s=busy_used, contended_capacity_gpu_s=busy_capacity,
             decision_log=log, instants=self.instants, eta_errors=etas.errors,
-            eta_waits=etas.waits, eta_coarse=etas.coarse, eta_unknown=etas.unknown)
+            eta_waits=etas.waits, eta_coarse=etas.coarse, eta_unknown=etas.unknown, eta_inside=etas.inside,
+            eta_widths=etas.widths, eta_range_waits=etas.range_waits,
+            promises=self.reactor.promises if isinstance(self.reactor, SimReactor) else [])
 
     async def _instant(self, now: float) -> None:
         """Everything that happens at ``now``: ends and arrivals, then the reactor's turns,

@@ -44,6 +44,7 @@ def load_history(db_path: str | Path) -> Trace:
                              preemptible=v.preemptible,
                              runtime=max(0.001, ended - began),  # type: ignore[operator]
                              demand=Demand(nnodes=d.nnodes, n_gpus_per_node=d.n_gpus_per_node,
-                                           cpus_per_node=d.cpus_per_node)))
-    nodes = [SimNode(node_id=n.node_id, gpus=n.total_gpus, cpus=n.total_cpus) for n in (seen.nodes if seen else ())]
+                                           cpus_per_node=d.cpus_per_node, gpu_types=d.gpu_types)))
+    nodes = [SimNode(node_id=n.node_id, gpus=n.total_gpus, cpus=n.total_cpus, gpu_type=n.gpu_type)
+             for n in (seen.nodes if seen else ())]
     return Trace(tasks=tasks, nodes=nodes, skipped_no_runtime=no_runtime)

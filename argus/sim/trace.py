@@ -3,7 +3,12 @@
 A pod becomes a task: arrival = ``creation_time``; run time = ``deletion_time -
 scheduled_time``; ``num_gpu`` whole GPUs (a shared GPU, ``gpu_milli`` < 1000, counts as
 one) and ``cpu_milli / 1000`` CPUs on one node. Rows without a GPU or without a run time
-are skipped and counted. The trace has no user column: a task's user is
+are skipped and counted. A pod's ``gpu_spec`` (GPU models it accepts, ``|``-separated; empty:
+any) becomes its demand's ``gpu_types`` and a node's ``model`` its ``gpu_type``
+(``gpu_spec="obey"``); a pod no node of the (subset) cluster could ever hold, for its
+models or its size, is skipped and counted, as Argus refuses it at submit. With
+``gpu_spec="ignore"`` every pod takes any model, and the pods that named one are counted
+as relaxed. The trace has no user column: a task's user is
 ``user-NN``, NN = the first 8 hex digits of SHA-256 of the pod name modulo ``users``
 (deterministic, about uniform). Every transformation below is deterministic for a seed.
 """
@@ -12,11 +17,13 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import re
 from pathlib import Path
 
 import msgspec
 
 from argus.events import Demand
+from argus.scheduler.gpumodel import normalize
 
 __all__ = ["GangMix", "Marks", "SimNode", "SimTask", "Trace", "load_openb"]
 
@@ -35,6 +42,7 @@ class SimNode(msgspec.Struct, frozen=True, kw_only=True):
     node_id: str
     gpus: float
     cpus: float
+    gpu_type: str = ""
 
 
 class Trace(msgspec.Struct, frozen=True, kw_only=True):
@@ -43,6 +51,8 @@ class Trace(msgspec.Struct, frozen=True, kw_only=True):
     skipped_no_gpu: int = 0
     skipped_no_runtime: int = 0
     skipped_too_big: int = 0  # a gang no nodes of the (subset) cluster could ever hold
+    skipped_no_model: int = 0  # of those: it fits by size, but no node has a model it accepts
+    relaxed_model: int = 0  # gpu_spec="ignore": pods whose models were set aside
 
 
 class GangMix(msgspec.Struct, frozen=True):
@@ -122,20 +132,52 @@ def load_openb(
     seed: int = 0,
     users: int = 16,
     limit: int | None = None,
+    gpu_spec: str = "obey",
 ) -> Trace:
     """The trace as tasks and nodes. ``nodes_subset``: that many nodes, chosen by a
     seeded hash of their names; ``load``: arrivals compressed (or stretched) so that the
     tasks offer that fraction of the (subset) cluster's GPU capacity over the arrival span;
-    ``limit``: the first N usable tasks by arrival."""
-    node_list = []
-    with open(nodes, newline="") as f:
-        for row in csv.DictReader(f):
-            node_list.append(SimNode(node_id=row["sn"], gpus=float(row["gpu"]), cpus=int(row["cpu_milli"]) / 1000))
-    if nodes_subset is not None:
-        node_list = sorted(node_list, key=lambda n: _unit(n.node_id, seed))[:nodes_subset]
-        node_list.sort(key=lambda n: n.node_id)
-    tasks, no_gpu, no_runtime = [], 0, 0
-    with open(pods, newline="") as f:
+    ``limit``: the first N usable tasks by arrival; ``gpu_spec``: "obey" the pods' GPU
+    models or "ignore" them (module docstring)."""
+    if gpu_spec not in ("obey", "ignore"):
+        raise ValueError(f"gpu_spec: {gpu_spec!r}; write obey or ignore")
+    node_list = _read_nodes(nodes, nodes_subset, seed)
+    tasks, no_gpu, no_runtime, relaxed = _read_pods(pods, users, obey_models=gpu_spec == "obey")
+    tasks.sort(key=lambda t: (t.arrival, t.task_id))
+    if gang_mix is not None:
+        tasks = [_as_gang(t, gang_mix, seed) for t in tasks]
+    if marks is not None:
+        tasks = [marks.apply(t, seed) for t in tasks]
+    # A gang no set of nodes of this cluster could ever hold is refused at submit in Argus
+    # (the first-contact rule): skipped here, and counted.
+    fits = [t for t in tasks if _can_ever_fit(t, node_list)]
+    too_big = len(tasks) - len(fits)
+    no_model = sum(1 for t in tasks if t.demand.gpu_types and not _can_ever_fit(t, node_list)
+                   and _can_ever_fit(t, node_list, models=False))
+    if limit is not None:
+        fits = fits[:limit]
+    if load is not None and fits:
+        fits = _at_load(fits, node_list, load)
+    return Trace(tasks=fits, nodes=node_list, skipped_no_gpu=no_gpu, skipped_no_runtime=no_runtime,
+                 skipped_too_big=too_big, skipped_no_model=no_model, relaxed_model=relaxed)
+
+
+def _read_nodes(path: Path, subset: int | None, seed: int) -> list[SimNode]:
+    """The trace's nodes, or ``subset`` of them chosen by a seeded hash of their names."""
+    with open(path, newline="") as f:
+        nodes = [SimNode(node_id=row["sn"], gpus=float(row["gpu"]), cpus=int(row["cpu_milli"]) / 1000,
+                         gpu_type=(row.get("model") or "").strip()) for row in csv.DictReader(f)]
+    if subset is not None:
+        nodes = sorted(nodes, key=lambda n: _unit(n.node_id, seed))[:subset]
+        nodes.sort(key=lambda n: n.node_id)
+    return nodes
+
+
+def _read_pods(path: Path, users: int, obey_models: bool) -> tuple[list[SimTask], int, int, int]:
+    """The usable pods as tasks (in file order), and how many had no GPU, no run time, or
+    models set aside (``obey_models`` False)."""
+    tasks, no_gpu, no_runtime, relaxed = [], 0, 0, 0
+    with open(path, newline="") as f:
         for row in csv.DictReader(f):
             gpus = int(row["num_gpu"] or 0)
             if gpus <= 0:
@@ -148,29 +190,22 @@ def load_openb(
             if runtime <= 0:
                 no_runtime += 1
                 continue
-            demand = Demand(nnodes=1, n_gpus_per_node=gpus, cpus_per_node=int(row["cpu_milli"]) / 1000)
+            models = normalize([m.strip() for m in re.split(r"[|,]", row.get("gpu_spec") or "") if m.strip()])
+            if models and not obey_models:
+                models, relaxed = (), relaxed + 1
+            demand = Demand(nnodes=1, n_gpus_per_node=gpus, cpus_per_node=int(row["cpu_milli"]) / 1000,
+                            gpu_types=models)
             tasks.append(SimTask(task_id=row["name"], user=_user(row["name"], users),
                                  arrival=float(row["creation_time"]), runtime=runtime, demand=demand))
-    tasks.sort(key=lambda t: (t.arrival, t.task_id))
-    if gang_mix is not None:
-        tasks = [_as_gang(t, gang_mix, seed) for t in tasks]
-    if marks is not None:
-        tasks = [marks.apply(t, seed) for t in tasks]
-    # A gang no set of nodes of this cluster could ever hold is refused at submit in Argus
-    # (the first-contact rule): skipped here, and counted.
-    fits = [t for t in tasks if _can_ever_fit(t, node_list)]
-    too_big = len(tasks) - len(fits)
-    if limit is not None:
-        fits = fits[:limit]
-    if load is not None and fits:
-        fits = _at_load(fits, node_list, load)
-    return Trace(tasks=fits, nodes=node_list, skipped_no_gpu=no_gpu, skipped_no_runtime=no_runtime,
-                 skipped_too_big=too_big)
+    return tasks, no_gpu, no_runtime, relaxed
 
 
-def _can_ever_fit(task: SimTask, nodes: list[SimNode]) -> bool:
+def _can_ever_fit(task: SimTask, nodes: list[SimNode], models: bool = True) -> bool:
+    """Whether idle nodes could hold ``task``'s gang (of its GPU models, unless not ``models``)."""
     d = task.demand
-    return sum(1 for n in nodes if n.gpus >= d.n_gpus_per_node and n.cpus >= d.cpus_per_node) >= d.nnodes
+    wanted = {m.casefold() for m in d.gpu_types} if models else set()
+    return sum(1 for n in nodes if n.gpus >= d.n_gpus_per_node and n.cpus >= d.cpus_per_node
+               and (not wanted or n.gpu_type.casefold() in wanted)) >= d.nnodes
 
 
 def _as_gang(task: SimTask, mix: GangMix, seed: int) -> SimTask:

@@ -52,6 +52,10 @@ class SimReactor:
         self._watch: set[str] = set()  # submission ids to follow in the next turn
         self._ended_seen = 0  # how much of the fake Ray's list of ended jobs was followed
         self.submitted: list[str] = []  # submission ids handed to Ray, not yet taken by the caller
+        # "At the latest" bounds (Defer.reserved_latest): the earliest given to each waiting
+        # task, and, once it started, whether it started by then (task id, bound, start).
+        self.promised: dict[str, float] = {}
+        self.promises: list[tuple[str, float, float]] = []
 
     @property
     def plan_expires_at(self) -> float:
@@ -136,6 +140,8 @@ class SimReactor:
                 by_task_id=p.for_task, by_user=p.for_user, reason=p.reason, message=p.message,
                 preempted_at=now)], now)
         for task, d in plan.deferrals:  # only what orders the queue: entering or leaving ``preempting``
+            if d.reserved_latest is not None:
+                self.promised[task.task_id] = min(d.reserved_latest, self.promised.get(task.task_id, d.reserved_latest))
             if (d.reason == Reason.PREEMPTING) != (task.wait_reason == Reason.PREEMPTING):
                 self.record(task_stream(task.task_id), [TaskDeferred(
                     task_id=task.task_id, reason=d.reason, message=d.message, needed=task.demand,
@@ -155,6 +161,8 @@ class SimReactor:
             entrypoint_resources={}, runtime_env={},
             metadata={"argus_task_id": task.task_id, "argus_nodes": ",".join(nodes)})
         self.decisions.append((now, task.task_id, "admitted", nodes))
+        if task.task_id in self.promised:
+            self.promises.append((task.task_id, self.promised.pop(task.task_id), now))
         stream = task_stream(task.task_id)
         self.record(stream, [AttemptStarting(task_id=task.task_id, attempt_no=attempt_no, submission_id=sid,
                                              payload=payload, decided_at=now, note=note, node_ids=list(nodes))], now)

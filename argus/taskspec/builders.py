@@ -18,6 +18,7 @@ import re
 import shlex
 
 from argus.events.catalog import Demand
+from argus.scheduler.gpumodel import normalize
 from argus.taskspec.spec import BasicTaskSpec
 
 __all__ = [
@@ -79,16 +80,19 @@ def cpus_per_node(
 
 
 def demand_for(
-    nnodes: int, n_gpus_per_node: int, *, workload: str = "ppo", max_colocate_count: int | None = None
+    nnodes: int, n_gpus_per_node: int, *, workload: str = "ppo", max_colocate_count: int | None = None,
+    gpu_type: str | tuple[str, ...] | None = None,
 ) -> Demand:
     """The gang a task needs: ``nnodes`` nodes with the GPUs and CPUs of :func:`cpus_per_node`
-    (CPUs per GPU bundle as verl reserves them for ``workload``, unless given)."""
+    (CPUs per GPU bundle as verl reserves them for ``workload``, unless given), of the GPU
+    model(s) ``gpu_type`` (a spec's field; None: any)."""
     if max_colocate_count is None:
         max_colocate_count = MAX_COLOCATE_BY_WORKLOAD.get(workload, DEFAULT_MAX_COLOCATE_COUNT)
     return Demand(
         nnodes=nnodes,
         n_gpus_per_node=n_gpus_per_node,
         cpus_per_node=cpus_per_node(n_gpus_per_node, max_colocate_count),
+        gpu_types=normalize((gpu_type,) if isinstance(gpu_type, str) else gpu_type or ()),
     )
 
 

@@ -197,7 +197,7 @@ def prepare_task(
         spec=encode_taskspec(spec),
         command_raw=command_raw,
         command=command,
-        demand=demand_for(spec.nnodes, spec.n_gpus_per_node, workload=spec.workload),
+        demand=demand_for(spec.nnodes, spec.n_gpus_per_node, workload=spec.workload, gpu_type=spec.gpu_type),
         priority=spec.priority,
         max_attempts=spec.max_attempts,
         warnings=warnings,

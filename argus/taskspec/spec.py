@@ -51,6 +51,8 @@ Freq = Annotated[int, msgspec.Meta(ge=-1, le=10_000_000)]
 Priority = Annotated[int, msgspec.Meta(ge=-1_000_000, le=1_000_000)]
 Attempts = Annotated[int, msgspec.Meta(ge=1, le=100)]
 Override = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_PATH_CHARS)]
+MAX_GPU_TYPES = 8
+_GPU_TYPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 # One line of printable text: it is shown in tables and the WebUI.
 TaskName = Annotated[str, msgspec.Meta(max_length=80, pattern=r"^[^\x00-\x1f\x7f]*$")]
 
@@ -101,6 +103,11 @@ class BasicTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fi
     # share; it goes back to its place in the queue and resumes from its checkpoints.
     # None (not said): as the user may have it (argus.service.limits.resolve_preemptible).
     preemptible: bool | None = None
+    # The GPU model(s) the gang accepts, as the nodes are labelled (Ray's accelerator_type:
+    # resource): one name, or a list of acceptable ones; None: any node's GPUs.
+    # (Checked by _gpu_type_problem, not by constraints here: msgspec 0.22 crashed in its
+    # garbage collection after a constrained array inside a union failed to convert.)
+    gpu_type: str | tuple[str, ...] | None = None
 
 
 class AdvancedTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -120,6 +127,11 @@ class AdvancedTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown
     # share; it goes back to its place in the queue and resumes from its checkpoints.
     # None (not said): as the user may have it (argus.service.limits.resolve_preemptible).
     preemptible: bool | None = None
+    # The GPU model(s) the gang accepts, as the nodes are labelled (Ray's accelerator_type:
+    # resource): one name, or a list of acceptable ones; None: any node's GPUs.
+    # (Checked by _gpu_type_problem, not by constraints here: msgspec 0.22 crashed in its
+    # garbage collection after a constrained array inside a union failed to convert.)
+    gpu_type: str | tuple[str, ...] | None = None
 
 
 TaskSpec: TypeAlias = BasicTaskSpec | AdvancedTaskSpec
@@ -154,6 +166,8 @@ _ACCEPTS: dict[str, str] = {
     "priority": "an integer from -1000000 to 1000000 (higher runs first)",
     "max_attempts": "an integer from 1 to 100",
     "time_limit": TIME_LIMIT_ACCEPTS,
+    "gpu_type": f"a GPU model as the nodes are labelled, such as H100 (letters, digits, '.', '_', '-'), "
+    f"a list of up to {MAX_GPU_TYPES} such names, or null (any model)",
     "preemptible": "true or false (false: never stopped to make room for other work)",
     "command": "a non-empty string: NAME=value assignments, then python3 -m <module> args",
 }
@@ -347,10 +361,25 @@ def check_taskspec(
                 del values["command"]
     else:
         warnings.extend(_check_basic(values, problems))
+    problem = _gpu_type_problem(values.get("gpu_type"))
+    if problem is not None:
+        problems.add("gpu_type", f"{problem}; accepted: {_ACCEPTS['gpu_type']}")
+        del values["gpu_type"]
     return CheckedSpec(
         kind="advanced" if advanced else "basic",
         spec=None if problems else spec, values=values, warnings=warnings, problems=problems,
     )
+
+
+def _gpu_type_problem(value: str | tuple[str, ...] | None) -> str | None:
+    """What is wrong with a spec's ``gpu_type``, or None."""
+    names = (value,) if isinstance(value, str) else value or ()
+    if isinstance(value, tuple) and not (1 <= len(value) <= MAX_GPU_TYPES):
+        return f"a list of {len(value)} models"
+    for name in names:
+        if not _GPU_TYPE_RE.match(name):
+            return f"{name[:60]!r} is not a GPU model name"
+    return None
 
 
 def parse_taskspec_with_warnings(

@@ -40,6 +40,12 @@ async def test_waiting_tasks_show_when_they_are_expected_to_start(env: Env, hori
     first = (await env.client.get(f"/api/v2/tasks/{waiting[0]}", headers=h)).json()
     assert first["queue_position"] == 1
     assert first["expected_start"] == pytest.approx(now - 1200 + hour, abs=5)  # the older one ends first
+    # No run has ended yet, so none to draw from: every draw is the default, no spread.
+    assert first["start_earliest"] == pytest.approx(first["expected_start"], abs=1)
+    assert first["start_latest"] == pytest.approx(first["expected_start"], abs=1)
+    rows = {r["task_id"]: r for r in (await env.client.get("/api/v2/tasks", headers=h)).json()["items"]}
+    assert rows[waiting[0]]["expected_start"] == pytest.approx(first["expected_start"], abs=1)
+    assert rows[waiting[0]]["start_latest"] is not None and rows[running[0]]["expected_start"] is None
     queue = (await env.client.get("/api/v2/queue", headers=h)).json()["items"]
     expected = {e["task_id"]: e["expected_start"] for e in queue}
     assert expected[waiting[1]] == pytest.approx(now - 600 + hour, abs=5)  # when the second one ends
@@ -59,6 +65,7 @@ async def test_waiting_tasks_show_when_they_are_expected_to_start(env: Env, hori
     dry = r.json()
     assert dry["ok"] and dry["position"] == 4, dry
     assert dry["expected_start"] >= now - 1200 + hour - 5, dry
+    assert dry["start_earliest"] <= dry["expected_start"] <= dry["start_latest"], dry
     assert await env.store.head_position() == before
 
 
@@ -67,7 +74,7 @@ async def test_a_request_gets_the_last_estimates_while_the_next_are_made() -> No
     once while the next run goes on in the background (a run takes ~0.1 s on a long queue)."""
     import asyncio
 
-    from argus.api.eta import EtaBoard
+    from argus.api.eta import Estimates, EtaBoard
     from argus.config import ArgusConfig
 
     class Log:  # the two store calls the board makes, the second held until released
@@ -78,22 +85,22 @@ async def test_a_request_gets_the_last_estimates_while_the_next_are_made() -> No
         async def head_position(self) -> int:
             return self.head
 
-        async def read_snapshot(self, fn: object) -> dict[str, float]:
+        async def read_snapshot(self, fn: object) -> Estimates:
             self.runs += 1
             if self.runs > 1:
                 await self.release.wait()
-            return {"t": float(self.runs)}
+            return Estimates(starts={"t": float(self.runs)}, ranges={})
 
     log = Log()
     board = EtaBoard(log, ArgusConfig(), min_interval_s=0.0)  # type: ignore[arg-type]
-    assert await board.starts() == {"t": 1.0}  # the first waits for its result
+    assert (await board.estimates()).starts == {"t": 1.0}  # the first waits for its result
     log.head = 2  # the log moved: a new run starts, and is held
-    assert await asyncio.wait_for(board.starts(), 1.0) == {"t": 1.0}  # the last result, at once
-    assert await asyncio.wait_for(board.starts(), 1.0) == {"t": 1.0}  # one run at a time
+    assert (await asyncio.wait_for(board.estimates(), 1.0)).starts == {"t": 1.0}  # the last result, at once
+    assert (await asyncio.wait_for(board.estimates(), 1.0)).starts == {"t": 1.0}  # one run at a time
     assert log.runs == 2
     log.release.set()
     for _ in range(100):
-        if await board.starts() == {"t": 2.0}:
+        if (await board.estimates()).starts == {"t": 2.0}:
             break
         await asyncio.sleep(0.01)
-    assert await board.starts() == {"t": 2.0}
+    assert (await board.estimates()).starts == {"t": 2.0}

@@ -17,9 +17,9 @@ def _spec(nnodes: int, gpus: int) -> str:
             .replace("trainer.n_gpus_per_node=1", f"trainer.n_gpus_per_node={gpus}"))
 
 
-async def _observe(env: Env, *gpus: int, cpus: float = 32.0) -> None:
+async def _observe(env: Env, *gpus: int, cpus: float = 32.0, models: tuple[str, ...] = ()) -> None:
     nodes = [NodeCapacity(node_id=f"n{i}", ip="10.0.0.1", total_gpus=g, free_gpus=0, total_cpus=cpus,
-                          free_cpus=0) for i, g in enumerate(gpus)]
+                          free_cpus=0, gpu_type=models[i] if models else "") for i, g in enumerate(gpus)]
     await env.store.append_batches([AppendBatch(stream=cluster_stream, expected_version=None,
                                                 events=[CapacityObserved(nodes=nodes, observed_at=time.time())])])
 
@@ -79,3 +79,18 @@ async def test_configured_shape_before_any_observation(env: Env) -> None:
     await _observe(env, 8)  # an observation beats the configured shape
     status, body, written = await _submit(env, _spec(1, 8))
     assert status == 201, body
+
+
+async def test_a_gpu_model_no_node_has_is_refused_and_one_some_have_is_judged_on_those(env: Env) -> None:
+    put_dataset(env.shared, "alice")
+    await _observe(env, 4, 8, models=("A100", "H100"))
+    status, body, written = await _submit(env, _spec(1, 4) + "gpu_type: V100\n")
+    assert status == 400 and written == 0, body
+    assert body["extra"]["errors"][0]["field"] == "gpu_type"
+    assert "models: A100 ×1, H100 ×1" in body["detail"] and "ask for one of A100, H100" in body["detail"]
+    status, body, written = await _submit(env, _spec(1, 8) + "gpu_type: a100\n")  # the A100 node has 4
+    assert status == 400 and written == 0 and "accept more GPU models" in body["detail"], body
+    status, body, written = await _submit(env, _spec(1, 8) + "gpu_type: [A100, h100]\n")
+    assert status == 201 and written == 1, body
+    view = (await env.client.get(f"/api/v2/tasks/{body['task_id']}", headers=env.h("alice"))).json()
+    assert view["demand"]["gpu_types"] == ["A100", "h100"]

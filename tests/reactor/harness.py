@@ -69,13 +69,14 @@ def toy_command(shared_root: Path, user: str, *, nnodes: int, gpus: int, steps: 
 async def submit_task(
     store: EventStore, task_id: str, *, user: str = "alice", command: str,
     nnodes: int = 1, gpus: int = 1, max_attempts: int = 3, priority: int = 0, preemptible: bool = False,
-    time_limit_s: float | None = None,
+    time_limit_s: float | None = None, gpu_types: tuple[str, ...] = (),
 ) -> str:
     """Append TaskSubmitted as the API does (demand as verl needs it: 3 CPUs per GPU + 1)."""
     event = TaskSubmitted(
         task_id=task_id, user=user, workload="ppo", kind="advanced",
         spec_raw=f"kind: advanced\ncommand: {command}\n", spec={}, command_raw=command,
-        command=command, demand=Demand(nnodes=nnodes, n_gpus_per_node=gpus, cpus_per_node=gpus * 3 + 1),
+        command=command, demand=Demand(nnodes=nnodes, n_gpus_per_node=gpus, cpus_per_node=gpus * 3 + 1,
+                                       gpu_types=gpu_types),
         priority=priority, max_attempts=max_attempts, preemptible=preemptible, time_limit_s=time_limit_s,
         submitted_at=time.time(),
     )

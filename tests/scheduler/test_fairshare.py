@@ -259,8 +259,9 @@ def test_fairshare_admits_in_the_order_it_shows() -> None:
        st.lists(st.booleans(), min_size=6, max_size=6))
 def test_a_quiet_pass_decides_the_same(n_nodes, items, waiting, policy, preemption, per_user, preempting) -> None:
     """``waits=False`` (the simulator's pass) leaves out only the deferrals of tasks that
-    neither were nor become preempting: its admissions, on the same nodes, its preemptions
-    and every deferral into or out of ``preempting`` are the told pass's, in its order."""
+    neither were nor become preempting: its admissions, on the same nodes, its preemptions,
+    every deferral into or out of ``preempting`` and the reservation's are the told pass's,
+    in its order."""
     running, capacity = _world(n_nodes, items)
     queue = [q(f"w{k}", user, gpus, seq=k + 1, priority=priority,
                preempting_since=NOW - 10 if preempting[k] else None)
@@ -269,7 +270,8 @@ def test_a_quiet_pass_decides_the_same(n_nodes, items, waiting, policy, preempti
     full = decide(queue, running, capacity, NOW, told)
     quiet = decide(queue, running, capacity, NOW, msgspec.structs.replace(told, waits=False))
     was = {t.task_id for t in queue if t.preempting_since is not None}
-    assert quiet == [d for d in full if not isinstance(d, Defer) or d.task_id in was or d.reason == Reason.PREEMPTING]
+    assert quiet == [d for d in full if not isinstance(d, Defer) or d.task_id in was or d.reason == Reason.PREEMPTING
+                     or d.reserved_from is not None]
 
 
 def test_a_task_stopped_max_preemptions_times_is_not_stopped_again() -> None:

@@ -38,6 +38,9 @@ __all__ = ["RayCluster", "WorkerNode", "free_ports", "ray_cluster"]
 WORKER_GPUS = 4
 WORKER_CPUS = 16
 WORKER_NODE_RESOURCE = 100
+# Each worker's GPUs labelled with a model, as Ray labels real ones (accelerator_type:<model>):
+# a task that names no model runs on either, one that names a model only on its node.
+WORKER_GPU_TYPES = ("A100", "H100")
 
 
 
@@ -82,6 +85,7 @@ class WorkerNode(msgspec.Struct, kw_only=True):
     # timed out on a busy host) is started again while waiting for it.
     wanted: bool = True
     revived: int = 0
+    gpu_type: str = ""
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -134,7 +138,7 @@ class RayCluster:
         # One at a time: two raylets registering at once on a 2-core machine can time out
         # against a busy GCS.
         for i in range(2):
-            worker = WorkerNode(name=f"worker{i}", args=[])
+            worker = WorkerNode(name=f"worker{i}", args=[], gpu_type=WORKER_GPU_TYPES[i])
             self.workers.append(worker)
             self.start_worker(worker)
             self.wait_workers_alive(i + 1)
@@ -144,7 +148,7 @@ class RayCluster:
         worker.args = self._ray() + [
             f"--address={self.address}", f"--num-gpus={WORKER_GPUS}",
             f"--num-cpus={WORKER_CPUS}",
-            f"--resources={json.dumps({'worker_node': WORKER_NODE_RESOURCE})}",
+            f"--resources={json.dumps({'worker_node': WORKER_NODE_RESOURCE, f'accelerator_type:{worker.gpu_type}': 1})}",
             # All nodes share one session log dir on this host; one log monitor (the
             # head's) is enough, more would repeat every worker line in job logs.
             "--include-log-monitor=false",

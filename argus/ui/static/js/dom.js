@@ -69,6 +69,19 @@ export function fmtAge(seconds) {
   return `${Math.floor(s / 86400)}d${Math.floor((s % 86400) / 3600)}h`;
 }
 
+/** A waiting task's 80 % start interval, from now ("in 20m–1h30m"; "in 2h05m or later"
+ * with no upper end known), its times in the title; a dash without one. */
+export function startsIn(d, now) {
+  const lo = d.start_earliest, hi = d.start_latest;
+  if (lo === null || lo === undefined) return h("span", { class: "muted" }, "—");
+  const low = lo <= now ? "now" : fmtAge(lo - now);
+  const text = hi === null || hi === undefined ? `in ${low} or later`
+    : hi <= now ? "now" : `in ${low}–${fmtAge(hi - now)}`;
+  const title = `80 % sure it starts between ${fmtTime(lo)} and ${hi ? fmtTime(hi) : "an unknown time"}` +
+    (d.expected_start ? `; expected ~${fmtTime(d.expected_start)}` : "") + " (if nothing else arrives ahead of it)";
+  return h("span", { class: "starts-in", title }, text);
+}
+
 /** Now, in the API's unit (seconds since the epoch). */
 export function nowS() { return Date.now() / 1000; }
 
@@ -101,10 +114,12 @@ export function stateBadge(state) {
   return h("span", { class: `badge state-${s.toLowerCase()}`, "data-state": s }, s);
 }
 
-/** "2 × 4 GPU" from a demand object (nnodes, n_gpus_per_node[, cpus_per_node]). */
+/** "2 × 4 GPU" (or "2 × 4 H100 GPU") from a demand object (nnodes, n_gpus_per_node[,
+ * cpus_per_node, gpu_types]). */
 export function fmtDemand(d) {
   if (!d) return "";
-  const base = `${d.nnodes} × ${d.n_gpus_per_node} GPU`;
+  const model = d.gpu_types && d.gpu_types.length ? `${d.gpu_types.join(" or ")} ` : "";
+  const base = `${d.nnodes} × ${d.n_gpus_per_node} ${model}GPU`;
   return d.cpus_per_node ? `${base}, ${d.cpus_per_node} CPU/node` : base;
 }
 

@@ -72,7 +72,7 @@ export async function render(main, _params, ctx) {
       return h("tr", { "data-node-id": n.node_id, class: isHead ? "is-head" : null },
         h("td", { class: "mono" }, String(n.node_id || "").slice(0, 16), isHead ? h("span", { class: "tag tag-head" }, "head") : null),
         h("td", { class: "mono" }, n.ip || ""),
-        h("td", { class: "col-role" }, isHead ? "head (runs no training)" : "worker"),
+        h("td", { class: "col-role" }, isHead ? "head (runs no training)" : n.gpu_type ? `worker (${n.gpu_type})` : "worker"),
         h("td", {}, usage(n.free_gpus, n.total_gpus, "GPUs")),
         h("td", {}, usage(n.free_cpus, n.total_cpus, "CPUs")),
         h("td", { class: "col-committed" }, ledger[n.node_id]

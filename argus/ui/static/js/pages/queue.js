@@ -6,7 +6,7 @@
 import { get, errorText } from "../api.js";
 import { onEvent, taskIdOf } from "../events.js";
 import {
-  h, replace, stateBadge, fmtDemand, notice, debounce, fmtAge, fmtTime, nowS, clipped,
+  h, replace, stateBadge, fmtDemand, notice, debounce, fmtAge, fmtTime, nowS, clipped, startsIn,
 } from "../dom.js";
 
 export async function render(main, _params, ctx) {
@@ -32,7 +32,8 @@ export async function render(main, _params, ctx) {
         h("th", { scope: "col", class: "col-why" }, "Why it waits"),
         h("th", { scope: "col", class: "col-state" }, "State"),
         h("th", { scope: "col", class: "num col-priority" }, "Priority"),
-        h("th", { scope: "col", class: "col-next", title: "When the scheduler looks at it again" }, "Next try"))),
+        h("th", { scope: "col", class: "col-next", title: "When the scheduler looks at it again" }, "Next try"),
+        h("th", { scope: "col", class: "col-starts", title: "When it starts, 80 % sure" }, "Starts"))),
       tbody)),
     h("h2", {}, "Shares"), sharesNote,
     h("div", { class: "table-wrap" }, h("table", { class: "data", id: "shares-table" },
@@ -89,9 +90,10 @@ export async function render(main, _params, ctx) {
             e.wait_message ? clipped(e.wait_message, 200, { class: "reason" }) : null),
           h("td", { class: "col-state" }, stateBadge(e.state)),
           h("td", { class: "num col-priority" }, e.priority ?? ""),
-          h("td", { class: "col-next" }, nextTry(e.next_run_at, now)));
+          h("td", { class: "col-next" }, nextTry(e.next_run_at, now)),
+          h("td", { class: "col-starts" }, startsIn(e, now)));
       }));
-      if (!items.length) tbody.append(h("tr", {}, h("td", { colspan: 9, class: "empty" }, "Nothing is waiting.")));
+      if (!items.length) tbody.append(h("tr", {}, h("td", { colspan: 10, class: "empty" }, "Nothing is waiting.")));
       status.textContent = items.length ? `${items.length} waiting` : "";
       await loadShares();
     } catch (err) {

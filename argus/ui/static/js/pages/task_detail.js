@@ -5,7 +5,7 @@ import { get, post, query, errorText, encodePath } from "../api.js";
 import { API } from "../api.js";
 import { onEvent, taskIdOf } from "../events.js";
 import {
-  h, replace, append, timeEl, stateBadge, fmtDemand, dl, notice, debounce, pretty, TERMINAL, WAITING,
+  h, replace, append, timeEl, stateBadge, fmtDemand, dl, notice, debounce, pretty, TERMINAL, WAITING, startsIn,
 } from "../dom.js";
 import { lineChart, mainMetric } from "../chart.js";
 import { renderNotFound } from "./not_found.js";
@@ -107,6 +107,8 @@ export async function render(main, params, ctx) {
         dl([
           ["Queue position", t.queue_position !== null && t.queue_position !== undefined ? String(t.queue_position) : ""],
           ["Expected start", timeEl(t.expected_start)],
+          ["Starts (80 % sure)", t.start_earliest ? startsIn(t, Date.now() / 1000) : ""],
+          ["At the latest", t.start_at_latest ? timeEl(t.start_at_latest) : ""],
           ["Reason", t.wait_reason || (t.state === "QUEUED" ? "not looked at by the scheduler yet" : "")],
           ["Details", t.wait_message],
           ["Next try", t.next_run_at && t.next_run_at * 1000 > Date.now() ? timeEl(t.next_run_at) : ""],

@@ -7,6 +7,7 @@ import { get, query, errorText } from "../api.js";
 import { onEvent, taskIdOf } from "../events.js";
 import {
   h, replace, stateBadge, STATES, TERMINAL, WAITING, debounce, notice, fmtAge, fmtTime, nowS, clip, clipped,
+  startsIn,
 } from "../dom.js";
 
 const PAGE_SIZE = 50;
@@ -50,7 +51,8 @@ export async function render(main, params, ctx) {
       h("th", { scope: "col", class: "col-age", title: "Since it was submitted" }, "Age"),
       h("th", { scope: "col", class: "col-ran", title: "How long the latest attempt ran (so far)" }, "Ran"),
       h("th", { scope: "col", class: "col-progress" }, "Progress"),
-      h("th", { scope: "col", class: "col-why" }, "Why it waits / failed"))),
+      h("th", { scope: "col", class: "col-why" }, "Why it waits / failed"),
+      h("th", { scope: "col", class: "col-starts", title: "While it waits: when it starts, 80 % sure" }, "Starts"))),
     tbody);
   const pager = h("nav", { class: "pager", "aria-label": "Pages" });
   const errorBox = h("div");
@@ -94,7 +96,7 @@ export async function render(main, params, ctx) {
     const total = Array.isArray(page) ? items.length : (page.total ?? items.length);
     replace(tbody, items.map((t) => row(t, isAdmin)));
     if (items.length === 0) {
-      tbody.append(h("tr", {}, h("td", { colspan: isAdmin ? 8 : 7, class: "empty" },
+      tbody.append(h("tr", {}, h("td", { colspan: isAdmin ? 9 : 8, class: "empty" },
         filters.state ? `No tasks in state ${filters.state}.` : "No tasks yet. ",
         filters.state ? null : h("a", { href: "#/tasks/new" }, "Submit one."))));
     }
@@ -134,7 +136,8 @@ function row(t, isAdmin) {
     h("td", { class: "col-age" }, since(t.created_at, null, `submitted ${fmtTime(t.created_at)}`)),
     h("td", { class: "col-ran" }, ran(t)),
     h("td", { class: "col-progress" }, progress(t)),
-    h("td", { class: "col-why" }, why(t)));
+    h("td", { class: "col-why" }, why(t)),
+    h("td", { class: "col-starts" }, WAITING.has(t.state) ? startsIn(t, nowS()) : null));
 }
 
 /** A duration from `start` to `end` (or to now, kept current by tick()). */
