@@ -15,10 +15,9 @@ at arrival off by a median 24 % of the actual wait, against 127 % from the mean.
 from __future__ import annotations
 
 import math
-import random
 import sqlite3
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import msgspec
 
@@ -48,10 +47,6 @@ def bucket_of(seconds: float) -> int:
 
 def _bucket_middle(bucket: int) -> float:
     return math.exp((bucket + 0.5) * _LOG_RATIO)
-
-
-def _bucket_top(bucket: int) -> float:
-    return math.exp((bucket + 1) * _LOG_RATIO)
 
 
 class RunKey(msgspec.Struct, frozen=True, array_like=True):
@@ -90,10 +85,6 @@ class RuntimeHistory:
         # ``argus sim``) asks for every waiting task's, and the median sorts the buckets.
         self._expected: dict[tuple[RunKey, float], tuple[float, str]] = {}
         self.version = 0  # runs added so far: an estimate made at the same version still holds
-        # Pooled bucket counts (by workload and shape; None: every run) for keys without
-        # runs of their own, and the version they were pooled at.
-        self._pooled: dict[tuple[str, int, int] | None, Counter[int]] = {}
-        self._pooled_version = -1
 
     def add(self, key: RunKey, seconds: float) -> None:
         self.version += 1
@@ -118,55 +109,6 @@ class RuntimeHistory:
             if 2 * seen >= n:
                 return _bucket_middle(b), n
         raise AssertionError("unreachable: the counts sum to n")
-
-    def draw(self, key: RunKey, ran_s: float, rng: random.Random, default_s: float,
-             limit_s: float | None = None) -> float:
-        """A run time drawn from ``key``'s earlier runs (else from every run of its workload
-        and shape, else from every run; with none at all, ``default_s``), given that it has
-        already run ``ran_s``: among the runs longer than that, or, when none was, as long
-        again as it has run so far (at least a minute more; as ``expected_end`` assumes).
-        At most ``limit_s``, a time limit that stops it. For ETA intervals (``argus.scheduler.
-        eta_range``): one draw per task per forward run."""
-        counts = self._pool(key)
-        if not counts:
-            seconds = max(default_s, ran_s + 60.0)
-        else:
-            above = [(b, n) for b, n in counts.items() if _bucket_top(b) > ran_s]
-            if not above:
-                seconds = ran_s + max(ran_s, 60.0) * rng.uniform(0.5, 1.5)
-            else:
-                pick = rng.uniform(0, sum(n for _, n in above))
-                for b, n in above:
-                    pick -= n
-                    if pick <= 0:
-                        break
-                low = max(math.exp(b * _LOG_RATIO) if b > 0 else 0.0, ran_s)
-                seconds = rng.uniform(low, _bucket_top(b))
-        return min(seconds, limit_s) if limit_s is not None else seconds
-
-    def _pool(self, key: RunKey) -> Mapping[int, int]:
-        """The bucket counts to draw ``key``'s run times from: its own, else its workload
-        and shape's over every user, else every run's (pooled once per version)."""
-        own = self.buckets.get(key)
-        if own:
-            return own
-        if self._pooled_version != self.version:
-            self._pooled, self._pooled_version = {}, self.version
-        shape = (key.workload, key.nnodes, key.n_gpus_per_node)
-        found = self._pooled.get(shape)
-        if found is None:
-            found = Counter()
-            for k, counts in self.buckets.items():
-                if (k.workload, k.nnodes, k.n_gpus_per_node) == shape:
-                    found.update(counts)
-            if not found:
-                found = self._pooled.get(None) or Counter()
-                if not found:
-                    for counts in self.buckets.values():
-                        found.update(counts)
-                    self._pooled[None] = found
-            self._pooled[shape] = found
-        return found
 
     def estimate(self, task: TaskView, default_s: float) -> tuple[float, str]:
         """Expected run time of ``task`` and where it comes from (for messages)."""

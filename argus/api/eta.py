@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import sqlite3
 import time
 from typing import NamedTuple, TypeVar
@@ -25,7 +24,7 @@ from argus.events import Demand
 from argus.lifecycle import TaskState
 from argus.scheduler import Capacity, PolicyConfig, RunningTask, queue_order
 from argus.scheduler.eta import DEFAULT_HORIZON, DEFAULT_LIMIT, estimate_starts
-from argus.scheduler.eta_range import StartRange, start_ranges
+from argus.scheduler.eta_calibration import EtaCalibration, StartRange
 from argus.scheduler.fairshare import fair_line, fair_shares
 from argus.scheduler.inputs import policy_inputs, with_driver
 from argus.scheduler.model import QueuedTask
@@ -35,7 +34,7 @@ from argus.views.fair_inputs import read_fair_inputs
 from argus.views.queue import fair_view, queue_page
 from projections.cluster import read_cluster
 from projections.queue import QueueEntry
-from projections.runtime_stats import RunKey, RuntimeHistory, read_runtime_history, run_key
+from projections.runtime_stats import RunKey, RuntimeHistory, read_runtime_history
 from projections.tasks import TASK_FOLD
 from projections.tasks_read import TaskSummary, task_workloads, tasks_in_states
 
@@ -46,7 +45,8 @@ log = logging.getLogger(__name__)
 
 class Estimates(NamedTuple):
     """What one refresh gives: each waiting task's point ETA and its 80 % interval
-    (``argus.scheduler.eta_range``), by task id."""
+    (``argus.scheduler.eta_calibration``; none until enough ETAs have come true or not),
+    by task id."""
 
     starts: dict[str, float]
     ranges: dict[str, StartRange]
@@ -77,10 +77,12 @@ class EtaBoard:
     """The latest estimated starts and their intervals, by task id (tasks past
     ``DEFAULT_LIMIT`` have none).
 
-    A request never waits for a new refresh (a forward run takes ~0.1 s on a long queue,
-    and the interval makes ``RUNS`` more) once there is a result: it gets the last one while
-    the next is made in the background. Only the first request waits, so that a task's
-    first look shows its estimate."""
+    A request never waits for a new refresh (a forward run takes ~0.1 s on a long queue)
+    once there is a result: it gets the last one while the next is made in the background.
+    Only the first request waits, so that a task's first look shows its estimate.
+
+    The intervals learn from this board's own ETAs: each task's first, scored when it
+    starts (``calibration``; kept in memory, so a restarted API learns again)."""
 
     def __init__(self, store: EventStore, config: ArgusConfig, min_interval_s: float = 5.0) -> None:
         self.store, self.config, self.min_interval_s = store, config, min_interval_s
@@ -88,6 +90,7 @@ class EtaBoard:
         self._head = -1
         self._at = -float("inf")
         self._refresh: asyncio.Task[None] | None = None  # the refresh under way
+        self.calibration = EtaCalibration()  # driven by one refresh at a time
 
     async def estimates(self) -> Estimates:
         if self._refresh is None and time.monotonic() - self._at >= self.min_interval_s:
@@ -115,9 +118,26 @@ class EtaBoard:
         line = self._line(db, now, with_usage=False)
         if line.capacity is None:
             return Estimates(starts={}, ranges={})
-        config = PolicyConfig.from_scheduler(sched)
-        return Estimates(starts=estimate_starts(line.queue, line.running, line.capacity, now, config, in_line=True),
-                         ranges=start_ranges(line.queue, line.running, line.capacity, now, config, line.draw))
+        starts = estimate_starts(line.queue, line.running, line.capacity, now, PolicyConfig.from_scheduler(sched),
+                                 in_line=True)
+        self._score(db, starts)
+        calibration = self.calibration
+        ranges = {t: span for t, at in starts.items() if (span := calibration.range(now, at)) is not None}
+        for task_id, at in starts.items():
+            calibration.given(task_id, now, at, ranges.get(task_id))
+        return Estimates(starts=starts, ranges=ranges)
+
+    def _score(self, db: sqlite3.Connection, starts: dict[str, float]) -> None:
+        """The ETAs of tasks that left the line since: scored if they started, forgotten if
+        they ended without starting (canceled)."""
+        left = [t for t in self.calibration.pending if t not in starts]
+        for task_id, view in TASK_FOLD.load_many(db, left).items():
+            asked = self.calibration.pending[task_id][0]
+            began = [a.decided_at for a in view.attempts if a.decided_at >= asked]
+            if began:
+                self.calibration.started(task_id, min(began))
+            elif not view.state.is_waiting():
+                self.calibration.forget(task_id)
 
     def _line(self, db: sqlite3.Connection, now: float, with_usage: bool = True) -> "_Line":
         """The waiting tasks as the policy sees them, in the order shown (the first
@@ -141,14 +161,8 @@ class EtaBoard:
             waiting=waiting, active=active, capacity=list(cluster.nodes) if reachable and cluster else None,
             now=now, config=sched, driver_cpus=self.config.entrypoint_num_cpus, runtimes=history)
         queue += self._coarse(rest, workloads, history)
-        # What each task's run times are drawn from, for the intervals: its user, workload
-        # and shape's history, and its time limit (not read for the line past the horizon).
-        keys = {v.task_id: (run_key(v), v.time_limit_s) for v in [*waiting, *active]}
-        keys.update((e.task_id, (RunKey(e.user, workloads.get(e.task_id, ""), e.demand.nnodes,
-                                        e.demand.n_gpus_per_node), None))
-                    for e in rest if e.task_id is not None and e.user is not None)
         return _Line(queue=queue, running=running, capacity=capacity, history=history, usage=usage,
-                     full=len(shown) >= DEFAULT_LIMIT, keys=keys, default_s=sched.default_runtime_s)
+                     full=len(shown) >= DEFAULT_LIMIT)
 
     async def dry_run(self, user: str, workload: str, demand: Demand, priority: int,
                       time_limit_s: float | None) -> DryRun:
@@ -182,10 +196,8 @@ class EtaBoard:
         if line.capacity is None:
             return DryRun(position, None, None)
         config = PolicyConfig.from_scheduler(sched, usage=line.usage)
-        line.keys[new.task_id] = (key, time_limit_s)
-        return DryRun(position,
-                      estimate_starts(ordered, line.running, line.capacity, now, config, in_line=True).get(new.task_id),
-                      start_ranges(ordered, line.running, line.capacity, now, config, line.draw).get(new.task_id))
+        start = estimate_starts(ordered, line.running, line.capacity, now, config, in_line=True).get(new.task_id)
+        return DryRun(position, start, None if start is None else self.calibration.range(now, start))
 
     def _coarse(self, rest: list[QueueEntry], workloads: dict[str, str], history: RuntimeHistory) -> list[QueuedTask]:
         """The line past the horizon, for the coarse estimate: from the queue entries, with
@@ -213,10 +225,3 @@ class _Line(NamedTuple):
     history: RuntimeHistory
     usage: dict[str, float]  # fairshare: each user's decayed GPU-seconds; else empty
     full: bool  # the line is longer than what was read (DEFAULT_LIMIT)
-    keys: dict[str, tuple[RunKey, float | None]]  # task id -> its runs' key and its time limit
-    default_s: float  # a run time when nothing at all is known
-
-    def draw(self, task_id: str, ran_s: float, rng: random.Random) -> float:
-        """A run time for ``task_id`` (``argus.scheduler.eta_range.RunDraw``)."""
-        key, limit = self.keys[task_id]
-        return self.history.draw(key, ran_s, rng, self.default_s, limit)

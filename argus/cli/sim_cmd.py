@@ -166,7 +166,7 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
                 width = (f"median width {_dur(m.eta_range_width_p50_s)} ({m.eta_range_width_rel_p50:.0%} of the wait)"
                          if m.eta_range_width_p50_s is not None and m.eta_range_width_rel_p50 is not None else "")
                 click.echo(f"ETA interval ({m.policy}, 80 %): the start fell inside for {m.eta_range_coverage:.0%} "
-                           f"of {m.eta_range_samples} tasks; {width}; {m.eta_range_open} without an upper end")
+                           f"of {m.eta_range_samples} tasks; {width}")
 
 
 class _Progress:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import msgspec
 
@@ -43,19 +43,14 @@ _MAX_PASSES = 10_000  # a bound on the forward run, whatever the inputs
 
 def estimate_starts(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity,
                     now: float, config: PolicyConfig, *, horizon: int = DEFAULT_HORIZON,
-                    limit: int = DEFAULT_LIMIT, in_line: bool = False,
-                    actual: Mapping[str, float] | None = None) -> dict[str, float]:
+                    limit: int = DEFAULT_LIMIT, in_line: bool = False) -> dict[str, float]:
     """Estimated start of each of the first ``limit`` waiting tasks (by task id): the
     first ``horizon`` by the policy run forward, the rest coarsely (module docstring).
     ``in_line``: ``queue`` is in the order users are shown (the API's, fair share's
-    included), else it is put in ``queue_order``. ``actual``: how long each task really
-    takes in this run (a running task: its end time; a waiting one: its run time), where it
-    differs from what the policy expects (``argus.scheduler.eta_range`` draws them): the
-    policy still decides on its estimates, as the reactor would."""
+    included), else it is put in ``queue_order``."""
     line = (list(queue) if in_line else queue_order(config.policy, queue))[:limit]
     ahead = line[:horizon]
-    actual = actual or {}
-    cluster = _Forward(capacity, running, now, config.default_runtime_s, actual)
+    cluster = _Forward(capacity, running, now, config.default_runtime_s)
     wakes = sorted({t.next_run_at for t in ahead if t.next_run_at is not None and t.next_run_at > now})
     waiting = {t.task_id: t for t in ahead}
     starts: dict[str, float] = {}
@@ -81,7 +76,7 @@ def estimate_starts(queue: Sequence[QueuedTask], running: Sequence[RunningTask],
     behind = line[len(ahead):]
     if behind:
         starts.update(_by_gpu_profile(behind, cluster.free_now, cluster.deltas, cluster.total, cluster.types, now,
-                                      config.default_runtime_s, actual))
+                                      config.default_runtime_s))
     return starts
 
 
@@ -90,15 +85,14 @@ class _Forward:
     ``ids``), the tasks running and when each is expected to end, and the free GPUs'
     changes over time for the coarse estimate past the horizon."""
 
-    def __init__(self, capacity: Capacity, running: Sequence[RunningTask], now: float, default: float,
-                 actual: Mapping[str, float]) -> None:
+    def __init__(self, capacity: Capacity, running: Sequence[RunningTask], now: float, default: float) -> None:
         nodes = sorted(capacity.nodes, key=lambda n: n.node_id)
         self.ids = [n.node_id for n in nodes]
         self.index = {nid: i for i, nid in enumerate(self.ids)}
         self.total = [(n.total_gpus, n.total_cpus) for n in nodes]
         self.types = [n.gpu_type for n in nodes]
         self.free = [[n.free_gpus, n.free_cpus] for n in nodes]
-        self.default, self.actual = default, actual
+        self.default = default
         # (time, order, task id, demand, node indices or () when unknown)
         self.ends: list[tuple[float, int, str, Demand, tuple[int, ...]]] = []
         self.live: dict[str, RunningTask] = {}
@@ -106,7 +100,7 @@ class _Forward:
         self.free_now = sum(g for g, _ in self.free)
         self.deltas: list[tuple[float, float]] = []  # (when, GPUs given back (+) or taken (-)) from now on
         for k, r in enumerate(running):
-            at = actual.get(r.task_id) or expected_end(r.expected_end, r.started_at, now, default)
+            at = expected_end(r.expected_end, r.started_at, now, default)
             self.deltas.append((at, float(r.demand.total_gpus)))
             placed = tuple(self.index[n] for n in r.node_ids if n in self.index)
             for i in placed:
@@ -133,10 +127,9 @@ class _Forward:
         self.live[task.task_id] = RunningTask(task_id=task.task_id, demand=task.demand, user=task.user,
                                               node_ids=node_ids, expected_end=clock + run, started_at=clock,
                                               limited=task.limited)
-        end = clock + self.actual.get(task.task_id, run)  # what it really takes, in this run
         self.order += 1
-        heapq.heappush(self.ends, (end, self.order, task.task_id, task.demand, picked))
-        self.deltas += [(clock, -float(task.demand.total_gpus)), (end, float(task.demand.total_gpus))]
+        heapq.heappush(self.ends, (clock + run, self.order, task.task_id, task.demand, picked))
+        self.deltas += [(clock, -float(task.demand.total_gpus)), (clock + run, float(task.demand.total_gpus))]
 
     def end_until(self, clock: float) -> None:
         """The tasks expected to end by ``clock`` give their resources back."""
@@ -152,8 +145,8 @@ class _Forward:
 
 
 def _by_gpu_profile(behind: Sequence[QueuedTask], free_now: float, deltas: list[tuple[float, float]],
-                    total: list[tuple[float, float]], types: list[str], now: float, default: float,
-                    actual: Mapping[str, float]) -> dict[str, float]:
+                    total: list[tuple[float, float]], types: list[str], now: float, default: float
+                    ) -> dict[str, float]:
     """The coarse estimate past the horizon: the cluster's free GPUs over time as the
     forward run left them (running tasks' ends, the horizon's starts and ends); each task
     in line takes the earliest span, from now, with its GPUs free for its whole expected
@@ -175,7 +168,7 @@ def _by_gpu_profile(behind: Sequence[QueuedTask], free_now: float, deltas: list[
         if sum(1 for i, (g, _) in enumerate(total) if g >= d.n_gpus_per_node
                and (allowed is None or i in allowed)) < d.nnodes:
             continue  # no nodes could hold it
-        run = actual.get(t.task_id) or t.estimate_s or default
+        run = t.estimate_s or default
         earliest = now if t.next_run_at is None else max(now, t.next_run_at)
         i = max(0, bisect.bisect_right(times, earliest) - 1)
         start = None

@@ -71,10 +71,10 @@ class SimResult(msgspec.Struct, frozen=True, kw_only=True):
     eta_waits: list[float] = []  # the same tasks' actual waits
     eta_coarse: list[bool] = []  # the same tasks': past the horizon (the coarse estimate)
     eta_unknown: int = 0
-    # The 80 % intervals' (argus.scheduler.eta_range): the real start inside or not, the
-    # width (None: no upper end) and the real wait, per sampled task that got one.
+    # The 80 % intervals' (argus.scheduler.eta_calibration): the real start inside or not,
+    # the width and the real wait, per sampled task that got one.
     eta_inside: list[bool] = []
-    eta_widths: list[float | None] = []
+    eta_widths: list[float] = []
     eta_range_waits: list[float] = []
     # "At the latest" bounds given (reservations waiting only for enforced time limits):
     # (task id, bound, its start) for each that started.

@@ -4,18 +4,15 @@ compared with its real start when the run is over."""
 
 from __future__ import annotations
 
-import random
-
 import msgspec
 
 from argus.config import SchedulerConfig
 from argus.reactor.state import ReactorState
 from argus.scheduler import PolicyConfig
 from argus.scheduler.eta import DEFAULT_HORIZON, estimate_starts
-from argus.scheduler.eta_range import StartRange, start_ranges
+from argus.scheduler.eta_calibration import EtaCalibration, StartRange
 from argus.scheduler.inputs import policy_inputs
 from argus.scheduler.order import queue_order
-from projections.runtime_stats import run_key
 
 __all__ = ["EtaFigures", "EtaSampler"]
 
@@ -25,11 +22,10 @@ class EtaFigures(msgspec.Struct, frozen=True, kw_only=True):
     waits: list[float]  # their real waits
     coarse: list[bool]  # theirs: past the horizon (the coarse estimate)
     unknown: int  # sampled waiting tasks given no ETA
-    # The 80 % intervals (argus.scheduler.eta_range) of the sampled tasks that started and
-    # got one: whether the real start fell inside, the interval's width (None: no upper
-    # end), and the real wait.
+    # The 80 % intervals (argus.scheduler.eta_calibration) of the sampled tasks that started
+    # and got one: whether the real start fell inside, the interval's width, the real wait.
     inside: list[bool] = []
-    widths: list[float | None] = []
+    widths: list[float] = []
     range_waits: list[float] = []
 
 
@@ -42,6 +38,9 @@ class EtaSampler:
         self.predicted: dict[str, float] = {}  # task id -> ETA (-1: none given)
         self.coarse: set[str] = set()  # past the forward run's horizon
         self.ranges: dict[str, StartRange] = {}  # task id -> its interval, when it got one
+        # Learns from the sampled ETAs as their tasks start, online: an interval given at
+        # an instant knows only the starts before it, as the API's would.
+        self.calibration = EtaCalibration()
 
     def sample(self, arrived: list[str], state: ReactorState, now: float) -> None:
         if not self.every:
@@ -53,6 +52,11 @@ class EtaSampler:
                 asked.append(task_id)
         if not asked:
             return
+        for task_id, (given_at, _, _) in list(self.calibration.pending.items()):  # the starts since: scores
+            view = state.tasks.get(task_id)
+            began = [a.decided_at for a in view.attempts if a.decided_at >= given_at] if view is not None else []
+            if began:
+                self.calibration.started(task_id, min(began))
         waiting, active = state.waiting(), state.active()
         queue, running, capacity = policy_inputs(
             waiting=waiting, active=active, capacity=state.last_capacity, now=now, config=self.sched,
@@ -62,18 +66,15 @@ class EtaSampler:
         line = queue_order(config.policy, queue)
         assert capacity is not None
         etas = estimate_starts(line, running, capacity, now, config, in_line=True)
-        views, history, default = state.tasks, state.runtimes, self.sched.default_runtime_s
-
-        def draw(task_id: str, ran_s: float, rng: random.Random) -> float:
-            view = views[task_id]
-            return history.draw(run_key(view), ran_s, rng, default, view.time_limit_s)
-
-        ranges = start_ranges(line, running, capacity, now, config, draw)
         ahead = {q.task_id for q in line[:DEFAULT_HORIZON]}
         for task_id in asked:
-            self.predicted[task_id] = etas.get(task_id, -1.0)
-            if task_id in ranges:
-                self.ranges[task_id] = ranges[task_id]
+            eta = self.predicted[task_id] = etas.get(task_id, -1.0)
+            if eta < 0:
+                continue
+            span = self.calibration.range(now, eta)
+            if span is not None:
+                self.ranges[task_id] = span
+            self.calibration.given(task_id, now, eta, span)
             if task_id not in ahead:
                 self.coarse.add(task_id)
 
@@ -85,7 +86,6 @@ class EtaSampler:
                           waits=[started[t] - arrivals[t] for t, _ in sampled],
                           coarse=[t in self.coarse for t, _ in sampled],
                           unknown=sum(1 for eta in self.predicted.values() if eta < 0),
-                          inside=[r.earliest <= started[t] and (r.latest is None or started[t] <= r.latest)
-                                  for t, r in ranged],
-                          widths=[None if r.latest is None else r.latest - r.earliest for _, r in ranged],
+                          inside=[r.earliest <= started[t] <= r.latest for t, r in ranged],
+                          widths=[r.latest - r.earliest for _, r in ranged],
                           range_waits=[started[t] - arrivals[t] for t, _ in ranged])

@@ -48,15 +48,13 @@ class PolicyMetrics(msgspec.Struct, frozen=True, kw_only=True):
     eta_rel_error_p50: float | None = None  # |ETA - start| / actual wait (waits under a minute count as one)
     eta_coarse_samples: int = 0  # of eta_samples, those past the forward run's horizon (the coarse estimate)
     eta_coarse_rel_error_p50: float | None = None
-    # The 80 % intervals (argus.scheduler.eta_range): of the sampled tasks that got one, the
-    # share whose real start fell inside (target 0.75-0.85), the median width and the
-    # median width over the real wait (waits under a minute count as one), and how many
-    # had no upper end.
+    # The 80 % intervals (argus.scheduler.eta_calibration): of the sampled tasks that got
+    # one, the share whose real start fell inside (target 0.75-0.85), the median width and
+    # the median width over the real wait (waits under a minute count as one).
     eta_range_samples: int = 0
     eta_range_coverage: float | None = None
     eta_range_width_p50_s: float | None = None
     eta_range_width_rel_p50: float | None = None
-    eta_range_open: int = 0
     # "At the latest" bounds (reservations waiting only for enforced time limits): given to
     # tasks that then started, and how many of them started later than said (target 0).
     at_latest_given: int = 0
@@ -145,9 +143,8 @@ def _range_figures(result: SimResult) -> dict[str, Any]:
     """PolicyMetrics' ``eta_range_*`` fields from the sampled intervals."""
     if not result.eta_inside:
         return {}
-    closed = [(w, wait) for w, wait in zip(result.eta_widths, result.eta_range_waits) if w is not None]
     return dict(eta_range_samples=len(result.eta_inside),
                 eta_range_coverage=sum(result.eta_inside) / len(result.eta_inside),
-                eta_range_width_p50_s=_pct([w for w, _ in closed], 0.5) if closed else None,
-                eta_range_width_rel_p50=_pct([w / max(wait, 60.0) for w, wait in closed], 0.5) if closed else None,
-                eta_range_open=len(result.eta_inside) - len(closed))
+                eta_range_width_p50_s=_pct(result.eta_widths, 0.5),
+                eta_range_width_rel_p50=_pct([w / max(wait, 60.0)
+                                              for w, wait in zip(result.eta_widths, result.eta_range_waits)], 0.5))

@@ -5,6 +5,7 @@ time), free the GPUs the waiting tasks need, one after the other."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -40,12 +41,10 @@ async def test_waiting_tasks_show_when_they_are_expected_to_start(env: Env, hori
     first = (await env.client.get(f"/api/v2/tasks/{waiting[0]}", headers=h)).json()
     assert first["queue_position"] == 1
     assert first["expected_start"] == pytest.approx(now - 1200 + hour, abs=5)  # the older one ends first
-    # No run has ended yet, so none to draw from: every draw is the default, no spread.
-    assert first["start_earliest"] == pytest.approx(first["expected_start"], abs=1)
-    assert first["start_latest"] == pytest.approx(first["expected_start"], abs=1)
+    assert first["start_earliest"] is None  # no ETA has come true or not yet: no interval
     rows = {r["task_id"]: r for r in (await env.client.get("/api/v2/tasks", headers=h)).json()["items"]}
     assert rows[waiting[0]]["expected_start"] == pytest.approx(first["expected_start"], abs=1)
-    assert rows[waiting[0]]["start_latest"] is not None and rows[running[0]]["expected_start"] is None
+    assert rows[running[0]]["expected_start"] is None
     queue = (await env.client.get("/api/v2/queue", headers=h)).json()["items"]
     expected = {e["task_id"]: e["expected_start"] for e in queue}
     assert expected[waiting[1]] == pytest.approx(now - 600 + hour, abs=5)  # when the second one ends
@@ -65,7 +64,6 @@ async def test_waiting_tasks_show_when_they_are_expected_to_start(env: Env, hori
     dry = r.json()
     assert dry["ok"] and dry["position"] == 4, dry
     assert dry["expected_start"] >= now - 1200 + hour - 5, dry
-    assert dry["start_earliest"] <= dry["expected_start"] <= dry["start_latest"], dry
     assert await env.store.head_position() == before
 
 
@@ -104,3 +102,33 @@ async def test_a_request_gets_the_last_estimates_while_the_next_are_made() -> No
             break
         await asyncio.sleep(0.01)
     assert (await board.estimates()).starts == {"t": 2.0}
+
+
+async def test_the_intervals_learn_from_how_the_boards_own_etas_came_true(env: Env) -> None:
+    """Each waiting task's first ETA is scored when it starts; once enough are (here one),
+    every ETA shown comes with an interval around it, in the task, the list and the queue."""
+    from argus.scheduler.eta_calibration import EtaCalibration
+
+    env.app.state.etas.calibration = EtaCalibration(warmup=1)
+    now = time.time()
+    a, b = "alice-ppo-20260101-000020-calA", "alice-ppo-20260101-000021-calB"
+    await env.store.append_batches([
+        AppendBatch(stream=cluster_stream, expected_version=None, events=[f.capacity({"n0": 8.0}, at=now)]),
+        *[AppendBatch(stream=task_stream(t), expected_version=0, owner="alice",
+                      events=[f.submitted(t, at=now), f.deferred(t, at=now)]) for t in (a, b)]])
+    h = env.h("alice")
+    given = (await env.client.get(f"/api/v2/tasks/{a}", headers=h)).json()
+    assert given["expected_start"] is not None and given["start_earliest"] is None
+    await env.store.append(task_stream(a), None, [f.starting(a, at=time.time())], owner="alice")
+    env.app.state.etas._at = -float("inf")  # (the next request refreshes at once)
+    for _ in range(100):
+        shown = (await env.client.get(f"/api/v2/tasks/{b}", headers=h)).json()
+        if shown["start_earliest"] is not None:
+            break
+        await asyncio.sleep(0.05)
+        env.app.state.etas._at = -float("inf")
+    assert env.app.state.etas.calibration.scores == 1
+    # One score, of a start a moment after its ETA: the interval is that moment late.
+    assert shown["expected_start"] <= shown["start_earliest"] <= shown["start_latest"], shown
+    queue = {e["task_id"]: e for e in (await env.client.get("/api/v2/queue", headers=h)).json()["items"]}
+    assert queue[b]["start_latest"] == pytest.approx(shown["start_latest"], abs=5)
