@@ -107,7 +107,14 @@ class _Forward:
                 self.known[i] += r.demand.n_gpus_per_node
             heapq.heappush(self.ends, (at, k, r.task_id, r.demand, placed))
             self.live[r.task_id] = msgspec.structs.replace(r, settled=True)
-        self.order = len(running)  # entries pushed on ``ends``: equal times go in start order
+        # Ended gangs the ledger still holds give their resources back at once.
+        for k, (node_ids, demand) in enumerate(capacity.releasing, start=len(running)):
+            placed = tuple(self.index[n] for n in node_ids if n in self.index)
+            for i in placed:
+                self.known[i] += demand.n_gpus_per_node
+            heapq.heappush(self.ends, (now, k, f"released:{k}", demand, placed))
+            self.deltas.append((now, float(demand.total_gpus)))
+        self.order = len(running) + len(capacity.releasing)  # pushed on ``ends``: equal times go in start order
 
     def snapshot(self) -> Capacity:
         """The free resources now, as the policy is given them."""

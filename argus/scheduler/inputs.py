@@ -140,7 +140,8 @@ class QueueMemo:
         if (last is not None and last[3] == (ready, driver_cpus) and last[2] == observed
                 and _same(releasing, last[1]) and _same(active, last[0])):
             return last[4]
-        made = _ledger(observed, [*self._commitments(active, driver_cpus), *releasing], ready)
+        made = msgspec.structs.replace(_ledger(observed, [*self._commitments(active, driver_cpus), *releasing], ready),
+                                       releasing=tuple((c.node_ids, c.demand) for c in releasing))
         self._capacity = (list(active), list(releasing), observed, (ready, driver_cpus), made)
         return made
 

@@ -72,9 +72,13 @@ class RunningTask(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Capacity(msgspec.Struct, frozen=True, kw_only=True):
-    """Free resources of the alive worker nodes, as the Ray gateway observed them."""
+    """Free resources of the alive worker nodes, as the Ray gateway observed them.
+    ``releasing``: the gangs (node ids, demand per node) of attempts that ended but that
+    the ledger holds until Ray is seen to have them back: off ``nodes``' free resources,
+    and free again as soon as that is seen (a reservation counts them as ending now)."""
 
     nodes: tuple[NodeCapacity, ...]
+    releasing: tuple[tuple[tuple[str, ...], Demand], ...] = ()
 
 
 class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):

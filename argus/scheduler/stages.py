@@ -147,6 +147,12 @@ class _Pass:
         self.endings: list[Ending] = []
         if config.reserve:
             self.endings = _endings(running, self.pool.ids, now, config.default_runtime_s)
+            # Ended gangs the ledger still holds are free at the next observation: without
+            # them the head found no start at all for a turn, and the task behind it took
+            # the reservation (the simulator saw a firm bound broken by 11 h).
+            index = {nid: i for i, nid in enumerate(self.pool.ids)}
+            self.endings += [Ending(at=now, demand=d, nodes=tuple(index[n] for n in nodes if n in index),
+                                    limited=True) for nodes, d in capacity.releasing]
         self.planner: RoomPlanner | None = None  # made when a task first needs room (preemption)
         self.same_rule = outranks.same_rule if outranks is not None and config.preemption else None
         # (shape, same_rule) and (shape, alike) that found no room: their like would find none either
