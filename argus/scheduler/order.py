@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from operator import attrgetter
 from typing import NamedTuple, Protocol, TypeVar
 
-__all__ = ["ORDERS", "SortKey", "Waiting", "order_key", "queue_order", "register_order"]
+__all__ = ["ORDERS", "SortKey", "Waiting", "arrival_only", "order_key", "queue_order", "register_order"]
 
 
 class Waiting(Protocol):
@@ -54,6 +54,12 @@ def order_key(policy: str) -> Callable[[Waiting], tuple[int, ...]]:
     """The sort key of ``policy``'s order (KeyError for an unknown policy)."""
     keys = ORDERS[policy]
     return lambda t: tuple(-getattr(t, k.field) if k.descending else getattr(t, k.field) for k in keys)
+
+
+def arrival_only(policy: str) -> bool:
+    """Whether ``policy`` orders by arrival alone, so that no task arriving later ever goes
+    ahead of an earlier one (what a reservation's "at the latest" bound rests on)."""
+    return ORDERS.get(policy) == (SortKey("seq"),)
 
 
 def queue_order(policy: str, waiting: Iterable[W]) -> list[W]:

@@ -116,3 +116,7 @@ def test_a_reservation_that_waits_only_for_time_limits_says_when_it_starts_at_th
         assert isinstance(d, Defer) and d.reserved_from == NOW + 2000
         assert d.reserved_latest == bound, d
         assert ("at the latest" in d.message) is limited
+    # Under fair share a later arrival may go first (a user under its share): no promise.
+    [fair] = decide([QueuedTask(task_id="w", demand=GANG, seq=1, estimate_s=600)], running, capacity, NOW,
+                    PolicyConfig(policy="fairshare", preempt_grace_s=30.0))
+    assert isinstance(fair, Defer) and fair.reserved_from is not None and fair.reserved_latest is None
