@@ -17,6 +17,9 @@ from typing import ClassVar, Union
 
 import msgspec
 
+# The value objects events carry, here with the events that carry them (``__all__``).
+from argus.events.values import Demand, NodeCapacity, SubmissionPayload
+
 __all__ = [
     "ALL_EVENT_TYPES",
     "AttemptEnded",
@@ -94,52 +97,6 @@ class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", gc=
     to themselves, so the cycle collector need not track them; a rebuild makes millions."""
 
     SCHEMA: ClassVar[int] = 1
-
-
-# ---------------------------------------------------------------------------------------
-# Value objects carried inside events
-
-
-# omit_defaults: a demand or node without a GPU model encodes as it did before models were
-# known, so events written since read the same to older code and compare equal byte for byte.
-class Demand(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=True):
-    """What a task needs at once (the gang): ``nnodes`` nodes, each with
-    ``n_gpus_per_node`` GPUs and ``cpus_per_node`` CPUs; ``gpu_types``: the GPU models it
-    accepts (any node's GPUs when empty; sorted, as ``argus.scheduler.gpumodel`` matches them)."""
-
-    nnodes: int
-    n_gpus_per_node: int
-    cpus_per_node: float
-    gpu_types: tuple[str, ...] = ()
-
-    @property
-    def total_gpus(self) -> int:
-        return self.nnodes * self.n_gpus_per_node
-
-
-class NodeCapacity(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=True):
-    """One alive worker node as Ray reported it; ``gpu_type``: its GPU model, from Ray's
-    ``accelerator_type:<model>`` resource ("" when it has none)."""
-
-    node_id: str
-    ip: str
-    total_gpus: float
-    free_gpus: float
-    total_cpus: float
-    free_cpus: float
-    gpu_type: str = ""
-
-
-class SubmissionPayload(msgspec.Struct, frozen=True, kw_only=True):
-    """Everything handed to Ray's JobSubmissionClient.submit_job, kept verbatim so that a
-    resubmission after a crash is the same submission."""
-
-    submission_id: str
-    entrypoint: str
-    entrypoint_num_cpus: float
-    entrypoint_resources: dict[str, float]
-    runtime_env: dict[str, object]
-    metadata: dict[str, str]
 
 
 # ---------------------------------------------------------------------------------------
