@@ -42,7 +42,8 @@ STOP_SLACK_S = 60.0
 _BLOCKED_MSG = "waiting in line: an earlier task that does not fit yet is at the head of the FIFO queue"
 _UNKNOWN_MSG = "cluster capacity is unknown (Ray unreachable); nothing is admitted until it is observed"
 
-Shape = tuple[int, int, float, tuple[str, ...]]  # (nnodes, n_gpus_per_node, cpus_per_node, gpu_types): what placement depends on
+# (nnodes, n_gpus_per_node, cpus_per_node, gpu_types): what placement depends on
+Shape = tuple[int, int, float, tuple[str, ...]]
 
 
 class Outranks(Protocol):
