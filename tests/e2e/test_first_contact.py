@@ -27,6 +27,7 @@ import msgspec
 import pytest
 
 from argus.procs import free_ports
+from tests.support.ray_cluster import startup_timeout_s
 
 pytestmark = [pytest.mark.slow]
 
@@ -118,7 +119,9 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
     finally:
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C, as the README says
         try:
-            proc.wait(60)
+            # 60 s on a quiet host, more on a loaded one, as every start-up here is given
+            # (a CI run beside two simulator processes took longer than 60 s).
+            proc.wait(startup_timeout_s(60.0))
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
