@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from argus.events.catalog import Demand
 
-__all__ = ["ACCELERATOR_PREFIX", "allowed_nodes", "gpu_type_of", "models_present", "normalize", "wants"]
+__all__ = ["ACCELERATOR_PREFIX", "allowed_nodes", "gpu_type_of", "models_of", "models_present", "normalize", "wants"]
 
 ACCELERATOR_PREFIX = "accelerator_type:"
 
@@ -49,9 +49,14 @@ def allowed_nodes(gpu_types: tuple[str, ...], node_types: tuple[str, ...]) -> fr
     return frozenset(i for i, t in enumerate(node_types) if t.casefold() in wanted)
 
 
+def models_of(d: Demand) -> str:
+    """The models ``d`` accepts, as messages name them: "H100", "A100 or H100"; "" for any."""
+    return " or ".join(d.gpu_types)
+
+
 def wants(d: Demand) -> str:
     """The model part of a message: "needs H100", "needs A100 or H100"; "" for any model."""
-    return f"needs {' or '.join(d.gpu_types)}" if d.gpu_types else ""
+    return f"needs {models_of(d)}" if d.gpu_types else ""
 
 
 def models_present(node_types: Sequence[str]) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 from argus.events.catalog import Demand, NodeCapacity
 from argus.scheduler.fragmentation import ShapeMix
-from argus.scheduler.gpumodel import allowed_nodes, models_present, wants
+from argus.scheduler.gpumodel import allowed_nodes, models_of, models_present, wants
 from argus.scheduler.model import Defer, QueuedTask, Reason
 from argus.scheduler.reserve import Ending, Reservation, earliest_start
 
@@ -38,7 +38,7 @@ def _big_nodes(totals: tuple[tuple[float, float], ...], gpus: int, cpus: float,
 
 
 def needs(d: Demand) -> str:
-    model = f"{' or '.join(d.gpu_types)} " if d.gpu_types else ""
+    model = f"{models_of(d)} " if d.gpu_types else ""
     return (f"needs {d.nnodes} node{'s' if d.nnodes != 1 else ''} × {d.n_gpus_per_node} {model}GPUs "
             f"(+{fmt_amount(d.cpus_per_node)} CPUs each)")
 
@@ -165,7 +165,7 @@ class Pool:
         total = sum(free[i] for i in mine)
         where = f"{len(free)} worker node(s)"
         if d.gpu_types:
-            where = f"the {len(mine)} node(s) with {' or '.join(d.gpu_types)} (of {len(free)})"
+            where = f"the {len(mine)} node(s) with {models_of(d)} (of {len(free)})"
         if total < d.total_gpus:
             return Defer(task_id="", reason=Reason.INSUFFICIENT_GPUS, free_gpus_per_node=free, message=(
                 f"{needs(d)} = {d.total_gpus} GPUs; only {fmt_amount(total)} GPUs free in total "

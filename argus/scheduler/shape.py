@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from argus.events.catalog import Demand, NodeCapacity
-from argus.scheduler.gpumodel import allowed_nodes, models_present, wants
+from argus.scheduler.gpumodel import allowed_nodes, models_of, models_present, wants
 from argus.scheduler.policy import fmt_amount
 
 __all__ = ["assumed_nodes", "unfit_reason"]
@@ -43,7 +43,7 @@ def unfit_reason(demand: Demand, nodes: Sequence[NodeCapacity], where: str) -> t
     if len(big_enough) >= demand.nnodes:
         return None
     max_gpus = max(n.total_gpus for n in nodes)
-    model = f"{' or '.join(demand.gpu_types)} " if demand.gpu_types else ""
+    model = f"{models_of(demand)} " if demand.gpu_types else ""
     cluster = (f"this cluster has {len(nodes)} {model}worker node(s) ({where}), the largest with "
                f"{fmt_amount(max_gpus)} GPUs and {fmt_amount(max(n.total_cpus for n in nodes))} CPUs")
     need = (f"the task needs {demand.nnodes} node(s) with {demand.n_gpus_per_node} {model}GPUs and "
