@@ -207,22 +207,31 @@ class TaskSpecConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class SandboxConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Opt-in confinement of each job's command on the workers (docs/security.md).
+    """Confinement of each job's command on the workers (docs/security.md).
 
-    ``bwrap``: the driver runs the command under bubblewrap: the machine read-only, a
-    private ``/tmp``, of the shared root only the user's home (writable) and the shared
-    ``datasets``, ``hf`` and ``common`` folders (read-only). It confines the command and
-    what it starts itself, not the Ray workers a job asks Ray for (they are the raylet's
-    children): it is no boundary against a job that uses Ray."""
+    ``auto`` (the default): Landlock where the worker's kernel has it, else not confined
+    (said in one line at start and in the job's log); ``landlock``: Landlock or the job does
+    not run. Either way the command and everything it starts may read the system and the
+    interpreter, read the shared ``datasets``, ``hf`` and ``common`` folders, and write only
+    in the user's home (plus ``writable``); other homes, the control plane's data, ``/tmp``
+    and ``hidden`` are out of reach.
 
-    mode: Literal["none", "bwrap"] = "none"
+    ``bwrap``: the command runs under bubblewrap: the machine read-only, a private ``/tmp``,
+    of the shared root only the user's home and the shared read-only folders.
+
+    Ray workers the job asks Ray for are the raylet's children: the node pool confines them
+    (``argus.confine.worker``), not this setting."""
+
+    mode: Literal["auto", "landlock", "bwrap", "none"] = "auto"
     # The bubblewrap binary on the workers (Debian: apt-get install bubblewrap).
     bwrap: str = "bwrap"
-    # More paths the command sees, read-only / writable, where the layout above hides
-    # them (what is under /tmp or the shared root). /tmp/ray: Ray's session directory,
-    # whose sockets a driver's ray.init() connects to.
+    # More paths the command may read / write, where the layout above leaves them out.
     read_only: list[str] = msgspec.field(default_factory=list)
-    writable: list[str] = msgspec.field(default_factory=lambda: ["/tmp/ray"])
+    writable: list[str] = msgspec.field(default_factory=list)
+    # Landlock: never readable, even inside a path the interpreter needs (a checkout of
+    # Argus holding its data folder). The event log's folder is always hidden; add the
+    # folders of the config file and tokens when they are elsewhere.
+    hidden: list[str] = msgspec.field(default_factory=list)
 
 
 class ServiceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

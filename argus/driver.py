@@ -36,6 +36,9 @@ from typing import Any
 
 import msgspec
 
+from argus.confine import LandlockError, Ruleset, decide, job_ruleset
+from argus.confine.claims import ClaimWatcher, descends_from
+from argus.confine.registry import Claim, registry_dir
 from argus.nodepool.process import die_with_parent
 from argus.procs import signal_group
 from argus.rayjobs.sandbox import bwrap_argv
@@ -116,13 +119,70 @@ def carry_checkpoints(ctx: DriverContext, path: Path) -> Path | None:
 
 
 def _sandbox_prefix(ctx: DriverContext, path: Path, env: dict[str, str]) -> list[str]:
-    """``bwrap … --`` when the context asks for a sandbox (else nothing): the command sees
+    """``bwrap … --`` when the context asks for bubblewrap (else nothing): the command sees
     the user's home, the shared read-only folders, and this interpreter and PYTHONPATH."""
-    if ctx.sandbox is None:
+    if ctx.sandbox is None or ctx.sandbox.mode != "bwrap":
         return []
     needed = [sys.prefix, sys.base_prefix, *env.get("PYTHONPATH", "").split(":")]
     return bwrap_argv(ctx.sandbox, shared_root=ctx.shared_root, user=ctx.user,
                       workdir=str(path), needed=needed)
+
+
+def _landlock(ctx: DriverContext, path: Path, env: dict[str, str]) -> tuple[Ruleset | None, str]:
+    """The Landlock ruleset for the command when the context asks for it and this node's
+    kernel has it, and the line that says so ("" when not asked). Raises LandlockError
+    when Landlock is required and missing."""
+    box = ctx.sandbox
+    if box is None or box.mode not in ("auto", "landlock"):
+        return None, ""
+    decision = decide(box.mode)
+    if not decision.confined:
+        return None, decision.line
+    tmp = path / "tmp"  # the private temporary folder: /tmp is out of reach
+    tmp.mkdir(exist_ok=True)
+    home = str(Path(ctx.shared_root) / "users" / ctx.user)
+    env.update(TMPDIR=str(tmp), HOME=home)  # caches (~/.cache, ~/.triton) land in the home
+    ruleset = job_ruleset(decision, shared_root=ctx.shared_root, user=ctx.user,
+                          pythonpath=[p for p in env.get("PYTHONPATH", "").split(":") if p],
+                          extra_read=box.read_only, extra_write=box.writable, hidden=box.hidden)
+    return ruleset, decision.line
+
+
+def _watch_claims(ctx: DriverContext, command_pid: int, log: Any) -> ClaimWatcher | None:
+    """Claim for this user each Ray job the command starts (its driver process is one of
+    the command's), so that the node's launcher confines that job's Ray workers the same
+    way (argus.confine.worker). None outside Ray (no ``RAY_ADDRESS``)."""
+    address = os.environ.get("RAY_ADDRESS", "")
+    if not address or address == "auto":
+        return None
+
+    def say(line: str) -> None:  # one write: the log is O_APPEND, shared with the tee
+        log.write(f"[argus.driver] {line}\n".encode())
+
+    def judge(job_id: str, info: Any) -> Claim | None:
+        if info.config.metadata.get("job_submission_id") != ctx.submission_id:
+            return None
+        if not descends_from(int(info.driver_pid), command_pid):
+            say(f"Ray job {job_id} names this attempt, but its driver (pid {info.driver_pid}) is "
+                "not one of this command's processes: its workers get no user's files")
+            return None
+        return Claim(job_id=job_id, user=ctx.user, submission_id=ctx.submission_id,
+                     driver_pid=int(info.driver_pid))
+
+    watcher = ClaimWatcher(registry=registry_dir(ctx.shared_root), gcs_address=address,
+                           judge=judge, submission_id=ctx.submission_id, on_error=say)
+    watcher.start()
+    return watcher
+
+
+def _failed_to_start(ctx: DriverContext, started: float, why: str, log: Any, out: Any) -> DriverResult:
+    """Say why the command did not run, and end as a command that was not found."""
+    log.write(why.encode())
+    out.write(why.encode())
+    return DriverResult(
+        submission_id=ctx.submission_id, exit_code=127, signal=None,
+        forwarded_signal=None, started_at=started, ended_at=time.time(),
+        hostname=socket.gethostname(), ray_node_id=_ray_node_id())
 
 
 def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult:
@@ -138,28 +198,40 @@ def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult
     forwarded: list[int] = []
     argv = [*_sandbox_prefix(ctx, path, env), "bash", "-c", ctx.command]
     with open(path / "driver.log", "ab", buffering=0) as log:
-        boxed = " (in a bwrap sandbox)" if ctx.sandbox is not None else ""
+        try:
+            ruleset, confined = _landlock(ctx, path, env)
+        except LandlockError as exc:  # required and missing: fail closed, saying why
+            return _failed_to_start(ctx, started, f"[argus.driver] {exc.strerror}\n", log, out)
+        boxed = " (in a bwrap sandbox)" if argv[0] != "bash" else ""
         header = (f"[argus.driver] {ctx.submission_id} on {socket.gethostname()}{boxed}: "
                   f"bash -c {shlex.quote(ctx.command)}\n")  # as run, one override per line
+        if confined:
+            header += f"[argus.driver] {confined}\n"
         log.write(header.encode())
         out.write(header.encode())
-        if ctx.sandbox is not None and shutil.which(argv[0]) is None:  # fail closed, saying why
-            why = (f"[argus.driver] the sandbox needs bubblewrap, and {argv[0]!r} is not on this "
-                   "worker: install it (Debian: apt-get install bubblewrap), or set "
-                   "v2.sandbox.mode: none\n")
-            log.write(why.encode())
-            out.write(why.encode())
-            return DriverResult(
-                submission_id=ctx.submission_id, exit_code=127, signal=None,
-                forwarded_signal=None, started_at=started, ended_at=time.time(),
-                hostname=socket.gethostname(), ray_node_id=_ray_node_id())
+        if argv[0] != "bash" and shutil.which(argv[0]) is None:  # fail closed, saying why
+            return _failed_to_start(ctx, started, (
+                f"[argus.driver] the sandbox needs bubblewrap, and {argv[0]!r} is not on this "
+                "worker: install it (Debian: apt-get install bubblewrap), or set "
+                "v2.sandbox.mode: auto\n"), log, out)
         driver_pid = os.getpid()  # read here: the preexec function runs in the child
-        child = subprocess.Popen(
-            argv, cwd=path, env=env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            # Die with the driver even if it is SIGKILLed.
-            start_new_session=True, preexec_fn=lambda: die_with_parent(driver_pid),
-        )
+
+        def in_child() -> None:  # after fork, before exec: die with the driver, confined
+            die_with_parent(driver_pid)
+            if ruleset is not None:
+                ruleset.restrict_self()
+
+        try:
+            child = subprocess.Popen(
+                argv, cwd=path, env=env, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                # Die with the driver even if it is SIGKILLed.
+                start_new_session=True, preexec_fn=in_child,
+            )
+        finally:
+            if ruleset is not None:
+                ruleset.close()
+        watcher = _watch_claims(ctx, child.pid, log) if ruleset is not None else None
 
         def forward(signum: int, _frame: object) -> None:
             forwarded.append(signum)
@@ -193,6 +265,8 @@ def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult
                 pass  # Ray's log pipe went away; driver.log still has everything
         code = child.wait()
         signal_group(child, signal.SIGKILL)  # nothing of the command may outlive it
+        if watcher is not None:
+            watcher.stop()
     sig = -code if code < 0 else None
     return DriverResult(
         submission_id=ctx.submission_id, exit_code=128 + sig if sig else code, signal=sig,

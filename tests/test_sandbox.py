@@ -5,11 +5,13 @@ another user's. docs/security.md says what it does not confine (Ray's own worker
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from argus.config import ArgusConfig
@@ -24,17 +26,23 @@ def _context(config: ArgusConfig, command: str) -> object:
     return decode_context(payload.entrypoint.split("--context ", 1)[1])
 
 
-def test_off_by_default() -> None:
+def test_landlock_by_default_bwrap_or_nothing_on_request() -> None:
     config = ArgusConfig()
-    assert config.v2.sandbox.mode == "none"
+    assert config.v2.sandbox.mode == "auto"
+    box = _context(config, "true").sandbox  # type: ignore[attr-defined]
+    # The event log's folder is hidden from the job, however it is reached.
+    assert box == Sandbox(mode="auto", hidden=[os.path.dirname(os.path.abspath("argus.sqlite3"))])
+    config.v2.sandbox.mode = "none"
     assert _context(config, "true").sandbox is None  # type: ignore[attr-defined]
 
 
-def test_on_travels_in_the_context() -> None:
+def test_bwrap_travels_in_the_context() -> None:
     config = ArgusConfig()
     config.v2.sandbox.mode = "bwrap"
     box = _context(config, "true").sandbox  # type: ignore[attr-defined]
-    assert box == Sandbox(bwrap="bwrap", read_only=[], writable=["/tmp/ray"])
+    assert box == Sandbox(bwrap="bwrap", read_only=[], writable=[])
+    # A context recorded before Landlock came (no mode) still means bubblewrap.
+    assert msgspec.json.decode(b'{"bwrap": "bwrap"}', type=Sandbox).mode == "bwrap"
 
 
 def test_layout_shows_no_other_home() -> None:

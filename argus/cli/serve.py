@@ -22,6 +22,7 @@ import msgspec
 import yaml
 
 from argus.cli.stack import Stack
+from argus.confine import confinement_line
 
 __all__ = ["serve", "up"]
 
@@ -304,7 +305,8 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, gpu
                    f"admin token ({where}):\n  {token}\n"
                    f"  export ARGUS_URL=http://{host}:{port} ARGUS_TOKEN={token}\n"
                    f"data: {data_dir}   logs: {data_dir / 'logs'}   Ctrl-C stops everything.\n"
-                   f"event log: {log_at}\n",
+                   f"event log: {log_at}\n"
+                   f"confinement: {confinement_line(config.v2.sandbox.mode)}\n",
                    err=True)
         progress = threading.Thread(target=report_progress, name="argus-up-progress", daemon=True,
                                     args=(config, stack.stopping, lambda t: click.echo(t, err=True), started))

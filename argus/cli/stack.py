@@ -76,6 +76,7 @@ class Stack:
         env.update({MARKER_ENV: self.marker})
         env.update(ARGUS_SHARED_ROOT=self.config.shared_root, ARGUS_CLUSTER_NAME=self.config.cluster_name,
                    ARGUS_NODE_IP="127.0.0.1", ARGUS_LOG_DIR=str(self.data_dir / "logs"),
+                   ARGUS_CONFINE=self.config.v2.sandbox.mode,
                    RAY_USAGE_STATS_ENABLED="0", **extra)
         return env
 

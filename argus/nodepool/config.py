@@ -61,6 +61,32 @@ class NodePoolConfig(msgspec.Struct, kw_only=True):
     head_start_timeout_s: float = 180.0
     # Where watchdog.log and ray.log go ("" disables file logs; stdout always gets them).
     node_log_dir: str = ""
+    # The shared root (users' homes, the control plane's ray/ folder).
+    shared_root: str = "/private"
+    # v2.sandbox.mode: auto or landlock confine every Ray worker of a job to its user's
+    # files (argus.confine.raystart), where the kernel has Landlock; anything else: not.
+    confine: str = "auto"
+
+    def confines_workers(self) -> bool:
+        """Whether this node's Ray workers start through the confining launcher."""
+        from argus.confine import abi_version
+
+        return self.confine in ("auto", "landlock") and (self.confine == "landlock" or abi_version() >= 1)
+
+    def confinement_line(self) -> str:
+        """One line for the node's log: whether the jobs' Ray workers here are confined."""
+        from argus.confine import confinement_line
+
+        return confinement_line(self.confine)
+
+    def ray_start(self) -> list[str]:
+        """``ray start`` as this node runs it: through ``argus.confine.raystart`` when its
+        workers are confined (same arguments, same output; Ray's own ``ray start`` of this
+        interpreter, in-process, not ``ray_bin``)."""
+        if not self.confines_workers():
+            return [self.ray_bin, "start"]
+        return [sys.executable, "-m", "argus.confine.raystart", "--shared-root", self.shared_root,
+                "--mode", self.confine, "--", "start"]
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "NodePoolConfig":
@@ -117,6 +143,8 @@ class NodePoolConfig(msgspec.Struct, kw_only=True):
             stop_grace_s=num("ARGUS_STOP_GRACE_S", d.stop_grace_s),
             head_start_timeout_s=num("ARGUS_HEAD_START_TIMEOUT_S", d.head_start_timeout_s),
             node_log_dir=node_log_dir,
+            shared_root=str(base.shared_path),
+            confine=env.get("ARGUS_CONFINE") or base.v2.sandbox.mode,
         )
 
     def ray_resources(self) -> dict[str, float]:

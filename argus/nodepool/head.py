@@ -13,6 +13,8 @@ import secrets
 import time
 from datetime import datetime, timezone
 
+from argus.confine.claims import ClaimWatcher, claim_dashboard_job
+from argus.confine.registry import registry_dir
 from argus.nodepool.config import NodePoolConfig
 from argus.nodepool.discovery import expire_head_record, make_head_record, write_head_record
 from argus.nodepool.logline import DecisionLog
@@ -28,7 +30,7 @@ _TICK_S = 0.5
 def head_argv(cfg: NodePoolConfig, node_ip: str) -> list[str]:
     """The ``ray start --head`` command line; extra args come last so they can override."""
     return [
-        cfg.ray_bin, "start", "--head",
+        *cfg.ray_start(), "--head",
         f"--node-ip-address={node_ip}",
         f"--port={cfg.ray_port}",
         "--include-dashboard=true",
@@ -50,6 +52,8 @@ class HeadWatchdog:
         self.log = log or DecisionLog("head", cfg.node_log_dir)
         self.stop = stop or StopFlag()
         self.head_id = secrets.token_hex(8)
+        # Claims Ray's own dashboard job, whose workers must stay unconfined (argus.confine).
+        self.claims: ClaimWatcher | None = None
         self.started_at = datetime.now(timezone.utc).replace(microsecond=0)
 
     def run(self) -> int:
@@ -81,7 +85,16 @@ class HeadWatchdog:
                       record=cfg.head_file, attempt=attempt, argv=" ".join(argv),
                       limits=describe_limits(env))
         child = RayChild(argv, tee=self.log.open_aux("ray.log"), env=env)
-        self.log.info("ray_spawned", pid=child.pid)
+        self.log.info("ray_spawned", pid=child.pid, confinement=cfg.confinement_line())
+        try:
+            return self._watch_ray(child, node_ip, argv)
+        finally:
+            if self.claims is not None:
+                self.claims.stop()
+                self.claims = None
+
+    def _watch_ray(self, child: RayChild, node_ip: str, argv: list[str]) -> int | None:
+        cfg = self.cfg
         started = time.monotonic()
         next_publish = 0.0
         published = False
@@ -101,6 +114,8 @@ class HeadWatchdog:
                     if unreachable:
                         self.log.info("head_reachable", action="resume_publishing")
                     unreachable = False
+                    if not published and self.claims is None and cfg.confines_workers():
+                        self.claims = self._claim_system_jobs(child, node_ip)
                     published = self._publish(node_ip, first=not published) or published
                     next_publish = now + cfg.refresh_s
                 elif not published and now - started > cfg.head_start_timeout_s:
@@ -117,6 +132,12 @@ class HeadWatchdog:
                                          action="pause_publishing")
                     unreachable = published
             self.stop.sleep(_TICK_S)
+
+    def _claim_system_jobs(self, child: RayChild, node_ip: str) -> ClaimWatcher:
+        """Claim the dashboard's job as Ray's own (argus.confine.claims.claim_dashboard_job)."""
+        return claim_dashboard_job(registry_dir(self.cfg.shared_root), f"{node_ip}:{self.cfg.ray_port}",
+                                   ray_pid=child.pid,
+                                   on_error=lambda line: self.log.warning("claims", error=line))
 
     def _head_up(self, child: RayChild, node_ip: str) -> bool:
         """Ready to be announced: ``ray start`` said so (its head raylet is registered, so

@@ -36,7 +36,7 @@ _HEAD_GONE_GRACE_S = 2.0
 def worker_argv(cfg: NodePoolConfig, record: HeadRecord, node_ip: str) -> list[str]:
     """The ``ray start --address`` command line; extra args last so they can override."""
     argv = [
-        cfg.ray_bin, "start",
+        *cfg.ray_start(),
         f"--address={record.gcs_address}",
         f"--node-ip-address={node_ip}",
         f"--resources={json.dumps(cfg.ray_resources(), separators=(',', ':'))}",
@@ -68,6 +68,7 @@ class WorkerWatchdog:
     def run(self) -> int:
         cfg = self.cfg
         self.log.info("worker_start", record=cfg.head_file, poll_s=cfg.poll_s,
+                      confinement=cfg.confinement_line(),
                       resources=json.dumps(cfg.ray_resources(), separators=(",", ":")),
                       num_gpus=cfg.num_gpus, num_cpus=cfg.num_cpus)
         next_read = 0.0

@@ -29,18 +29,26 @@ from collections.abc import Iterable
 
 import msgspec
 
-__all__ = ["SHARED_READ_ONLY", "Sandbox", "bwrap_argv"]
+__all__ = ["RAY_TEMP_ROOT", "SHARED_READ_ONLY", "Sandbox", "bwrap_argv"]
 
 # Folders of the shared root every user may read (what TaskSpecs name as $HOME/common/...).
 SHARED_READ_ONLY = ("datasets", "hf", "common")
 
 
-class Sandbox(msgspec.Struct, frozen=True, kw_only=True):
-    """How the driver confines the command (travels in the DriverContext)."""
+# Ray's default session directory, whose sockets a driver's ray.init() connects to.
+RAY_TEMP_ROOT = "/tmp/ray"
 
+
+class Sandbox(msgspec.Struct, frozen=True, kw_only=True):
+    """How the driver confines the command (travels in the DriverContext). ``mode``:
+    ``bwrap``, or ``auto`` / ``landlock`` (argus.confine); a context recorded before
+    Landlock came has no mode and meant bubblewrap."""
+
+    mode: str = "bwrap"
     bwrap: str = "bwrap"
     read_only: list[str] = []
     writable: list[str] = []
+    hidden: list[str] = []
 
 
 def _under(path: str, root: str) -> bool:
@@ -73,7 +81,7 @@ def bwrap_argv(sandbox: Sandbox, *, shared_root: str, user: str, workdir: str,
             continue  # another user's files: never
         seen.add(path)
         argv += ["--ro-bind-try", path, path]
-    for path in sandbox.writable:
+    for path in [RAY_TEMP_ROOT, *sandbox.writable]:
         path = posixpath.normpath(path) if path else ""
         if not path.startswith("/") or _under(path, posixpath.join(root, "users")):
             continue

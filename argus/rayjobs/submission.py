@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import os
 import shlex
 import zlib
 from collections.abc import Sequence
@@ -52,7 +53,7 @@ class DriverContext(msgspec.Struct, frozen=True, kw_only=True):
     command_raw: str = ""
     spec_raw: str = ""
     spec: dict[str, Any] = {}
-    # v2.sandbox.mode bwrap: the command runs confined (argus.rayjobs.sandbox); None: not.
+    # v2.sandbox: how the command runs confined (argus.rayjobs.sandbox); None: not.
     sandbox: Sandbox | None = None
 
 
@@ -77,9 +78,16 @@ def decode_context(text: str) -> DriverContext:
 
 def _sandbox(config: ArgusConfig) -> Sandbox | None:
     box = config.v2.sandbox
-    if box.mode != "bwrap":
+    if box.mode == "none":
         return None
-    return Sandbox(bwrap=box.bwrap, read_only=list(box.read_only), writable=list(box.writable))
+    if box.mode == "bwrap":
+        return Sandbox(bwrap=box.bwrap, read_only=list(box.read_only), writable=list(box.writable))
+    # Landlock: the event log's folder (the database, and with `argus up` its token and
+    # config) is never reachable, even when a checkout of Argus that holds it is readable.
+    db_path = config.v2.sqlite.db_path
+    data = os.path.dirname(os.path.abspath(db_path)) if db_path else ""
+    hidden = [p for p in (data, *box.hidden) if p.startswith("/")]
+    return Sandbox(mode=box.mode, read_only=list(box.read_only), writable=list(box.writable), hidden=hidden)
 
 
 def pinned_model(demand: Demand, node_models: Sequence[str]) -> str:

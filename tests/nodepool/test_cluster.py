@@ -24,7 +24,8 @@ JOIN_TIMEOUT_S = 150.0
 
 
 def _ray_child(watchdog_pid: int) -> int:
-    return find_descendant(watchdog_pid, "ray start")
+    # `ray start`, or `python -m argus.confine.raystart … -- start` on a confining node
+    return find_descendant(watchdog_pid, " start --")
 
 
 def _process_named(root_pid: int, exe_suffix: str) -> int:

@@ -69,7 +69,7 @@ def test_backoff_is_exponential_and_capped():
 
 
 def test_head_argv_keeps_training_off_the_head():
-    argv = head_argv(NodePoolConfig(ray_bin="ray", ray_extra_args=["--temp-dir=/t"]), "10.0.0.1")
+    argv = head_argv(NodePoolConfig(ray_bin="ray", ray_extra_args=["--temp-dir=/t"], confine="none"), "10.0.0.1")
     assert argv[:3] == ["ray", "start", "--head"]
     assert "--num-gpus=0" in argv and "--num-cpus=0" in argv and "--block" in argv
     assert argv[-1] == "--temp-dir=/t"

@@ -61,6 +61,8 @@ def fake(tmp_path):
     env.update({
         "ARGUS_SHARED_ROOT": str(tmp_path / "shared"), "ARGUS_CLUSTER_NAME": "fake",
         "ARGUS_RAY_BIN": str(ray), "ARGUS_NODE_IP": "127.0.0.1", "ARGUS_NODE_NAME": "n1",
+        # The fake `ray` is a program; a confining node runs Ray's own `ray start` in-process.
+        "ARGUS_CONFINE": "none",
         "ARGUS_POLL_S": "0.3", "ARGUS_BACKOFF_INITIAL_S": "0.2", "ARGUS_BACKOFF_MAX_S": "0.8",
         "ARGUS_STABLE_S": "30", "ARGUS_STOP_GRACE_S": "2", "ARGUS_TTL_S": "5",
         "ARGUS_REFRESH_S": "0.5", "ARGUS_RAY_EXTRA_ARGS": "--temp-dir=/x --num-cpus=3",

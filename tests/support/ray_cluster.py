@@ -24,6 +24,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from argus.confine import abi_version
+from argus.confine.claims import ClaimWatcher, claim_dashboard_job
+from argus.confine.registry import registry_dir
 from argus.nodepool.startup import HostLoad, ray_startup_env
 from argus.procs import (
     PortBook,
@@ -105,6 +108,7 @@ class RayCluster:
         self._client_port = client_port
         self.head = WorkerNode(name="head", args=[])
         self.workers: list[WorkerNode] = []
+        self.claims: ClaimWatcher | None = None
         env = dict(os.environ)
         env.pop("RAY_ADDRESS", None)
         env["RAY_USAGE_STATS_ENABLED"] = "0"
@@ -120,7 +124,11 @@ class RayCluster:
                            die_with_parent=True)
 
     def _ray(self) -> list[str]:
-        return [sys.executable, "-m", "ray.scripts.scripts", "start", "--block",
+        # As the node pool runs Ray where the kernel has Landlock: every job's Ray workers
+        # confined to its user's files (argus.confine), so every real-Ray test runs so.
+        start = (["-m", "argus.confine.raystart", "--shared-root", str(self.shared_root), "--", "start"]
+                 if abi_version() >= 1 else ["-m", "ray.scripts.scripts", "start"])
+        return [sys.executable, *start, "--block",
                 "--disable-usage-stats", "--node-ip-address=127.0.0.1",
                 f"--temp-dir={self.temp_dir}", "--object-store-memory=80000000"]
 
@@ -135,6 +143,9 @@ class RayCluster:
         ]
         self.head.proc = self._spawn(self.head.args, "head")
         self._wait_http(f"{self.job_server_url}/api/version")
+        if abi_version() >= 1:  # the dashboard's job supervisors stay unconfined, as the head's watchdog does it
+            self.claims = claim_dashboard_job(registry_dir(str(self.shared_root)), self.address,
+                                              ray_pid=self.head.proc.pid)
         # One at a time: two raylets registering at once on a 2-core machine can time out
         # against a busy GCS.
         for i in range(2):
@@ -170,6 +181,8 @@ class RayCluster:
         self.start_worker(self.workers[index])
 
     def stop(self) -> None:
+        if self.claims is not None:
+            self.claims.stop()
         for node in [*self.workers, self.head]:
             if node.proc is not None:
                 kill_group(node.proc, grace_s=5.0)

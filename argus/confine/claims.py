@@ -1,0 +1,124 @@
+"""Claiming Ray jobs for users, as their drivers connect (``argus.confine.registry``).
+
+A ``ClaimWatcher`` polls the GCS's job table (fast while a job starts, slowly after) and
+writes a claim for each new Ray job that ``judge`` accepts. Ray's job table is written by
+the drivers themselves, so nothing in it is taken on trust alone: the judge also checks
+that the driver's process is one it knows (a descendant of this job driver; the head's
+own dashboard agent), which a job cannot arrange from inside its confinement.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from argus.confine.registry import SYSTEM, Claim, write_claim
+
+__all__ = ["ClaimWatcher", "DASHBOARD_NAMESPACE", "claim_dashboard_job", "descends_from"]
+
+# The namespace of the driver Ray's dashboard connects to run job supervisors.
+DASHBOARD_NAMESPACE = "_ray_internal_dashboard"
+
+
+def descends_from(pid: int, ancestor: int) -> bool:
+    """Whether process ``pid`` is ``ancestor`` or below it (read from /proc, now)."""
+    for _ in range(256):
+        if pid == ancestor:
+            return True
+        if pid <= 1:
+            return False
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read(4096)
+        except OSError:
+            return False
+        # The command name may hold spaces and parentheses: fields start after the last ')'.
+        pid = int(stat[stat.rindex(b")") + 2:].split()[1])
+    return False
+
+
+Judge = Callable[[str, Any], Claim | None]
+
+
+class ClaimWatcher(threading.Thread):
+    """Polls the job table of the Ray cluster at ``gcs_address`` (only the jobs naming
+    ``submission_id`` when given) and writes the claims ``judge`` returns: every
+    ``fast_s`` for the first ``fast_for_s`` seconds, then every ``slow_s``."""
+
+    def __init__(self, *, registry: str, gcs_address: str, judge: Judge, submission_id: str = "",
+                 fast_s: float = 0.05, fast_for_s: float = 120.0, slow_s: float = 2.0,
+                 until_claims: int = 0, on_error: Callable[[str], None] = lambda _line: None) -> None:
+        super().__init__(name="argus-claims", daemon=True)
+        self.registry, self.gcs_address, self.judge = registry, gcs_address, judge
+        self.submission_id = submission_id
+        self.fast_s, self.fast_for_s, self.slow_s = fast_s, fast_for_s, slow_s
+        self.on_error = on_error
+        self.until_claims = until_claims  # stop after this many claims (0: never)
+        self.stopping = threading.Event()
+        self.claimed: list[Claim] = []
+        self.refused: list[str] = []
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def run(self) -> None:
+        try:
+            # A second's import, off the caller's path. Only safe where nothing else imports
+            # Ray meanwhile (the job driver's main thread only copies output).
+            from ray._raylet import GcsClient  # type: ignore[attr-defined]
+
+            gcs = GcsClient(address=self.gcs_address)
+            cluster = gcs.cluster_id.hex()
+        except Exception as exc:  # no Ray here, or no GCS: nothing to claim for
+            self.on_error(f"cannot watch Ray's jobs at {self.gcs_address}: {exc}")
+            return
+        seen: set[str] = set()
+        started = time.monotonic()
+        while not self.stopping.is_set():
+            try:
+                jobs = gcs.get_all_job_info(job_or_submission_id=self.submission_id or None,
+                                            skip_submission_job_info_field=True,
+                                            skip_is_running_tasks_field=True, timeout=5)
+            except Exception as exc:  # the GCS restarting: try again
+                self.on_error(f"reading Ray's jobs: {exc}")
+                jobs = {}
+            for job_id, info in jobs.items():
+                hexid = job_id.hex()
+                if hexid in seen:
+                    continue
+                seen.add(hexid)
+                claim = self.judge(hexid, info)
+                if claim is None:
+                    self.refused.append(hexid)
+                    continue
+                write_claim(self.registry, cluster, claim)
+                self.claimed.append(claim)
+                if self.until_claims and len(self.claimed) >= self.until_claims:
+                    return
+            fast = time.monotonic() - started < self.fast_for_s
+            self.stopping.wait(self.fast_s if fast else self.slow_s)
+
+
+def claim_dashboard_job(registry: str, gcs_address: str, *, ray_pid: int,
+                        on_error: Callable[[str], None] = lambda _line: None) -> ClaimWatcher:
+    """Claim the dashboard's own job as Ray's (unconfined): its workers supervise every job's
+    entrypoint, which must write the job's folder. Only a job whose driver is a process of
+    this head's Ray (``ray_pid``) counts, and only the first: the dashboard connects once,
+    at the first submission, before any job of a user runs."""
+
+    # Imported here, not in the watcher's thread: a process that imports Ray in two threads at
+    # once gets a half-initialised module in one of them (the test harness's state calls).
+    importlib.import_module("ray._raylet")
+
+    def judge(job_id: str, info: Any) -> Claim | None:
+        if info.config.ray_namespace != DASHBOARD_NAMESPACE or not descends_from(int(info.driver_pid), ray_pid):
+            return None
+        return Claim(job_id=job_id, user=SYSTEM, driver_pid=int(info.driver_pid))
+
+    watcher = ClaimWatcher(registry=registry, gcs_address=gcs_address, judge=judge, fast_s=0.05,
+                           fast_for_s=0.0, slow_s=0.1, until_claims=1, on_error=on_error)
+    watcher.start()
+    return watcher

@@ -1,0 +1,64 @@
+"""The pieces of worker confinement that need no Ray: the raylet's command rewritten, the
+launcher's reading of it, claims on disk, and process ancestry."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from argus.confine.claims import descends_from
+from argus.confine.raystart import launcher_prefix, prefix_worker_command
+from argus.confine.registry import Claim, read_claim, write_claim
+from argus.confine.worker import raylet_command
+from argus.nodepool.config import NodePoolConfig
+
+WORKER = ["/venv/bin/python3", "/ray/_private/workers/setup_worker.py", "/ray/_private/workers/default_worker.py",
+          "--node-ip-address=10.0.0.1", "--cluster-id=abc", "RAY_WORKER_DYNAMIC_OPTION_PLACEHOLDER"]
+
+
+def test_only_the_python_worker_command_is_prefixed() -> None:
+    raylet = ["/ray/raylet", "--node_id=x", f"--python_worker_command={subprocess.list2cmdline(WORKER)}",
+              "--java_worker_command=java x"]
+    got = prefix_worker_command(raylet, launcher_prefix(["--shared-root", "/srv/shared"]))
+    assert got[0:2] == raylet[0:2] and got[3] == raylet[3]
+    assert got[2] == ("--python_worker_command=" + subprocess.list2cmdline(
+        [sys.executable, "-I", "-m", "argus.confine.worker", "--shared-root", "/srv/shared", "--", *WORKER]))
+
+
+def test_the_launcher_drops_setup_worker_as_the_raylet_would() -> None:
+    assert raylet_command(WORKER) == [WORKER[0], *WORKER[2:]]  # no runtime_env: straight to the worker
+    with_env = [*WORKER, "--language=PYTHON", "--serialized-runtime-env-context={}"]
+    assert raylet_command(with_env) == with_env
+
+
+def test_claims_are_written_once_whole_and_read_back(tmp_path: Path) -> None:
+    claim = Claim(job_id="02000000", user="alice", submission_id="alice-t1--a01", driver_pid=42)
+    write_claim(str(tmp_path), "cluster", claim)
+    path = tmp_path / "cluster" / "02000000.json"
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert read_claim(str(tmp_path), "cluster", "02000000") == claim
+    assert read_claim(str(tmp_path), "cluster", "03000000", wait_s=0.05) is None
+    (tmp_path / "cluster" / "04000000.json").symlink_to(path)  # a link is never followed
+    assert read_claim(str(tmp_path), "cluster", "04000000") is None
+
+
+def test_descends_from_follows_parents() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    try:
+        assert descends_from(child.pid, os.getpid())
+        assert descends_from(os.getpid(), os.getpid())
+        assert not descends_from(os.getpid(), child.pid)
+        assert not descends_from(999_999_999, os.getpid())
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_the_node_pool_starts_ray_through_the_launcher_when_it_confines() -> None:
+    off = NodePoolConfig(confine="none", ray_bin="/bin/ray")
+    assert off.ray_start() == ["/bin/ray", "start"]
+    on = NodePoolConfig(confine="landlock", shared_root="/srv/shared")
+    assert on.ray_start() == [sys.executable, "-m", "argus.confine.raystart", "--shared-root", "/srv/shared",
+                              "--mode", "landlock", "--", "start"]
