@@ -151,7 +151,9 @@ def _landlock(ctx: DriverContext, path: Path, env: dict[str, str]) -> tuple[Rule
 def _watch_claims(ctx: DriverContext, command_pid: int, log: Any) -> ClaimWatcher | None:
     """Claim for this user each Ray job the command starts (its driver process is one of
     the command's), so that the node's launcher confines that job's Ray workers the same
-    way (argus.confine.worker). None outside Ray (no ``RAY_ADDRESS``)."""
+    way (argus.confine.worker). Started after the command: a thread importing Ray while
+    ``Popen`` forks could leave the child's ``preexec_fn`` waiting on a lock. None outside
+    Ray (no ``RAY_ADDRESS``)."""
     address = os.environ.get("RAY_ADDRESS", "")
     if not address or address == "auto":
         return None

@@ -14,8 +14,7 @@ import site
 import sys
 import sysconfig
 from collections.abc import Sequence
-
-import msgspec
+from typing import NamedTuple
 
 from argus.confine.landlock import LandlockError, Ruleset, abi_version
 from argus.confine.rules import job_confinement, rules_for
@@ -23,7 +22,7 @@ from argus.confine.rules import job_confinement, rules_for
 __all__ = ["Decision", "confinement_line", "decide", "interpreter_paths", "job_ruleset", "ray_logs_dirs"]
 
 
-class Decision(msgspec.Struct, frozen=True):
+class Decision(NamedTuple):
     """Whether a job is confined on this node, and the one line that says so."""
 
     confined: bool

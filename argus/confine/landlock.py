@@ -16,10 +16,8 @@ import ctypes
 import enum
 import errno
 import os
-import platform
 from collections.abc import Iterable
-
-import msgspec
+from typing import NamedTuple
 
 __all__ = ["Access", "LandlockError", "Rule", "Ruleset", "abi_version", "handled_by"]
 
@@ -85,8 +83,10 @@ class LandlockError(OSError):
     """The kernel refused a Landlock call (or has no Landlock)."""
 
 
-class Rule(msgspec.Struct, frozen=True):
-    """Allow ``access`` beneath ``path`` (a directory) or on it (a file)."""
+class Rule(NamedTuple):
+    """Allow ``access`` beneath ``path`` (a directory) or on it (a file). A NamedTuple, not
+    a msgspec Struct: the worker launcher imports this before every Ray worker starts, and
+    msgspec's import alone is two thirds of its start-up."""
 
     path: str
     access: int
@@ -116,7 +116,8 @@ def _call(number: int, *args: object) -> int:
 def abi_version() -> int:
     """The kernel's Landlock ABI version; 0 where there is none (old kernel, Landlock not
     in the boot's LSM list, another architecture, or a seccomp filter refusing it)."""
-    if platform.system() != "Linux" or platform.machine() not in _SUPPORTED_MACHINES:
+    system = os.uname()
+    if system.sysname != "Linux" or system.machine not in _SUPPORTED_MACHINES:
         return 0
     try:
         return _call(_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))

@@ -25,8 +25,14 @@ _FLAG = "--python_worker_command="
 
 
 def launcher_prefix(options: Sequence[str]) -> list[str]:
-    """The launcher's own argv, to go before the raylet's worker command."""
-    return [sys.executable, "-I", "-m", "argus.confine.worker", *options, "--"]
+    """The launcher's own argv, to go before the raylet's worker command: this interpreter,
+    isolated (no environment, no site: ``argus.confine.worker``'s docstring), on its file.
+    What the workers' interpreter reads is worked out here, where ``site`` has run (without
+    it, Python knows nothing of a virtualenv: its ``pyvenv.cfg``, its site-packages)."""
+    from argus.confine import interpreter_paths, worker
+
+    reads = [arg for path in interpreter_paths() for arg in ("--read", path)]
+    return [sys.executable, "-I", "-S", worker.__file__ or "", *options, *reads, "--"]
 
 
 def prefix_worker_command(command: list[str], prefix: Sequence[str]) -> list[str]:

@@ -13,44 +13,59 @@ The cluster id keys it because job ids start again at 01000000 with every new he
 
 from __future__ import annotations
 
+import json
 import os
 import time
-from pathlib import Path
-
-import msgspec
+from typing import NamedTuple
 
 __all__ = ["Claim", "SYSTEM", "claim_path", "read_claim", "registry_dir", "write_claim"]
 
 SYSTEM = "-system-"  # Claim.user of Ray's own jobs (the dashboard's job supervisors)
 
 
-class Claim(msgspec.Struct, frozen=True, kw_only=True):
-    """Ray job ``job_id`` runs for ``user`` (attempt ``submission_id``), or for Ray itself."""
+class Claim(NamedTuple):
+    """Ray job ``job_id`` runs for ``user`` (attempt ``submission_id``), or for Ray itself.
+    (A NamedTuple and the json module: the launcher reads it before every worker starts,
+    see ``landlock.Rule``.)"""
 
     job_id: str
     user: str
     submission_id: str = ""
     driver_pid: int = 0
 
+    def to_json(self) -> bytes:
+        return json.dumps(self._asdict()).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Claim:
+        """Raises ValueError unless ``data`` is a claim: the four fields, of their types."""
+        fields = json.loads(data)
+        if not isinstance(fields, dict) or set(fields) != set(cls._fields):
+            raise ValueError("not a claim")
+        claim = cls(**fields)
+        if not all(isinstance(v, str) for v in claim[:3]) or type(claim.driver_pid) is not int:
+            raise ValueError("not a claim")
+        return claim
+
 
 def registry_dir(shared_root: str) -> str:
     """Where claims live: the control plane's folder of the shared root (out of every
     job's reach: a confined job sees only its home and the shared read-only folders)."""
-    return str(Path(shared_root) / "ray" / "confine")
+    return os.path.join(shared_root, "ray", "confine")
 
 
-def claim_path(registry: str, cluster_id: str, job_id: str) -> Path:
-    return Path(registry) / cluster_id / f"{job_id}.json"
+def claim_path(registry: str, cluster_id: str, job_id: str) -> str:
+    return os.path.join(registry, cluster_id, f"{job_id}.json")
 
 
 def write_claim(registry: str, cluster_id: str, claim: Claim) -> None:
     """Write once, atomically, readable by this Unix user only."""
     path = claim_path(registry, cluster_id, claim.job_id)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    tmp = os.path.join(os.path.dirname(path), f".{claim.job_id}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as f:
-        f.write(msgspec.json.encode(claim))
+        f.write(claim.to_json())
     os.replace(tmp, path)
 
 
@@ -62,9 +77,9 @@ def read_claim(registry: str, cluster_id: str, job_id: str, wait_s: float = 0.0)
     while True:
         try:
             with open(path, "rb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW)) as f:
-                claim = msgspec.json.decode(f.read(4096), type=Claim)
+                claim = Claim.from_json(f.read(4096))
             return claim if claim.job_id == job_id else None
-        except (FileNotFoundError, msgspec.DecodeError):
+        except (FileNotFoundError, ValueError):  # not yet there, or not whole
             if time.monotonic() >= deadline:
                 return None
             time.sleep(0.02)

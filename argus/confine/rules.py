@@ -22,8 +22,7 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import Iterable, Sequence
-
-import msgspec
+from typing import NamedTuple
 
 from argus.confine.landlock import Access, Rule
 
@@ -38,18 +37,19 @@ LOG_WRITE = Access.WRITE_FILE | Access.MAKE_REG | Access.MAKE_DIR
 SHARED_READ_ONLY = ("datasets", "hf", "common")
 
 
-class Confinement(msgspec.Struct, frozen=True, kw_only=True):
-    """Where one job's processes may go. Paths are absolute; missing ones are skipped."""
+class Confinement(NamedTuple):
+    """Where one job's processes may go. Paths are absolute; missing ones are skipped. (A
+    NamedTuple for the launcher's start-up: see ``landlock.Rule``.)"""
 
     home: str = ""  # the user's home: everything beneath it
-    read: list[str] = []  # read and execute beneath each (carved around ``hidden``)
-    write: list[str] = []  # everything beneath each (besides the home)
-    devices: list[str] = msgspec.field(default_factory=lambda: ["/dev"])
-    logs: list[str] = []  # create and append, not read (Ray's session logs)
-    hidden: list[str] = []  # never granted through ``read``, even when inside it
+    read: Sequence[str] = ()  # read and execute beneath each (carved around ``hidden``)
+    write: Sequence[str] = ()  # everything beneath each (besides the home)
+    devices: Sequence[str] = ("/dev",)
+    logs: Sequence[str] = ()  # create and append, not read (Ray's session logs)
+    hidden: Sequence[str] = ()  # never granted through ``read``, even when inside it
     # Nothing inside these is granted, whoever names it, but the home: other users' homes,
     # however a path reaches them (links are resolved first).
-    forbidden: list[str] = []
+    forbidden: Sequence[str] = ()
 
 
 def _inside(path: str, root: str) -> bool:

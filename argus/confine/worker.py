@@ -1,6 +1,8 @@
-"""``python -I -m argus.confine.worker [options] -- <the raylet's worker command>``: the
-first program of every Python worker a confining node's raylet starts
-(``argus.confine.raystart`` puts it there).
+"""``python -I -S <this file> [options] -- <the raylet's worker command>``: the first
+program of every Python worker a confining node's raylet starts (``argus.confine.raystart``
+puts it there). Run as a file without ``site`` (and importing only the standard library):
+it runs before every Ray worker, and Python's site set-up and msgspec's import were most of
+its start-up.
 
 It runs before anything a job controls: the raylet sets ``RAY_JOB_ID`` in its environment,
 and a job's own ``runtime_env`` (environment variables, ``py_executable``, pip) is applied
@@ -18,18 +20,21 @@ worker execs or forks, whatever the job asked Ray for.
 
 from __future__ import annotations
 
-import argparse
 import os
 import posixpath
 import sys
 from collections.abc import Sequence
+from typing import NamedTuple
+
+if __name__ == "__main__" and not __package__:  # run as a file: Argus's code is two levels up
+    sys.path.insert(0, posixpath.dirname(posixpath.dirname(posixpath.dirname(posixpath.abspath(__file__)))))
 
 from argus.confine.job import Decision, decide, interpreter_paths
 from argus.confine.landlock import Ruleset
 from argus.confine.registry import SYSTEM, read_claim, registry_dir
 from argus.confine.rules import job_confinement, rules_for
 
-__all__ = ["NIL_JOB", "main", "raylet_command", "worker_ruleset"]
+__all__ = ["NIL_JOB", "Options", "main", "parse", "raylet_command", "worker_ruleset"]
 
 NIL_JOB = "ffffffff"
 # How long a job's first worker waits for its driver's claim to be on disk.
@@ -53,26 +58,50 @@ def _option(argv: Sequence[str], name: str) -> str:
 
 def worker_ruleset(decision: Decision, *, user: str, shared_root: str, session_dir: str,
                    extra_read: Sequence[str] = (), hidden: Sequence[str] = ()) -> Ruleset:
-    """The ruleset of a worker of ``user``'s job ("": no user's files at all)."""
-    conf = job_confinement(
-        shared_root=shared_root, user=user or "", needed=interpreter_paths(),
-        ray_logs=[posixpath.join(session_dir, "logs")],
-        # working_dir and py_modules that Ray unpacked for jobs
-        extra_read=[posixpath.join(session_dir, "runtime_resources"), *extra_read], hidden=hidden)
+    """The ruleset of a worker of ``user``'s job ("": no user's files at all). Not Ray's
+    ``runtime_resources``: every job's unpacked ``working_dir``, ``py_modules`` and pip
+    environments are there, so a job's code belongs in its home (``$HOME/code``)."""
+    conf = job_confinement(shared_root=shared_root, user=user, needed=interpreter_paths(),
+                           ray_logs=[posixpath.join(session_dir, "logs")], extra_read=extra_read,
+                           hidden=hidden)
     ruleset = Ruleset(decision.abi)
     ruleset.allow_all(rules_for(conf))
     return ruleset
 
 
+class Options(NamedTuple):
+    """``--shared-root DIR [--mode auto|landlock] [--read PATH]… [--hide PATH]… -- COMMAND…``"""
+
+    shared_root: str
+    mode: str
+    read: list[str]
+    hide: list[str]
+    command: list[str]
+
+
+def parse(argv: Sequence[str]) -> Options:
+    """The launcher's arguments (by hand: argparse's import is a fifth of the start-up)."""
+    if "--" not in argv:
+        raise SystemExit(f"usage: {USAGE}")
+    split = list(argv).index("--")
+    given: dict[str, list[str]] = {"--shared-root": [], "--mode": [], "--read": [], "--hide": []}
+    pairs = list(argv[:split])
+    if len(pairs) % 2 or any(name not in given for name in pairs[::2]):
+        raise SystemExit(f"usage: {USAGE}")
+    for name, value in zip(pairs[::2], pairs[1::2]):
+        given[name].append(value)
+    if len(given["--shared-root"]) != 1:
+        raise SystemExit(f"usage: {USAGE}")
+    return Options(shared_root=given["--shared-root"][0], mode=(given["--mode"] or ["auto"])[-1],
+                   read=given["--read"], hide=given["--hide"], command=list(argv[split + 1:]))
+
+
+USAGE = "worker.py --shared-root DIR [--mode auto|landlock] [--read PATH]... [--hide PATH]... -- COMMAND..."
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m argus.confine.worker")
-    parser.add_argument("--shared-root", required=True)
-    parser.add_argument("--mode", default="auto", help="v2.sandbox.mode: auto or landlock")
-    parser.add_argument("--read", action="append", default=[], help="more paths workers may read")
-    parser.add_argument("--hide", action="append", default=[], help="paths workers never reach")
-    parser.add_argument("command", nargs=argparse.REMAINDER)
-    args = parser.parse_args(argv)
-    command = raylet_command(args.command[1:] if args.command[:1] == ["--"] else args.command)
+    args = parse(sys.argv[1:] if argv is None else argv)
+    command = raylet_command(args.command)
     job = os.environ.get("RAY_JOB_ID", "")
     if _option(command, "worker-type") in ("SPILL_WORKER", "RESTORE_WORKER"):
         os.execv(command[0], command)  # Ray's own: they run no user code
@@ -90,7 +119,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  extra_read=args.read, hidden=args.hide)
         if user:  # /tmp is out of reach: the user's own temporary folder
             home = posixpath.join(args.shared_root, "users", user)
-            os.makedirs(posixpath.join(home, "tmp"), exist_ok=True)
+            try:  # mkdir never follows a link the user left there; a failure only costs TMPDIR
+                os.mkdir(posixpath.join(home, "tmp"), 0o700)
+            except OSError:
+                pass
             os.environ.update(TMPDIR=posixpath.join(home, "tmp"), HOME=home)
         ruleset.restrict_self()
     os.execv(command[0], command)

@@ -8,10 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from argus.confine.claims import descends_from
 from argus.confine.raystart import launcher_prefix, prefix_worker_command
 from argus.confine.registry import Claim, read_claim, write_claim
-from argus.confine.worker import raylet_command
+from argus.confine import interpreter_paths, worker
+from argus.confine.worker import Options, parse, raylet_command
 from argus.nodepool.config import NodePoolConfig
 
 WORKER = ["/venv/bin/python3", "/ray/_private/workers/setup_worker.py", "/ray/_private/workers/default_worker.py",
@@ -24,7 +27,9 @@ def test_only_the_python_worker_command_is_prefixed() -> None:
     got = prefix_worker_command(raylet, launcher_prefix(["--shared-root", "/srv/shared"]))
     assert got[0:2] == raylet[0:2] and got[3] == raylet[3]
     assert got[2] == ("--python_worker_command=" + subprocess.list2cmdline(
-        [sys.executable, "-I", "-m", "argus.confine.worker", "--shared-root", "/srv/shared", "--", *WORKER]))
+        [sys.executable, "-I", "-S", worker.__file__, "--shared-root", "/srv/shared",
+         *(arg for path in interpreter_paths() for arg in ("--read", path)), "--", *WORKER]))
+    assert "--read" in got[2] and sys.prefix in got[2]  # the virtualenv, which the launcher cannot see
 
 
 def test_the_launcher_drops_setup_worker_as_the_raylet_would() -> None:
@@ -62,3 +67,12 @@ def test_the_node_pool_starts_ray_through_the_launcher_when_it_confines() -> Non
     on = NodePoolConfig(confine="landlock", shared_root="/srv/shared")
     assert on.ray_start() == [sys.executable, "-m", "argus.confine.raystart", "--shared-root", "/srv/shared",
                               "--mode", "landlock", "--", "start"]
+
+
+def test_the_launchers_arguments() -> None:
+    got = parse(["--shared-root", "/s", "--read", "/a", "--read", "/b", "--", "python", "--x"])
+    assert got == Options(shared_root="/s", mode="auto", read=["/a", "/b"], hide=[], command=["python", "--x"])
+    for bad in (["--shared-root", "/s"], ["--", "x"], ["--shared-root", "/s", "--what", "y", "--", "x"],
+                ["--shared-root", "--", "x"]):
+        with pytest.raises(SystemExit):
+            parse(bad)

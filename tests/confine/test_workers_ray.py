@@ -16,7 +16,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import msgspec
 import pytest
 
 from argus.cli.stack import Stack
@@ -128,6 +127,6 @@ def test_every_process_of_a_job_reaches_only_its_users_files(up: tuple[ArgusConf
     assert sorted(p.name for p in (shared / "users" / "bob").iterdir()) == ["secret.txt"]
     # Who was whose: the dashboard's own job (unconfined: it runs every entrypoint), and
     # the job the command started, claimed for alice by her driver.
-    claims = [msgspec.json.decode(p.read_bytes(), type=Claim)
+    claims = [Claim.from_json(p.read_bytes())
               for p in Path(registry_dir(config.shared_root)).glob("*/*.json")]
     assert sorted(c.user for c in claims) == sorted([SYSTEM, "alice"]), claims
