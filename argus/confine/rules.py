@@ -29,8 +29,10 @@ from argus.confine.landlock import Access, Rule
 __all__ = ["Confinement", "LOG_WRITE", "SYSTEM_READ", "carve", "job_confinement", "rules_for"]
 
 # The machine's own software and what programs read at start (ld.so, locales, DNS, certs).
+# Of /run only the resolver's files (/etc/resolv.conf often links there): containers keep
+# their secrets in /run/secrets.
 SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/opt",
-               "/proc", "/sys", "/run")
+               "/proc", "/sys", "/run/systemd/resolve")
 # Append to and create log files, never read them (other jobs' logs live beside).
 LOG_WRITE = Access.WRITE_FILE | Access.MAKE_REG | Access.MAKE_DIR
 # Folders of the shared root every user may read (TaskSpecs name them as $HOME/common/...).
