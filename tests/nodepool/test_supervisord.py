@@ -50,8 +50,11 @@ def _ray_start_pid(watchdog_pid: int) -> int:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        # `ray` is a Python script: argv is [python, …/ray, start, …].
+        # `ray` is a Python script: argv is [python, …/ray, start, …]; on a node that confines
+        # jobs, [python, -m, argus.confine.raystart, …, --, start, …].
         if b"start" in argv[1:3] and any(a.endswith(b"/ray") for a in argv[:2]):
+            return pid
+        if b"argus.confine.raystart" in argv[1:3] and b"start" in argv:
             return pid
     return 0
 
