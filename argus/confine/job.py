@@ -7,6 +7,7 @@ enforced in the child just before exec (``Ruleset.restrict_self`` is two system 
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import os
 import posixpath
@@ -39,7 +40,7 @@ def decide(mode: str) -> Decision:
     if abi >= 1:
         return Decision(True, f"jobs confined to their user's files (Landlock ABI {abi})", abi)
     if mode == "landlock":
-        raise LandlockError(95, "v2.sandbox.mode is landlock, but this kernel has no Landlock "
+        raise LandlockError(errno.EOPNOTSUPP, "v2.sandbox.mode is landlock, but this kernel has no Landlock "
                                 "(Linux >= 5.13 with landlock in its LSM list): set mode auto or bwrap")
     return Decision(False, "jobs are NOT confined: this kernel has no Landlock (Linux >= 5.13 "
                            "with landlock among its LSMs); set v2.sandbox.mode: bwrap for the command")
@@ -68,8 +69,8 @@ def interpreter_paths() -> list[str]:
     """What a Python program of this interpreter reads: its prefixes, standard library and
     site-packages, and Argus's code. Not ``sys.path[0]`` (the working directory)."""
     paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, posixpath.dirname(sys.executable)]
-    paths += [p for key in ("stdlib", "platstdlib", "purelib", "platlib")
-              if (p := sysconfig.get_paths().get(key))]
+    scheme = sysconfig.get_paths()
+    paths += [p for key in ("stdlib", "platstdlib", "purelib", "platlib") if (p := scheme.get(key))]
     paths += site.getsitepackages()
     return [*dict.fromkeys(paths), *_package_dirs()]
 

@@ -29,7 +29,7 @@ from typing import NamedTuple
 if __name__ == "__main__" and not __package__:  # run as a file: Argus's code is two levels up
     sys.path.insert(0, posixpath.dirname(posixpath.dirname(posixpath.dirname(posixpath.abspath(__file__)))))
 
-from argus.confine.job import Decision, decide, interpreter_paths
+from argus.confine.job import Decision, decide
 from argus.confine.landlock import Ruleset
 from argus.confine.registry import SYSTEM, read_claim, registry_dir
 from argus.confine.rules import job_confinement, rules_for
@@ -61,9 +61,10 @@ def worker_ruleset(decision: Decision, *, user: str, shared_root: str, session_d
     """The ruleset of a worker of ``user``'s job ("": no user's files at all). Not Ray's
     ``runtime_resources``: every job's unpacked ``working_dir``, ``py_modules`` and pip
     environments are there, so a job's code belongs in its home (``$HOME/code``)."""
-    conf = job_confinement(shared_root=shared_root, user=user, needed=interpreter_paths(),
-                           ray_logs=[posixpath.join(session_dir, "logs")], extra_read=extra_read,
-                           hidden=hidden)
+    # The interpreter's paths come in ``extra_read``: raystart worked them out where ``site``
+    # had run (this launcher runs without it, and would only find the base interpreter's).
+    conf = job_confinement(shared_root=shared_root, user=user, ray_logs=[posixpath.join(session_dir, "logs")],
+                           extra_read=extra_read, hidden=hidden)
     ruleset = Ruleset(decision.abi)
     ruleset.allow_all(rules_for(conf))
     return ruleset
