@@ -37,6 +37,7 @@ _SET = ("INSERT INTO runtime_stats VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user, 
         "DO UPDATE SET n = excluded.n, total_s = excluded.total_s")
 _ADD_BUCKETS = ("INSERT INTO runtime_buckets VALUES (?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (user, workload, nnodes, n_gpus_per_node, bucket) DO UPDATE SET n = n + excluded.n")
+_USERS_KEPT = 4096  # runs whose user ``RuntimeHistory.users_since`` can name
 _LOG_RATIO = math.log(2) / 4  # buckets 2^(1/4) wide: the median is known to within ~19 %
 
 
@@ -85,9 +86,17 @@ class RuntimeHistory:
         # ``argus sim``) asks for every waiting task's, and the median sorts the buckets.
         self._expected: dict[tuple[RunKey, float], tuple[float, str]] = {}
         self.version = 0  # runs added so far: an estimate made at the same version still holds
+        # The user of each run added since version ``_users_from`` (the latest few thousand):
+        # a run changes only its user's estimates (``users_since``).
+        self._users: list[str] = []
+        self._users_from = 0
 
     def add(self, key: RunKey, seconds: float) -> None:
         self.version += 1
+        self._users.append(key.user)
+        if len(self._users) > 2 * _USERS_KEPT:
+            self._users_from += len(self._users) - _USERS_KEPT
+            self._users = self._users[-_USERS_KEPT:]
         if self._expected:
             self._expected = {k: v for k, v in self._expected.items() if k[0] != key}
         n, total = self.sums.get(key, (0, 0.0))
@@ -95,6 +104,13 @@ class RuntimeHistory:
         counts = self.buckets.setdefault(key, {})
         b = bucket_of(seconds)
         counts[b] = counts.get(b, 0) + 1
+
+    def users_since(self, version: int) -> set[str] | None:
+        """The users whose estimates runs added after ``version`` may have changed; None
+        when that was too long ago to say (then any may have)."""
+        if version < self._users_from:
+            return None
+        return set(self._users[version - self._users_from:])
 
     def median(self, key: RunKey) -> tuple[float, int] | None:
         """The median run time of ``key``'s runs (the middle of its bucket) and how many

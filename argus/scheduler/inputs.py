@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping, Sequence
-from typing import cast
+from typing import TypeVar, cast
 
 import msgspec
 
 from argus.config import SchedulerConfig
 from argus.events import Demand, NodeCapacity
 from argus.lifecycle import TaskState
-from argus.scheduler.ledger import Commitment, admissible, ready_nodes
+from argus.scheduler.ledger import Commitment, CommittedSums, committed_per_node, node_ledgers, ready_nodes
 from argus.scheduler.model import Capacity, QueuedTask, RunningTask
 from projections import TaskView
 from projections.runtime_stats import RuntimeHistory
@@ -36,6 +36,9 @@ __all__ = ["SETTLE_S", "QueueMemo", "settles_at", "commitments", "ledger_capacit
 # configuration says (``preempt_min_run_s``): its trainer has started (stopping it sooner
 # wastes its start for little).
 SETTLE_S = 15.0
+
+
+E = TypeVar("E", QueuedTask, RunningTask)
 
 
 def commitments(active: Sequence[TaskView], driver_cpus: float,
@@ -64,9 +67,13 @@ def ledger_capacity(nodes: Sequence[NodeCapacity], held: Sequence[Commitment], *
 
 
 def _ledger(nodes: Sequence[NodeCapacity], held: Sequence[Commitment], ready: frozenset[str] | None) -> Capacity:
-    return Capacity(nodes=tuple(
-        msgspec.structs.replace(n.node, free_gpus=n.free_gpus, free_cpus=n.free_cpus)
-        for n in admissible(nodes, held, ready)))
+    return Capacity(nodes=_free_nodes(nodes, committed_per_node(nodes, held), ready))
+
+
+def _free_nodes(nodes: Sequence[NodeCapacity], used: Mapping[str, tuple[float, float]],
+                ready: frozenset[str] | None) -> tuple[NodeCapacity, ...]:
+    return tuple(msgspec.structs.replace(n.node, free_gpus=n.free_gpus, free_cpus=n.free_cpus)
+                 for n in node_ledgers(nodes, used, ready))
 
 
 def with_driver(demand: Demand, driver_cpus: float) -> Demand:
@@ -90,45 +97,62 @@ class QueueMemo:
         self.queued: dict[str, tuple[TaskView, int, float, QueuedTask]] = {}
         # by task id: (view, history version, driver CPUs, when it settles, entry)
         self.running: dict[str, tuple[TaskView, int, tuple[float, float], float | None, RunningTask]] = {}
-        self._by_view: dict[int, QueuedTask] = {}  # id of a view in ``_queue`` -> its entry
-        self._queue: tuple[list[TaskView], tuple[int, float, float], list[QueuedTask]] = ([], (-1, 0.0, 0.0), [])
-        # the active views, (history version, driver CPUs, default, minimum run), the entries, valid until
-        self._running: tuple[list[TaskView], tuple[int, float, float, float], list[RunningTask], float] = (
-            [], (-1, 0.0, 0.0, 0.0), [], -1.0)
+        # The whole lists as last handed out: the views, what they were made with, the
+        # history's version, the entries (running: and until when they hold), and each
+        # entry by its view's id (entries are looked up by view: mostly a task or two came,
+        # went or changed since, and a history change affects only its user's tasks).
+        self._queue: tuple[list[TaskView], object, int, list[QueuedTask]] = ([], None, -1, [])
+        self._by_view: dict[int, QueuedTask] = {}
+        self._running: tuple[list[TaskView], object, int, list[RunningTask], float] = ([], None, -1, [], -1.0)
+        self._by_view_running: dict[int, RunningTask] = {}
         self._held: dict[str, tuple[TaskView, float, Commitment | None]] = {}  # by task id
         self._capacity: tuple[list[TaskView], list[Commitment], tuple[NodeCapacity, ...], object, Capacity] | None = None
+        self._sums: tuple[CommittedSums | None, dict[int, TaskView], float] = (None, {}, 0.0)
 
     def queue(self, waiting: Sequence[TaskView], history: RuntimeHistory, default: float,
               driver_cpus: float) -> list[QueuedTask]:
-        key = (history.version, driver_cpus, default)
-        views, made_on, entries = self._queue
-        if made_on == key and _same(waiting, views):
+        key = (id(history), driver_cpus, default)
+        views, made_on, version, entries = self._queue
+        if made_on == key and version == history.version and _same(waiting, views):
             return list(entries)
-        # Mostly a task or two came or went: the others' entries are looked up by view.
         by_view = self._by_view if made_on == key else {}
         found: list[QueuedTask | None] = list(map(by_view.get, map(id, waiting)))
+        if by_view and version != history.version:
+            found = _stale_users(found, history.users_since(version))
         if None in found:
             found = [e if e is not None else self.queued_entry(t, history, default, driver_cpus)
                      for t, e in zip(waiting, found)]
         entries = cast(list[QueuedTask], found)
         self._by_view = dict(zip(map(id, waiting), entries))
-        self._queue = (list(waiting), key, entries)  # (keeps the views, so their ids stay theirs)
+        self._queue = (list(waiting), key, history.version, entries)  # (keeps the views: their ids stay theirs)
         return list(entries)
 
     def running_list(self, active: Sequence[TaskView], history: RuntimeHistory, default: float, driver_cpus: float,
                      now: float, min_run_s: float = SETTLE_S) -> list[RunningTask]:
-        key = (history.version, driver_cpus, default, min_run_s)
-        views, made_on, entries, until = self._running
-        if made_on != key or now >= until or not _same(active, views):
-            entries = [self.running_entry(t, history, default, driver_cpus, now, min_run_s) for t in active]
-            # Valid until one of them settles; never reused with a task whose attempt is
-            # not recorded yet (it began "now").
-            running = self.running
-            until = min((at for t in active if (at := running[t.task_id][3]) is not None and at > now),
-                        default=float("inf"))
-            if any(t.latest_attempt is None for t in active):
-                until = now
-            self._running = (list(active), key, entries, until)
+        key = (id(history), driver_cpus, default, min_run_s)
+        views, made_on, version, entries, until = self._running
+        if made_on == key and version == history.version and now < until and _same(active, views):
+            return list(entries)
+        by_view = self._by_view_running if made_on == key else {}
+        found: list[RunningTask | None] = list(map(by_view.get, map(id, active)))
+        if by_view and version != history.version:
+            found = _stale_users(found, history.users_since(version))
+        if by_view and now >= until:  # some have settled since
+            found = [None if e is not None and e.settles_at is not None and e.settles_at <= now else e for e in found]
+        began_now: list[int] = []  # tasks whose attempt is not recorded yet: they began "now"
+        if None in found:
+            for i, (t, e) in enumerate(zip(active, found)):
+                if e is None:
+                    found[i] = self.running_entry(t, history, default, driver_cpus, now, min_run_s)
+                    if t.latest_attempt is None:
+                        began_now.append(id(t))
+        entries = cast(list[RunningTask], found)
+        self._by_view_running = dict(zip(map(id, active), entries))
+        for view_id in began_now:  # made again on every call
+            del self._by_view_running[view_id]
+        # Valid until one of them settles, or at once while one began "now".
+        until = now if began_now else min(filter(None, map(_SETTLES, entries)), default=float("inf"))
+        self._running = (list(active), key, history.version, entries, until)
         return list(entries)
 
     def capacity(self, capacity: Sequence[NodeCapacity], active: Sequence[TaskView], releasing: Sequence[Commitment],
@@ -140,10 +164,33 @@ class QueueMemo:
         if (last is not None and last[3] == (ready, driver_cpus) and last[2] == observed
                 and _same(releasing, last[1]) and _same(active, last[0])):
             return last[4]
-        made = msgspec.structs.replace(_ledger(observed, [*self._commitments(active, driver_cpus), *releasing], ready),
-                                       releasing=tuple((c.node_ids, c.demand) for c in releasing))
+        used = self._committed(observed, active, driver_cpus).per_node(releasing)
+        if used is None:  # a gang must be placed by the ledger: the whole sum, in order
+            used = committed_per_node(observed, [*self._commitments(active, driver_cpus), *releasing])
+        made = Capacity(nodes=_free_nodes(observed, used, ready),
+                        releasing=tuple((c.node_ids, c.demand) for c in releasing))
         self._capacity = (list(active), list(releasing), observed, (ready, driver_cpus), made)
         return made
+
+    def _committed(self, observed: Sequence[NodeCapacity], active: Sequence[TaskView],
+                   driver_cpus: float) -> CommittedSums:
+        """The live attempts' commitments, counted again only for views that changed."""
+        node_ids = frozenset(n.node_id for n in observed)
+        sums, views_before, cpus = self._sums
+        if sums is None or sums.node_ids != node_ids or cpus != driver_cpus:
+            sums, views_before = CommittedSums(node_ids), {}
+        views = dict(zip(map(id, active), active))
+        for gone in views_before.keys() - views.keys():
+            sums.remove(views_before[gone].task_id)
+        for new in views.keys() - views_before.keys():
+            t = views[new]
+            c = _commitment(t, driver_cpus)
+            if c is None:
+                sums.remove(t.task_id)
+            else:
+                sums.add(c)
+        self._sums = (sums, views, driver_cpus)  # (keeps the views: their ids stay theirs)
+        return sums
 
     def _commitments(self, active: Sequence[TaskView], driver_cpus: float) -> list[Commitment]:
         """``commitments(active, driver_cpus)``, each made again only when its view changed."""
@@ -193,7 +240,7 @@ class QueueMemo:
                         preemptible=t.preemptible, stopping=_stopping(t), started_at=began,
                         settled=at is not None and now >= at,
                         preempted=sum(1 for a in t.attempts if a.preempted_by),
-                        limited=t.time_limit_s is not None)
+                        limited=t.time_limit_s is not None, settles_at=at if at is not None and now < at else None)
         self.running[t.task_id] = (t, history.version, (driver_cpus, min_run_s), at, r)
         return r
 
@@ -203,6 +250,19 @@ class QueueMemo:
             self.queued = {}
         if len(self.running) > 2 * active + 1024:
             self.running = {}
+
+
+_SETTLES = operator.attrgetter("settles_at")
+
+
+def _stale_users(found: list[E | None], users: set[str] | None) -> list[E | None]:
+    """``found`` less the entries of ``users`` (whose estimates may have changed; None:
+    anyone's may have)."""
+    if users is None:
+        return [None] * len(found)
+    if not users:
+        return found
+    return [None if e is not None and e.user in users else e for e in found]
 
 
 def policy_inputs(

@@ -19,13 +19,15 @@ Pure: no database, no clock. The reactor folds the log into the inputs
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 
 from argus.events import Demand, NodeCapacity
 
-__all__ = ["Commitment", "NodeLedger", "admissible", "committed_per_node", "ready_nodes"]
+__all__ = ["Commitment", "CommittedSums", "NodeLedger", "admissible", "committed_per_node", "node_ledgers",
+           "ready_nodes"]
 
 
 class Commitment(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -67,33 +69,30 @@ def committed_per_node(nodes: Sequence[NodeCapacity], commitments: Iterable[Comm
                        ) -> dict[str, tuple[float, float]]:
     """GPUs and CPUs committed on each node (by id). A commitment without
     nodes, or naming nodes that are gone, is put on the nodes with the most uncommitted
-    GPUs (sorted, so the same inputs give the same answer)."""
-    used: dict[str, list[float]] = {n.node_id: [0.0, 0.0] for n in nodes}
+    GPUs (sorted, so the same inputs give the same answer). Each node's CPUs are summed
+    exactly (``math.fsum``): the same in whatever order its commitments come, so a ledger
+    kept up to date one commitment at a time (``argus.scheduler.inputs``) agrees with it."""
+    gpus: dict[str, float] = {n.node_id: 0.0 for n in nodes}
+    cpus: dict[str, list[float]] = {n.node_id: [] for n in nodes}
     totals = {n.node_id: n.total_gpus for n in nodes}
     # Members with no node of their own: not placed yet when their node died (Ray will
     # place them elsewhere, so they are held elsewhere), or recorded before the ledger.
     unplaced: list[tuple[Commitment, list[str]]] = []
     for c in commitments:
         d = c.demand
-        if len(c.node_ids) == d.nnodes and all(nid in used for nid in c.node_ids):  # the usual case
-            for nid in c.node_ids:
-                node = used[nid]
-                node[0] += d.n_gpus_per_node
-                node[1] += d.cpus_per_node
-            continue
-        known = [nid for nid in c.node_ids if nid in used]
+        known = [nid for nid in c.node_ids if nid in gpus]
         for nid in known:
-            used[nid][0] += d.n_gpus_per_node
-            used[nid][1] += d.cpus_per_node
+            gpus[nid] += d.n_gpus_per_node
+            cpus[nid].append(d.cpus_per_node)
         if len(known) < d.nnodes:
             unplaced.append((c, known))
     for c, known in sorted(unplaced, key=lambda item: item[0].task_id):
-        others = [nid for nid in used if nid not in known]
-        freest = sorted(others, key=lambda nid: (used[nid][0] - totals[nid], nid))[: c.demand.nnodes - len(known)]
+        others = [nid for nid in gpus if nid not in known]
+        freest = sorted(others, key=lambda nid: (gpus[nid] - totals[nid], nid))[: c.demand.nnodes - len(known)]
         for nid in freest:
-            used[nid][0] += c.demand.n_gpus_per_node
-            used[nid][1] += c.demand.cpus_per_node
-    return {nid: (g, c) for nid, (g, c) in used.items()}
+            gpus[nid] += c.demand.n_gpus_per_node
+            cpus[nid].append(c.demand.cpus_per_node)
+    return {nid: (g, math.fsum(cpus[nid])) for nid, g in gpus.items()}
 
 
 def ready_nodes(seen_since: Mapping[str, float], nodes: Sequence[NodeCapacity], now: float,
@@ -110,6 +109,77 @@ def admissible(nodes: Sequence[NodeCapacity], commitments: Iterable[Commitment],
     """Every observed node with its committed demand and what it may still admit
     (``ready`` None: every node is ready). ``commitments``: the live gangs, and the ended
     ones no observation has been recorded after yet (the caller knows the order)."""
-    used = committed_per_node(nodes, commitments)
+    return node_ledgers(nodes, committed_per_node(nodes, commitments), ready)
+
+
+def node_ledgers(nodes: Sequence[NodeCapacity], used: Mapping[str, tuple[float, float]],
+                 ready: frozenset[str] | None) -> list[NodeLedger]:
+    """``admissible`` from GPUs and CPUs committed per node (``committed_per_node``)."""
     return [NodeLedger(node=n, committed_gpus=used[n.node_id][0], committed_cpus=used[n.node_id][1],
                        ready=ready is None or n.node_id in ready) for n in nodes]
+
+
+class CommittedSums:
+    """``committed_per_node`` kept up to date one commitment at a time, for a reactor (or a
+    simulation) that plans after every event with hundreds of gangs running: adding or
+    removing one sums again only the nodes it is on. Commitments are keyed by task."""
+
+    def __init__(self, node_ids: frozenset[str]) -> None:
+        self.node_ids = node_ids
+        self._on: dict[str, dict[str, tuple[float, float]]] = {nid: {} for nid in node_ids}  # node -> task -> use
+        self._sums: dict[str, tuple[float, float]] = {nid: (0.0, 0.0) for nid in node_ids}
+        self._counted: dict[str, Commitment] = {}
+        self._unplaced: set[str] = set()  # tasks whose gang names no node, or one not among ``node_ids``
+        self._dirty: set[str] = set()
+
+    def placed(self, c: Commitment) -> bool:
+        """Its gang names its nodes, all of them here (else ``committed_per_node`` must place it)."""
+        return len(c.node_ids) == c.demand.nnodes and all(nid in self.node_ids for nid in c.node_ids)
+
+    def add(self, c: Commitment) -> None:
+        """Count ``c`` (instead of what its task had counted)."""
+        self.remove(c.task_id)
+        self._counted[c.task_id] = c
+        if not self.placed(c):
+            self._unplaced.add(c.task_id)
+            return
+        use = (float(c.demand.n_gpus_per_node), c.demand.cpus_per_node)
+        for nid in c.node_ids:
+            self._on[nid][c.task_id] = use
+        self._dirty.update(c.node_ids)
+
+    def remove(self, task_id: str) -> None:
+        c = self._counted.pop(task_id, None)
+        if c is None:
+            return
+        if task_id in self._unplaced:
+            self._unplaced.discard(task_id)
+            return
+        for nid in c.node_ids:
+            del self._on[nid][task_id]
+        self._dirty.update(c.node_ids)
+
+    def per_node(self, releasing: Sequence[Commitment] = ()) -> dict[str, tuple[float, float]] | None:
+        """``committed_per_node`` of what is counted and ``releasing``; None when one of them
+        must be placed (the caller asks ``committed_per_node``)."""
+        if self._unplaced or not all(map(self.placed, releasing)):
+            return None
+        for nid in self._dirty:
+            self._sums[nid] = _node_sum(self._on[nid].values())
+        self._dirty.clear()
+        if not releasing:
+            return dict(self._sums)
+        extra: dict[str, list[tuple[float, float]]] = {}
+        for c in releasing:
+            for nid in c.node_ids:
+                extra.setdefault(nid, []).append((float(c.demand.n_gpus_per_node), c.demand.cpus_per_node))
+        out = dict(self._sums)
+        for nid, more in extra.items():
+            out[nid] = _node_sum([*self._on[nid].values(), *more])
+        return out
+
+
+def _node_sum(uses: Iterable[tuple[float, float]]) -> tuple[float, float]:
+    """GPUs and CPUs of one node's commitments, as ``committed_per_node`` sums them."""
+    uses = list(uses)
+    return float(sum(g for g, _ in uses)), math.fsum(c for _, c in uses)

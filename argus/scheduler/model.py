@@ -69,6 +69,7 @@ class RunningTask(msgspec.Struct, frozen=True, kw_only=True):
     preempted: int = 0  # times it was stopped to make room so far (``max_preemptions`` caps it)
     started_at: float | None = None
     limited: bool = False  # ``expected_end`` is its enforced time limit: it ends by then
+    settles_at: float | None = None  # when it becomes ``settled``, while that is ahead (else None)
 
 
 class Capacity(msgspec.Struct, frozen=True, kw_only=True):

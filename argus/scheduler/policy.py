@@ -59,6 +59,7 @@ __all__ = [
     "Reason",
     "RunningTask",
     "decide",
+    "ends_matter",
     "fmt_amount",
     "register_policy",
 ]
@@ -68,19 +69,33 @@ PolicyFn = Callable[
     [Sequence[QueuedTask], Sequence[RunningTask], "Capacity | None", float, PolicyConfig], list[Decision]
 ]
 POLICIES: dict[str, PolicyFn] = {}
+_ENDS_IGNORED: set[str] = set()  # policies whose decisions never depend on expected ends
 
 
-def register_policy(name: str) -> Callable[[PolicyFn], PolicyFn]:
+def register_policy(name: str, *, ends_matter: bool = True) -> Callable[[PolicyFn], PolicyFn]:
     """Register a policy function; it receives the queue already in its order
-    (``argus.scheduler.order.register_order`` must name that order first)."""
+    (``argus.scheduler.order.register_order`` must name that order first).
+    ``ends_matter``: the running tasks' expected ends can change its decisions (a
+    reservation, a fair order), so a plan is made again when one of them passes."""
 
     def add(fn: PolicyFn) -> PolicyFn:
         if name not in ORDERS:
             raise ValueError(f"policy {name!r} has no queue order: register_order({name!r}, key) first")
         POLICIES[name] = fn
+        if ends_matter:
+            _ENDS_IGNORED.discard(name)
+        else:
+            _ENDS_IGNORED.add(name)
         return fn
 
     return add
+
+
+def ends_matter(policy: str) -> bool:
+    """Whether ``policy``'s decisions can change when a running task passes its expected
+    end: not for those that neither reserve nor weigh what running tasks have left
+    (a plan made again at every such instant was a third of a simulation's plans)."""
+    return policy not in _ENDS_IGNORED
 
 
 def decide(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
@@ -91,14 +106,14 @@ def decide(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity
     return policy(queue_order(config.policy, queue), running, capacity, now, config)
 
 
-@register_policy("fifo")
+@register_policy("fifo", ends_matter=False)
 def fifo(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
          now: float, config: PolicyConfig) -> list[Decision]:
     """Submission order; priorities are ignored (the order is ``queue_order``'s)."""
     return run_pass(queue, running, capacity, now, config)
 
 
-@register_policy("fifo-backfill")
+@register_policy("fifo-backfill", ends_matter=False)
 def fifo_backfill(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
                   now: float, config: PolicyConfig) -> list[Decision]:
     """Submission order, and any task that fits may pass a head that does not (better use
@@ -115,7 +130,7 @@ def reserve_backfill(queue: Sequence[QueuedTask], running: Sequence[RunningTask]
     return run_pass(queue, running, capacity, now, msgspec.structs.replace(config, reserve=True))
 
 
-@register_policy("priority")
+@register_policy("priority", ends_matter=False)
 def priority(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
              now: float, config: PolicyConfig) -> list[Decision]:
     """Higher ``priority`` first; FIFO within a priority (the order is ``queue_order``'s).
