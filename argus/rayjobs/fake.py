@@ -138,6 +138,8 @@ class FakeRay:
         self._held_version = 0
         self.ended: list[str] = []  # submission ids in the order their jobs ended
         self._free: tuple[tuple[int, int], list[NodeCapacity]] | None = None
+        self._on: dict[str, dict[str, tuple[float, float]]] = {}  # node id -> holding job -> (GPUs, CPUs)
+        self._dirty: set[str] | None = None  # nodes whose holders changed since ``_free`` (None: all)
         self.placement_failures: list[str] = []  # jobs whose gang did not fit when it was due
         self.joined_at: dict[str, float] = {n.node_id: clock() for n in self.nodes}
         self.clock = clock
@@ -259,26 +261,51 @@ class FakeRay:
         return self._free_now()
 
     def _free_now(self) -> list[NodeCapacity]:
-        # Made again only when what jobs hold, or the nodes, changed (``_changed``).
+        # Made again only when what jobs hold, or the nodes, changed (``_changed``), and
+        # then only for the nodes whose holders changed (``_dirty``; None: every node).
         if self._free is not None and self._free[0] == (len(self.nodes), self._held_version):
             return list(self._free[1])
-        used: dict[str, tuple[float, float]] = {}
-        for job in (self.jobs[sid] for sid in self._holding):
-            for node_id, (gpus, cpus) in job.held.items():
-                g, c = used.get(node_id, (0.0, 0.0))
-                used[node_id] = (g + gpus, c + cpus)
+        before = {n.node_id: n for n in self._free[1]} if self._free is not None and self._dirty is not None else {}
         out = []
         for node in self.nodes:
-            g, c = used.get(node.node_id, (0.0, 0.0))
-            out.append(NodeCapacity(node_id=node.node_id, ip=node.ip, total_gpus=node.total_gpus,
+            made = before.get(node.node_id)
+            if made is None or node.node_id in self._dirty:  # type: ignore[operator]
+                g = c = 0.0
+                for gpus, cpus in self._on.get(node.node_id, {}).values():  # in the order the jobs took them
+                    g, c = g + gpus, c + cpus
+                made = NodeCapacity(node_id=node.node_id, ip=node.ip, total_gpus=node.total_gpus,
                                     free_gpus=node.free_gpus - g, total_cpus=node.total_cpus,
-                                    free_cpus=node.free_cpus - c, gpu_type=node.gpu_type))
+                                    free_cpus=node.free_cpus - c, gpu_type=node.gpu_type)
+            out.append(made)
         self._free = ((len(self.nodes), self._held_version), out)
+        self._dirty = set()
         return list(out)
 
-    def _changed(self) -> None:
-        """What jobs hold, or the nodes, changed: the free counts are made again."""
+    def _hold(self, sid: str, placement: dict[str, tuple[float, float]]) -> None:
+        """The job takes ``placement`` (node id -> (GPUs, CPUs))."""
+        self.jobs[sid].held = placement
+        self._holding[sid] = None
+        for node_id, use in placement.items():
+            self._on.setdefault(node_id, {})[sid] = use
+        self._changed(placement)
+
+    def _unhold(self, sid: str) -> None:
+        """The job gives back what it holds."""
+        job = self.jobs[sid]
+        for node_id in job.held:
+            self._on[node_id].pop(sid, None)
+        self._changed(job.held)
+        job.held = {}
+        self._holding.pop(sid, None)
+
+    def _changed(self, nodes: Iterable[str] | None = None) -> None:
+        """What jobs hold on ``nodes`` (None: the nodes themselves) changed: their free
+        counts are made again."""
         self._held_version += 1
+        if nodes is None:
+            self._dirty = None
+        elif self._dirty is not None:
+            self._dirty.update(nodes)
 
     # ------------------------------------------------------------------ controls: one job
     def job(self, submission_id: str) -> FakeJob:
@@ -307,9 +334,7 @@ class FakeRay:
         placement = self._placement(job)
         if placement is None:
             raise DoesNotFit(f"{submission_id}: {job.demand} does not fit {self.free_nodes()}")
-        job.held = placement
-        self._holding[submission_id] = None
-        self._changed()
+        self._hold(submission_id, placement)
         job.driver_node_id = next(iter(placement), None)
         job.status, job.message = S.RUNNING, "Job is currently running."
         return job
@@ -352,9 +377,8 @@ class FakeRay:
 
     def forget(self, submission_id: str) -> None:
         """Ray lost the job (a head restarted without its GCS state): ``status`` says None."""
+        self._unhold(submission_id)
         del self.jobs[submission_id]
-        self._changed()
-        self._holding.pop(submission_id, None)
         self._lagging.discard(submission_id)
         self._stopping.pop(submission_id, None)
 
@@ -371,14 +395,12 @@ class FakeRay:
             raise ValueError(f"{job.payload.submission_id} already ended {job.status.value}")
         job.status, job.message = status, message
         job.end_time = self.clock()
-        job.held = {}
-        job.place_at = None
         sid = job.payload.submission_id
+        self._unhold(sid)
+        job.place_at = None
         self.ended.append(sid)
-        self._holding.pop(sid, None)
         self._lagging.discard(sid)
         self._stopping.pop(sid, None)
-        self._changed()
         return job
 
     def _place_due(self) -> None:
@@ -399,9 +421,7 @@ class FakeRay:
                 self.placement_failures.append(sid)
                 job.pending_pgs = ["global_pool:0"]  # verl >= 0.6 waits for it without a timeout
             else:
-                job.held = placement
-                self._holding[sid] = None
-                self._changed()
+                self._hold(sid, placement)
 
     def _placement(self, job: FakeJob) -> dict[str, tuple[float, float]] | None:
         """node id -> (GPUs, CPUs) for the gang's nodes, the driver's CPUs on the first: on
