@@ -58,7 +58,7 @@ class UsageLedger:
     def __init__(self, half_life_s: float) -> None:
         self.half_life_s = max(1.0, half_life_s)
         self._sums: dict[str, tuple[float, float]] = {}  # user -> (sum at ref, ref)
-        self._past: dict[tuple[float, int], float] = {}  # (began, hour) -> _hours_before
+        self._running = _Running()
 
     def _factor(self, dt: float) -> float:
         return math.exp2(-dt / self.half_life_s)
@@ -71,37 +71,24 @@ class UsageLedger:
         else:
             self._sums[user] = (total + gpu_s * self._factor(ref - at), ref)
 
-    def with_running(self, now: float, tasks: Iterable[TaskView]) -> dict[str, float]:
-        """``at(now, live_usage(tasks, now))`` in closed form: a running attempt's full
-        hours weigh a geometric series, so a task that ran for weeks costs what one that
-        ran an hour does (a reactor or a simulation asks this every plan)."""
+    def with_running(self, now: float, tasks: Sequence[TaskView]) -> dict[str, float]:
+        """``at(now, live_usage(tasks, now))`` in closed form. A running attempt's GPU-seconds
+        before this hour weigh a fixed amount decayed since the hour began, and those of this
+        hour weigh its middle's factor; summed per user, the running tasks are a few sums
+        (``_Running``), kept up to date as tasks come, change and go, so a plan over
+        hundreds of running tasks (a reactor or a simulation asks every plan) costs a few
+        operations per user."""
         out = self.at(now)
-        for task in tasks:
-            a = task.latest_attempt
-            began = _began(a) if a is not None and not a.ended else None
-            if began is not None and now > began:
-                out[task.user] = out.get(task.user, 0.0) + task.demand.total_gpus * self._decayed_span(began, now)
+        self._running.update(tasks)
+        hour = int(now // HOUR)
+        start = hour * HOUR
+        weight = self._factor(now - min(now, (hour + 0.5) * HOUR))  # this hour's seconds
+        decayed = self._factor(now - start)  # the earlier hours', since this hour began
+        for user, (before, gpus_before, gpus_now, began_now, n) in self._running.sums(hour, now, self).items():
+            if n:
+                out[user] = out.get(user, 0.0) + (before * decayed + (now - start) * weight * gpus_before
+                                                  + weight * (now * gpus_now - began_now))
         return out
-
-    def _decayed_span(self, began: float, now: float) -> float:
-        """GPU-seconds per GPU of [began, now), each hour's part weighed at its middle (or
-        now, for the hour under way), as ``at`` weighs ``live_usage``'s rows."""
-        first, last = int(began // HOUR), int(now // HOUR)
-        start = last * HOUR
-        if first == last:
-            return (now - began) * self._factor(now - min(now, (first + 0.5) * HOUR))
-        # The whole hours before this one weigh as they did at its start, decayed since:
-        # worked out once per task and hour (a plan asks for every running task's).
-        key = (began, last)
-        past = self._past.get(key)
-        if past is None:
-            if len(self._past) > 4096:
-                self._past = {}
-            past = self._past[key] = self._hours_before(began, first, last)
-        total = past * self._factor(now - start)
-        if now > start:
-            total += (now - start) * self._factor(now - min(now, (last + 0.5) * HOUR))
-        return total
 
     def _hours_before(self, began: float, first: int, last: int) -> float:
         """[began, last * HOUR) per GPU, each hour weighed at its middle as seen at its end."""
@@ -122,6 +109,76 @@ class UsageLedger:
             at = min(now, (hour + 0.5) * HOUR)
             out[user] = out.get(user, 0.0) + gpu_s * self._factor(now - at)
         return out
+
+
+class _Running:
+    """The running attempts' part of ``UsageLedger.with_running``, per user, for one hour:
+    [GPU-seconds before the hour (weighed as at its start), GPUs of attempts begun before
+    it, GPUs of attempts begun in it, the sum of those GPUs times their start, how many].
+    Views are diffed by identity (immutable: a new one is a change); an attempt that has
+    not begun by ``now`` waits in ``_pending`` (it adds nothing until it has). Made again
+    each hour: the weights change, and no rounding is carried over."""
+
+    def __init__(self) -> None:
+        self._views: dict[int, TaskView] = {}  # id -> view (kept, so that ids stay theirs)
+        self._live: dict[str, tuple[str, float, float]] = {}  # task id -> (user, GPUs, began)
+        self._pending: set[str] = set()  # task ids in ``_live`` not counted yet
+        self._before: dict[str, float] = {}  # task id -> its GPU-seconds before the hour, as counted
+        self._hour: int | None = None
+        self._sums: dict[str, list[float]] = {}
+
+    def update(self, tasks: Sequence[TaskView]) -> None:
+        """The running attempts are those of ``tasks`` now."""
+        views = dict(zip(map(id, tasks), tasks))
+        for gone in self._views.keys() - views.keys():
+            self._drop(self._views[gone].task_id)
+        for new in views.keys() - self._views.keys():
+            task = views[new]
+            self._drop(task.task_id)
+            a = task.latest_attempt
+            began = _began(a) if a is not None and not a.ended else None
+            if began is not None:
+                self._live[task.task_id] = (task.user, float(task.demand.total_gpus), began)
+                self._pending.add(task.task_id)
+        self._views = views
+
+    def sums(self, hour: int, now: float, ledger: UsageLedger) -> dict[str, list[float]]:
+        """The sums for ``hour``, of every attempt begun before ``now``."""
+        if hour != self._hour:
+            self._hour, self._sums, self._before = hour, {}, {}
+            self._pending = set(self._live)
+        for task_id in [t for t in self._pending if self._live[t][2] < now]:
+            self._pending.discard(task_id)
+            self._count(task_id, 1.0, ledger)
+        return self._sums
+
+    def _drop(self, task_id: str) -> None:
+        if task_id not in self._live:
+            return
+        if task_id in self._pending:
+            self._pending.discard(task_id)
+        else:
+            self._count(task_id, -1.0, None)
+        del self._live[task_id]
+
+    def _count(self, task_id: str, sign: float, ledger: UsageLedger | None) -> None:
+        user, gpus, began = self._live[task_id]
+        assert self._hour is not None
+        sums = self._sums.setdefault(user, [0.0, 0.0, 0.0, 0.0, 0.0])
+        first = int(began // HOUR)
+        if first < self._hour:
+            if ledger is not None:
+                before = self._before[task_id] = ledger._hours_before(began, first, self._hour)
+            else:
+                before = self._before.pop(task_id)
+            sums[0] += sign * gpus * before
+            sums[1] += sign * gpus
+        else:
+            sums[2] += sign * gpus
+            sums[3] += sign * gpus * began
+        sums[4] += sign
+        if sums[4] == 0:  # none of the user's left: exactly nothing
+            sums[:] = [0.0, 0.0, 0.0, 0.0, 0.0]
 
 
 class UsageProjection(EntityProjection[TaskView]):

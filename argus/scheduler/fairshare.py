@@ -95,20 +95,22 @@ def fair_line(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now: 
     return fair_order(queue, running, now, usage=config.usage, shares=config.shares, quotas=config.quotas,
                       default_runtime_s=config.default_runtime_s, max_wait_s=config.max_wait_s,
                       fair=shares.fair if config.preemption and shares is not None else None,
-                      in_line_order=in_line_order)
+                      in_line_order=in_line_order, held=dict(shares.held) if shares is not None else None)
 
 
 def fair_order(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now: float, *,
                usage: Mapping[str, float], shares: Mapping[str, float], quotas: Mapping[str, float],
                default_runtime_s: float, fair: Mapping[str, float] | None = None,
-               in_line_order: bool = False, max_wait_s: float = 0.0) -> list[QueuedTask]:
+               in_line_order: bool = False, max_wait_s: float = 0.0,
+               held: Mapping[str, float] | None = None) -> list[QueuedTask]:
     """``queue`` in fair-share order (tasks still in a retry's backoff last, as they are
     deferred anyway and must not count as handed out). ``fair``: each user's fair share
     in GPUs (``fair_shares``), given with preemption: work within it comes before the rest.
     ``in_line_order``: ``queue`` is already sorted as ``queue_order("fairshare")`` (the
     policy gets it so from ``decide``): not sorted again. ``max_wait_s`` > 0: tasks that
     have waited that long go right after the rooms being made, oldest first (an age term:
-    the first of them that does not fit gets the reservation)."""
+    the first of them that does not fit gets the reservation). ``held``: ``held_gpus(running)``,
+    when the caller has it."""
     committed = _committed(usage, running, now, default_runtime_s)
     later: list[QueuedTask] = []
     ready: list[QueuedTask] = []
@@ -117,7 +119,7 @@ def fair_order(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now:
     if not in_line_order:
         ready = queue_order("fairshare", ready)  # each user's own line: priority, then arrival
     keys, (first, within, fair_part, borrowing) = _grouped(
-        ready, committed, held_gpus(running), shares=shares, quotas=quotas, fair=fair,
+        ready, committed, held_gpus(running) if held is None else held, shares=shares, quotas=quotas, fair=fair,
         default_runtime_s=default_runtime_s)
     out: list[QueuedTask] = []
     for group in (first, within, fair_part, borrowing):

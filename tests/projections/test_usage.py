@@ -89,3 +89,44 @@ def test_running_usage_in_closed_form_is_the_hourly_sum() -> None:
             assert closed.keys() == summed.keys()
             for user in closed:
                 assert abs(closed[user] - summed[user]) <= 1e-9 * max(1.0, summed[user]), (user, closed, summed)
+
+
+def test_running_usage_kept_as_tasks_come_and_go() -> None:
+    """The running sums are kept up to date as tasks start, change and end, within an hour
+    and across hours, with attempts that begin "now": each plan's answer is still the
+    hourly sum (to 1e-9), and a user with nothing running is not there at all."""
+    import random
+
+    from argus.events import Demand
+    from projections.tasks import AttemptView, TaskView
+    from projections.usage import UsageLedger, live_usage
+
+    def view(i: int, began: float, user: str, gpus: int) -> TaskView:
+        attempt = AttemptView(attempt_no=1, submission_id=f"t{i}--a01", ray_status="RUNNING", decided_at=began,
+                              started_at=began)
+        return TaskView(task_id=f"t{i}", user=user, workload="ppo", kind="basic", state="RUNNING", priority=0,
+                        max_attempts=1, seq=i, demand=Demand(nnodes=1, n_gpus_per_node=gpus, cpus_per_node=1),
+                        attempts=(attempt,), created_at=began, updated_at=began, stream_version=3)
+
+    for seed in range(5):
+        rng = random.Random(seed)
+        ledger = UsageLedger(rng.choice([1800.0, 86400.0]))
+        now, running, made = 5 * 86400.0, {}, 0
+        for _ in range(300):
+            now += rng.choice([0.0, 1.0, 37.0, 900.0, 4000.0])
+            for task_id in [t for t in running if rng.random() < 0.1]:
+                del running[task_id]
+            for _ in range(rng.randint(0, 3)):
+                made += 1
+                began = now if rng.random() < 0.5 else now - rng.uniform(0, 5 * 86400)
+                running[f"t{made}"] = view(made, began, rng.choice(["alice", "bob", "carol"]), rng.randint(1, 8))
+            if running and rng.random() < 0.2:  # a new view of the same attempt
+                old = rng.choice(list(running.values()))
+                running[old.task_id] = view(int(old.task_id[1:]), old.attempts[0].started_at or 0.0, old.user,
+                                            old.demand.n_gpus_per_node)
+            tasks = list(running.values())
+            closed = ledger.with_running(now, tasks)
+            summed = ledger.at(now, live_usage(tasks, now))
+            assert closed.keys() == summed.keys(), (seed, now)
+            for user in closed:
+                assert abs(closed[user] - summed[user]) <= 1e-9 * max(1.0, summed[user]), (seed, user, closed, summed)
