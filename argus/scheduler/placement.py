@@ -26,6 +26,27 @@ def _list(values: Sequence[float], limit: int = 16) -> str:
     return f"[{shown}{more}]"
 
 
+class _Totals(tuple[tuple[float, float], ...]):
+    """The nodes' (GPUs, CPUs) totals as a cache key hashed once (a pass asks
+    ``_big_nodes`` for every shape in line, and hashing 60 pairs each time showed)."""
+
+    _hash: int
+
+    def __new__(cls, totals: Sequence[tuple[float, float]]) -> "_Totals":
+        made = super().__new__(cls, totals)
+        made._hash = tuple.__hash__(made)
+        return made
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or tuple.__eq__(self, other)  # type: ignore[arg-type]
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+
 @functools.lru_cache(maxsize=1024)
 def _big_nodes(totals: tuple[tuple[float, float], ...], gpus: int, cpus: float,
                allowed: frozenset[int] | None) -> tuple[int, tuple[float, float]]:
@@ -61,6 +82,7 @@ class Pool:
         self._cache: dict[tuple[object, ...], tuple[int, ...] | None] = {}
         self._snapshot: tuple[float, ...] | None = None
         self.totals = [(n.total_gpus, n.total_cpus) for n in ordered]
+        self._totals_key = _Totals(self.totals)  # hashed once: never_fits asks per shape
         self.types = tuple(n.gpu_type for n in ordered)  # each node's GPU model ("" unlabelled)
         # never_fits' answers by shape; public so that a pass over 10,000 tasks can look a
         # shape up without a call per task
@@ -88,7 +110,7 @@ class Pool:
         if found is not NOT_ASKED:
             return found
         allowed = self.allowed(d)
-        big, largest = _big_nodes(tuple(self.totals), d.n_gpus_per_node, d.cpus_per_node, allowed)
+        big, largest = _big_nodes(self._totals_key, d.n_gpus_per_node, d.cpus_per_node, allowed)
         if big >= d.nnodes:
             found = None
         else:
@@ -157,12 +179,16 @@ class Pool:
         self._cache = {k: v for k, v in self._cache.items() if v is None}
         self._snapshot = None
 
-    def explain(self, d: Demand) -> Defer:
+    def explain(self, d: Demand, words: bool = True) -> Defer:
         """Why ``d`` does not fit: not even in total, or only not per node (on the nodes
-        of its GPU models, when it names them)."""
+        of its GPU models, when it names them). ``words`` False: the reason without a
+        message (a quiet pass, whose messages nobody reads: they were a tenth of its time)."""
         free = self.free_gpus()
         mine = self._candidates(d)
         total = sum(free[i] for i in mine)
+        if not words:
+            reason = Reason.INSUFFICIENT_GPUS if total < d.total_gpus else Reason.NO_CAPACITY_PER_NODE
+            return Defer(task_id="", reason=reason, free_gpus_per_node=free, message="")
         where = f"{len(free)} worker node(s)"
         if d.gpu_types:
             where = f"the {len(mine)} node(s) with {models_of(d)} (of {len(free)})"

@@ -171,7 +171,7 @@ class _Pass:
         if picked is None:
             # Explained once per shape and pass: the message shows the free resources at the
             # moment the shape was first found not to fit (they only shrink afterwards).
-            why = self.explained[key] = pool.explain(d)
+            why = self.explained[key] = pool.explain(d, self.config.waits)
             return why
         note = ""
         if self.reserved is not None:
@@ -236,16 +236,18 @@ class _Pass:
         told = self.config.waits or t.preempting_since is not None
         if self.config.reserve and self.reserved is None:  # the first that does not fit: reserve for it
             reserved = self.reserved = self.pool.reservation(t, self.endings, self.now)
-            if reserved is not None:  # said even in a quiet pass: one per pass, and it is a promise
+            if reserved is not None:  # said even in a quiet pass (without words): it is a promise
                 nodes = tuple(self.pool.ids[i] for i in reserved.nodes)
                 # A promise only where no later arrival can go ahead of it (fair share broke
                 # 7-10 % of such bounds on the trace: a user under its share arrives first).
                 firm = reserved.firm and arrival_only(self.config.policy)
                 latest = reserved.start + self.config.preempt_grace_s + STOP_SLACK_S if firm else None
-                bound = f", at the latest ~{fmt_clock(latest)} (the time limits it waits for)" if latest else ""
+                message = ""
+                if self.config.waits:
+                    bound = f", at the latest ~{fmt_clock(latest)} (the time limits it waits for)" if latest else ""
+                    message = f"{why.message}; reserved nodes {', '.join(nodes)} from ~{fmt_clock(reserved.start)}{bound}"
                 self.out.append(Defer(
-                    task_id=t.task_id, reason=why.reason, free_gpus_per_node=why.free_gpus_per_node,
-                    message=f"{why.message}; reserved nodes {', '.join(nodes)} from ~{fmt_clock(reserved.start)}{bound}",
+                    task_id=t.task_id, reason=why.reason, free_gpus_per_node=why.free_gpus_per_node, message=message,
                     reserved_from=reserved.start, reserved_nodes=nodes, reserved_latest=latest))
                 return
         if told:
@@ -335,10 +337,10 @@ def _make_room(t: QueuedTask, why: Defer, planner: RoomPlanner, outranks: Callab
     if room is None:
         return None
     if not room.victims:  # stops under way make it fit: wait for them
-        message = f"{why.message}; room is being made: preempted task(s) are stopping"
+        message = "room is being made: preempted task(s) are stopping"
     else:
-        message = (f"{why.message}; making room: preempting "
-                   + ", ".join(f"{r.task_id} ({r.user})" for r, _ in room.victims))
+        message = "making room: preempting " + ", ".join(f"{r.task_id} ({r.user})" for r, _ in room.victims)
+    message = f"{why.message}; {message}" if why.message else message  # (a quiet pass explains no fit)
     defer = Defer(task_id=t.task_id, reason=Reason.PREEMPTING, message=message,
                   free_gpus_per_node=why.free_gpus_per_node)
     preempts = [Preempt(task_id=r.task_id, for_task=t.task_id, for_user=t.user, reason=reason,
