@@ -108,6 +108,8 @@ class QueueMemo:
         self._held: dict[str, tuple[TaskView, float, Commitment | None]] = {}  # by task id
         self._capacity: tuple[list[TaskView], list[Commitment], tuple[NodeCapacity, ...], object, Capacity] | None = None
         self._sums: tuple[CommittedSums | None, dict[int, TaskView], float] = (None, {}, 0.0)
+        # node id -> (the node as observed, its commitments, ready, as the policy may use it)
+        self._nodes: dict[str, tuple[NodeCapacity, tuple[float, float], bool, NodeCapacity]] = {}
 
     def queue(self, waiting: Sequence[TaskView], history: RuntimeHistory, default: float,
               driver_cpus: float) -> list[QueuedTask]:
@@ -167,10 +169,26 @@ class QueueMemo:
         used = self._committed(observed, active, driver_cpus).per_node(releasing)
         if used is None:  # a gang must be placed by the ledger: the whole sum, in order
             used = committed_per_node(observed, [*self._commitments(active, driver_cpus), *releasing])
-        made = Capacity(nodes=_free_nodes(observed, used, ready),
+        made = Capacity(nodes=self._free_nodes(observed, used, ready),
                         releasing=tuple((c.node_ids, c.demand) for c in releasing))
         self._capacity = (list(active), list(releasing), observed, (ready, driver_cpus), made)
         return made
+
+    def _free_nodes(self, observed: Sequence[NodeCapacity], used: Mapping[str, tuple[float, float]],
+                    ready: frozenset[str] | None) -> tuple[NodeCapacity, ...]:
+        """``_free_nodes``, each node made again only when it, its commitments or its
+        readiness changed (mostly a job started or ended on one or two of 60 nodes)."""
+        made, out = self._nodes, []
+        if len(made) > 2 * len(observed) + 64:
+            made.clear()
+        for n in observed:
+            use, is_ready = used[n.node_id], ready is None or n.node_id in ready
+            hit = made.get(n.node_id)
+            if hit is None or hit[1] != use or hit[2] != is_ready or hit[0] != n:
+                free = _free_nodes((n,), {n.node_id: use}, None if is_ready else frozenset())[0]
+                hit = made[n.node_id] = (n, use, is_ready, free)
+            out.append(hit[3])
+        return tuple(out)
 
     def _committed(self, observed: Sequence[NodeCapacity], active: Sequence[TaskView],
                    driver_cpus: float) -> CommittedSums:

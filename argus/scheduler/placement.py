@@ -47,6 +47,17 @@ class _Totals(tuple[tuple[float, float], ...]):
         return not self == other
 
 
+_SEEN_TOTALS: dict[_Totals, _Totals] = {}
+
+
+def _interned(totals: _Totals) -> _Totals:
+    """The one ``_Totals`` equal to ``totals`` (then ``_big_nodes``' cache compares keys by
+    identity, not node by node)."""
+    if len(_SEEN_TOTALS) > 64:  # clusters change rarely: forget them all now and then
+        _SEEN_TOTALS.clear()
+    return _SEEN_TOTALS.setdefault(totals, totals)
+
+
 @functools.lru_cache(maxsize=1024)
 def _big_nodes(totals: tuple[tuple[float, float], ...], gpus: int, cpus: float,
                allowed: frozenset[int] | None) -> tuple[int, tuple[float, float]]:
@@ -82,7 +93,7 @@ class Pool:
         self._cache: dict[tuple[object, ...], tuple[int, ...] | None] = {}
         self._snapshot: tuple[float, ...] | None = None
         self.totals = [(n.total_gpus, n.total_cpus) for n in ordered]
-        self._totals_key = _Totals(self.totals)  # hashed once: never_fits asks per shape
+        self._totals_key = _interned(_Totals(self.totals))  # hashed and compared once per pass
         self.types = tuple(n.gpu_type for n in ordered)  # each node's GPU model ("" unlabelled)
         # never_fits' answers by shape; public so that a pass over 10,000 tasks can look a
         # shape up without a call per task
