@@ -6,6 +6,7 @@ calls the very same functions on its own state, its fake Ray and its virtual clo
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import msgspec
@@ -41,15 +42,17 @@ def plan_turn(state: ReactorState, capacity: Sequence[NodeCapacity] | None, now:
     )
 
 
-def wait_news(plan: AdmissionPlan, now: float) -> list[tuple[TaskView, TaskDeferred]]:
-    """The deferrals worth recording: only a changed reason or message is news."""
+def wait_news(plan: AdmissionPlan, now: float, limit: int | None = None) -> list[tuple[TaskView, TaskDeferred]]:
+    """The deferrals worth recording: only a changed reason or message is news. ``limit``:
+    the first that many (the rest are news again next turn; an event is made only for
+    those recorded: after 10,000 arrivals all are news, and a turn records a thousand)."""
+    news = ((task, d) for task, d in plan.deferrals if (task.wait_reason, task.wait_message) != (d.reason, d.message))
     return [
         (task, TaskDeferred(task_id=task.task_id, reason=d.reason, message=d.message, needed=task.demand,
                             free_gpus_per_node=list(d.free_gpus_per_node), reserved_from=d.reserved_from,
                             reserved_nodes=list(d.reserved_nodes), reserved_latest=d.reserved_latest,
                             decided_at=now))
-        for task, d in plan.deferrals
-        if (task.wait_reason, task.wait_message) != (d.reason, d.message)
+        for task, d in itertools.islice(news, limit)
     ]
 
 
