@@ -196,7 +196,7 @@ class Pool:
         message (a quiet pass, whose messages nobody reads: they were a tenth of its time)."""
         free = self.free_gpus()
         mine = self._candidates(d)
-        total = sum(free[i] for i in mine)
+        total = sum(map(free.__getitem__, mine))  # (C-level: asked per shape and pass)
         if not words:
             reason = Reason.INSUFFICIENT_GPUS if total < d.total_gpus else Reason.NO_CAPACITY_PER_NODE
             return Defer(task_id="", reason=reason, free_gpus_per_node=free, message="")
