@@ -22,8 +22,8 @@ from projections.base import Change, EntityFold, EntityProjection
 
 __all__ = [
     "TokenHolder", "TokenSummary", "TokenView", "USER_FOLD", "UserFold", "UserSummary", "UserView",
-    "UsersProjection", "evolve_user", "list_users", "token_holder", "token_summary", "user_summary",
-    "user_tokens",
+    "UsersProjection", "admin_ids", "evolve_user", "gpu_caps", "list_users", "token_holder", "token_summary",
+    "user_summary", "user_tokens",
 ]
 
 
@@ -46,6 +46,7 @@ class UserView(msgspec.Struct, frozen=True, kw_only=True):
     max_priority: int = 0  # UserLimitsSet (admins are not limited)
     may_pin: bool = False
     max_queued: int = 0
+    max_gpus: float = 0.0
 
 
 class UserEventError(InvariantViolation, ValueError):
@@ -72,7 +73,8 @@ def evolve_user(user: UserView | None, rec: Recorded) -> UserView:
     if isinstance(event, UserEnabled):
         return _replace(user, disabled=False)
     if isinstance(event, UserLimitsSet):
-        return _replace(user, max_priority=event.max_priority, may_pin=event.may_pin, max_queued=event.max_queued)
+        return _replace(user, max_priority=event.max_priority, may_pin=event.may_pin, max_queued=event.max_queued,
+                        max_gpus=event.max_gpus)
     if isinstance(event, TokenIssued):
         token = TokenView(
             token_id=event.token_id, token_hash=event.token_hash, label=event.label,
@@ -96,10 +98,10 @@ def evolve_user(user: UserView | None, rec: Recorded) -> UserView:
 
 def _user_row(u: UserView) -> tuple[object, ...]:
     return (u.user_id, u.display_name, int(u.is_admin), int(u.disabled), u.created_at, u.max_priority,
-            int(u.may_pin), u.max_queued)
+            int(u.may_pin), u.max_queued, u.max_gpus)
 
 
-_USER_ROW = "user_id, display_name, is_admin, disabled, created_at, max_priority, may_pin, max_queued"
+_USER_ROW = "user_id, display_name, is_admin, disabled, created_at, max_priority, may_pin, max_queued, max_gpus"
 
 
 def _token_rows(u: UserView) -> list[tuple[object, ...]]:
@@ -125,7 +127,7 @@ class UserFold(EntityFold[UserView]):
         return evolve_user(entity, rec)
 
     def load(self, db: sqlite3.Connection, key: str) -> UserView | None:
-        row = db.execute("SELECT * FROM users WHERE user_id = ?", (key,)).fetchone()
+        row = db.execute(f"SELECT {_USER_ROW} FROM users WHERE user_id = ?", (key,)).fetchone()
         if row is None:
             return None
         tokens = tuple(
@@ -138,6 +140,7 @@ class UserFold(EntityFold[UserView]):
         return UserView(
             user_id=row[0], display_name=row[1], is_admin=bool(row[2]), disabled=bool(row[3]),
             created_at=row[4], tokens=tokens, max_priority=row[5], may_pin=bool(row[6]), max_queued=row[7],
+            max_gpus=row[8],
         )
 
 
@@ -146,19 +149,19 @@ USER_FOLD = UserFold()
 
 class UsersProjection(EntityProjection[UserView]):
     name = "users"
-    version = 3  # v2: tokens.last_used_at; v3: users' limits
+    version = 4  # v2: tokens.last_used_at; v3: users' limits; v4: their GPU cap
     tables = ("users", "tokens")
     fold = USER_FOLD
 
     def save(self, db: sqlite3.Connection, changes: Sequence[Change[UserView]]) -> None:
         for _, before, after in changes:
             assert after is not None
-            db.execute(f"INSERT OR REPLACE INTO users ({_USER_ROW}) VALUES (?,?,?,?,?,?,?,?)", _user_row(after))
+            db.execute(f"INSERT OR REPLACE INTO users ({_USER_ROW}) VALUES (?,?,?,?,?,?,?,?,?)", _user_row(after))
             if before is None or before.tokens != after.tokens:
                 db.executemany("INSERT OR REPLACE INTO tokens VALUES (?,?,?,?,?,?,?)", _token_rows(after))
 
     def write_all(self, db: sqlite3.Connection, entities: dict[str, UserView]) -> None:
-        db.executemany(f"INSERT INTO users ({_USER_ROW}) VALUES (?,?,?,?,?,?,?,?)",
+        db.executemany(f"INSERT INTO users ({_USER_ROW}) VALUES (?,?,?,?,?,?,?,?,?)",
                        (_user_row(u) for u in entities.values()))
         db.executemany(
             "INSERT INTO tokens VALUES (?,?,?,?,?,?,?)",
@@ -180,6 +183,7 @@ class UserSummary(msgspec.Struct, kw_only=True):
     max_priority: int = 0  # the highest priority their tasks may ask for (admins: any)
     may_pin: bool = False  # whether their tasks may be preemptible: false
     max_queued: int = 0  # how many of their tasks may wait at once (0: no cap)
+    max_gpus: float = 0.0  # how many GPUs their admitted tasks may hold at once (0: no cap)
 
 
 class TokenSummary(msgspec.Struct, kw_only=True):
@@ -204,6 +208,7 @@ class TokenHolder(msgspec.Struct, frozen=True, kw_only=True):
     max_priority: int = 0
     may_pin: bool = False
     max_queued: int = 0
+    max_gpus: float = 0.0
 
 
 _USER_COLUMNS = _USER_ROW
@@ -212,7 +217,8 @@ _TOKEN_COLUMNS = "token_id, label, revoked, issued_at, last_used_at"
 
 def _user(r: Sequence[object]) -> UserSummary:
     return UserSummary(user_id=r[0], display_name=r[1], is_admin=bool(r[2]), disabled=bool(r[3]),  # type: ignore[arg-type]
-                       created_at=r[4], max_priority=r[5], may_pin=bool(r[6]), max_queued=r[7])  # type: ignore[arg-type]
+                       created_at=r[4], max_priority=r[5], may_pin=bool(r[6]), max_queued=r[7],  # type: ignore[arg-type]
+                       max_gpus=r[8])  # type: ignore[arg-type]
 
 
 def _token(r: Sequence[object]) -> TokenSummary:
@@ -248,11 +254,21 @@ def token_holder(db: sqlite3.Connection, token_hash: str, *, revoked: bool = Fal
     whatever its state: for checking that a hash is known at all)."""
     row = db.execute(
         "SELECT u.user_id, u.is_admin, u.disabled, u.display_name, t.token_id, t.last_used_at, "
-        "u.max_priority, u.may_pin, u.max_queued "
+        "u.max_priority, u.may_pin, u.max_queued, u.max_gpus "
         "FROM tokens t JOIN users u ON u.user_id = t.user_id WHERE t.token_hash = ?"
         + ("" if revoked else " AND t.revoked = 0"), (token_hash,)).fetchone()
     if row is None:
         return None
     return TokenHolder(user_id=row[0], is_admin=bool(row[1]), disabled=bool(row[2]), display_name=row[3],
                        token_id=row[4], last_used_at=row[5], max_priority=row[6], may_pin=bool(row[7]),
-                       max_queued=row[8])
+                       max_queued=row[8], max_gpus=row[9])
+
+
+def gpu_caps(db: sqlite3.Connection) -> dict[str, float]:
+    """The GPUs each capped user's admitted tasks may hold at once (admins are not limited)."""
+    return {r[0]: float(r[1]) for r in db.execute("SELECT user_id, max_gpus FROM users WHERE max_gpus > 0 AND is_admin = 0")}
+
+
+def admin_ids(db: sqlite3.Connection) -> set[str]:
+    """Every admin's user id."""
+    return {r[0] for r in db.execute("SELECT user_id FROM users WHERE is_admin = 1")}

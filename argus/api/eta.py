@@ -37,6 +37,7 @@ from projections.queue import QueueEntry
 from projections.runtime_stats import RunKey, RuntimeHistory, read_runtime_history
 from projections.tasks import TASK_FOLD
 from projections.tasks_read import TaskSummary, task_workloads, tasks_in_states
+from projections.users import gpu_caps
 
 __all__ = ["DryRun", "EtaBoard", "Estimates", "with_estimates"]
 
@@ -118,8 +119,8 @@ class EtaBoard:
         line = self._line(db, now, with_usage=False)
         if line.capacity is None:
             return Estimates(starts={}, ranges={})
-        starts = estimate_starts(line.queue, line.running, line.capacity, now, PolicyConfig.from_scheduler(sched),
-                                 in_line=True)
+        starts = estimate_starts(line.queue, line.running, line.capacity, now,
+                                 PolicyConfig.from_scheduler(sched, gpu_caps=line.gpu_caps), in_line=True)
         self._score(db, starts)
         calibration = self.calibration
         ranges = {t: span for t, at in starts.items() if (span := calibration.range(now, at)) is not None}
@@ -153,6 +154,7 @@ class EtaBoard:
             active = tasks_in_states(db, [s for s in TaskState if s.holds_ray_job() or s is TaskState.CANCELING])
             cluster = read_cluster(db)
             history = read_runtime_history(db)
+            caps = gpu_caps(db)
             usage = read_fair_inputs(db, sched, now, self.config.entrypoint_num_cpus).usage \
                 if with_usage and sched.policy == "fairshare" else {}
         reachable = cluster is not None and cluster.reachable
@@ -162,7 +164,7 @@ class EtaBoard:
             now=now, config=sched, driver_cpus=self.config.entrypoint_num_cpus, runtimes=history)
         queue += self._coarse(rest, workloads, history)
         return _Line(queue=queue, running=running, capacity=capacity, history=history, usage=usage,
-                     full=len(shown) >= DEFAULT_LIMIT)
+                     full=len(shown) >= DEFAULT_LIMIT, gpu_caps=caps)
 
     async def dry_run(self, user: str, workload: str, demand: Demand, priority: int,
                       time_limit_s: float | None) -> DryRun:
@@ -195,7 +197,7 @@ class EtaBoard:
         position = None if line.full and place > len(line.queue) else place  # (behind more than it read)
         if line.capacity is None:
             return DryRun(position, None, None)
-        config = PolicyConfig.from_scheduler(sched, usage=line.usage)
+        config = PolicyConfig.from_scheduler(sched, usage=line.usage, gpu_caps=line.gpu_caps)
         start = estimate_starts(ordered, line.running, line.capacity, now, config, in_line=True).get(new.task_id)
         return DryRun(position, start, None if start is None else self.calibration.range(now, start))
 
@@ -225,3 +227,4 @@ class _Line(NamedTuple):
     history: RuntimeHistory
     usage: dict[str, float]  # fairshare: each user's decayed GPU-seconds; else empty
     full: bool  # the line is longer than what was read (DEFAULT_LIMIT)
+    gpu_caps: dict[str, float]  # by user: GPUs their tasks may hold at once

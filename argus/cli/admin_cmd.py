@@ -26,10 +26,11 @@ def users_list(client: Client) -> None:
     """All users."""
     d = client.request("GET", "/users").json()
     client.out(d, lambda d: print_table(
-        ["user", "name", "admin", "disabled", "max priority", "may pin", "max queued", "created"], [
+        ["user", "name", "admin", "disabled", "max priority", "may pin", "max queued", "max GPUs", "created"], [
             [u["user_id"], u["display_name"], u["is_admin"], u["disabled"],
              "any" if u["is_admin"] else u["max_priority"], u["is_admin"] or u["may_pin"],
-             u["max_queued"] or "-", fmt_time(u["created_at"])]
+             u["max_queued"] or "-", f'{u["max_gpus"]:g}' if u["max_gpus"] and not u["is_admin"] else "-",
+             fmt_time(u["created_at"])]
             for u in d]))
 
 
@@ -40,19 +41,24 @@ def users_list(client: Client) -> None:
               help="Whether their tasks may be preemptible: false (never stopped to make room).")
 @click.option("--max-queued", type=click.IntRange(0), default=None,
               help="How many of their tasks may wait at once (0: no cap).")
+@click.option("--max-gpus", type=click.FloatRange(0), default=None,
+              help="How many GPUs their running tasks may hold at once (0: no cap); a task that would "
+                   "take them past it waits.")
 @client_options
 def users_set(client: Client, user_id: str, max_priority: int | None, may_pin: bool | None,
-              max_queued: int | None) -> None:
+              max_queued: int | None, max_gpus: float | None) -> None:
     """Set what a user's tasks may ask for (admin); what is not given stays as it is."""
     now = client.request("GET", f"/users/{user_id}").json()
     body = {"max_priority": now["max_priority"] if max_priority is None else max_priority,
             "may_pin": now["may_pin"] if may_pin is None else may_pin,
-            "max_queued": now["max_queued"] if max_queued is None else max_queued}
+            "max_queued": now["max_queued"] if max_queued is None else max_queued,
+            "max_gpus": now["max_gpus"] if max_gpus is None else max_gpus}
     d = client.request("POST", f"/users/{user_id}/limits", json=body).json()
     client.out(d, lambda d: click.echo(
         f"{user_id}: priority up to {d['max_priority']}, "
         f"{'may' if d['may_pin'] else 'may not'} pin tasks (preemptible: false), "
-        f"{d['max_queued'] or 'no cap on'} task(s) waiting"))
+        f"{d['max_queued'] or 'no cap on'} task(s) waiting, "
+        f"{format(d['max_gpus'], 'g') if d['max_gpus'] else 'no cap on'} GPUs held at once"))
 
 
 @users.command("create")

@@ -302,13 +302,14 @@ class UserEnabled(EventBase, frozen=True, kw_only=True, tag="UserEnabled"):
 
 class UserLimitsSet(EventBase, frozen=True, kw_only=True, tag="UserLimitsSet"):
     """An admin set what the user's tasks may ask for: the highest ``priority``, whether
-    they may be ``preemptible: false``, and how many may wait at once (0: no cap).
-    Admins' own tasks are not limited."""
+    they may be ``preemptible: false``, how many may wait at once, and how many GPUs
+    their running tasks may hold together (0: no cap). Admins' own tasks are not limited."""
 
     user_id: str
     max_priority: int = 0
     may_pin: bool = False  # may submit preemptible: false
     max_queued: int = 0
+    max_gpus: float = 0.0  # GPUs held at once by their admitted tasks (0: no cap)
     by: str
     at: float
 

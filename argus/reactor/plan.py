@@ -38,7 +38,7 @@ def plan_turn(state: ReactorState, capacity: Sequence[NodeCapacity] | None, now:
         runtimes=state.runtimes, usage=state.usage.with_running(now, active) if fair else None,
         observed=Observed(seen_since=state.seen_since, releasing=list(state.releasing.values()),
                           made=state.queue_memo),
-        waits=waits,
+        waits=waits, gpu_caps=state.gpu_caps,
     )
 
 

@@ -11,7 +11,9 @@ import sqlite3
 import time
 from bisect import bisect_left
 
-from argus.events import AttemptEnded, CapacityObserved, ClusterUnreachable, NodeCapacity, Recorded
+from argus.events import (
+    AttemptEnded, CapacityObserved, ClusterUnreachable, NodeCapacity, Recorded, UserCreated, UserLimitsSet,
+)
 from argus.lifecycle import AttemptStatus, TaskState
 from argus.scheduler.inputs import QueueMemo, with_driver
 from argus.scheduler.ledger import Commitment
@@ -21,6 +23,7 @@ from projections.cluster import read_cluster
 from projections.runtime_stats import RuntimeHistory, read_runtime_history, run_key, run_seconds
 from projections.tasks import TASK_EVENT_TYPES
 from projections.tasks_read import unfinished_tasks
+from projections.users import admin_ids, gpu_caps
 from projections.usage import UsageLedger, ended_usage, read_usage
 
 __all__ = ["ReactorState"]
@@ -73,6 +76,8 @@ class ReactorState:
         self.cluster_reachable: bool | None = None
         self.runtimes = RuntimeHistory()  # succeeded runs: the estimates of the others
         self.usage = UsageLedger(half_life_s)  # ended attempts' GPU-seconds, decayed (fairshare)
+        self.gpu_caps: dict[str, float] = {}  # by user: GPUs their tasks may hold at once (UserLimitsSet)
+        self._admins: set[str] = set()  # not limited
 
     @classmethod
     def load(cls, db: sqlite3.Connection, half_life_s: float, driver_cpus: float = 0.0) -> "ReactorState":
@@ -86,6 +91,7 @@ class ReactorState:
             for task in unfinished_tasks(db):
                 state._set(task)
             state.runtimes = read_runtime_history(db)
+            state.gpu_caps, state._admins = gpu_caps(db), admin_ids(db)
             cluster = read_cluster(db)
             if cluster is not None:
                 state.cluster_reachable = cluster.reachable
@@ -121,6 +127,17 @@ class ReactorState:
         elif isinstance(rec.event, ClusterUnreachable):
             self.cluster_reachable = False
             self.seen_since = {}  # every node must be seen again, and settle, after an outage
+        elif isinstance(rec.event, UserLimitsSet):
+            self._limits_set(rec.event)
+        elif isinstance(rec.event, UserCreated) and rec.event.is_admin:
+            self._admins.add(rec.event.user_id)
+
+    def _limits_set(self, event: UserLimitsSet) -> None:
+        """An admin changed a user's GPU cap: it holds from the next plan on."""
+        if event.max_gpus > 0 and event.user_id not in self._admins:
+            self.gpu_caps[event.user_id] = event.max_gpus
+        else:
+            self.gpu_caps.pop(event.user_id, None)
 
     def _observed(self, event: CapacityObserved) -> None:
         at = event.observed_at

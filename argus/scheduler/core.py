@@ -80,6 +80,7 @@ def plan_admissions(
     usage: dict[str, float] | None = None,
     observed: Observed | None = None,
     waits: bool = True,
+    gpu_caps: Mapping[str, float] | None = None,
 ) -> AdmissionPlan:
     """Run the configured policy over the waiting tasks (in its ``queue_order``) and sort its decisions
     into admissions and deferrals. ``driver_cpus`` (the job driver's ``entrypoint_num_cpus``)
@@ -88,12 +89,14 @@ def plan_admissions(
     run time (its time limit first; ``config.default_runtime_s`` last). ``observed``: when
     ``capacity`` was taken, the nodes' settling and the ledger's releases (None: a bare
     count, every node settled: ETAs and tests). ``waits`` False: deferrals only for tasks
-    that are or become ``preempting`` (``PolicyConfig.waits``: the simulator)."""
+    that are or become ``preempting`` (``PolicyConfig.waits``: the simulator). ``gpu_caps``:
+    the GPUs each capped user's tasks may hold at once (``PolicyConfig.gpu_caps``)."""
     seen = observed or Observed()
     queue, running, snapshot = policy_inputs(
         waiting=waiting, active=active, capacity=capacity, now=now, config=config, driver_cpus=driver_cpus,
         runtimes=runtimes, releasing=seen.releasing, seen_since=seen.seen_since, made=seen.made)
-    decisions = decide(queue, running, snapshot, now, PolicyConfig.from_scheduler(config, usage=usage or {}, waits=waits))
+    policy_config = PolicyConfig.from_scheduler(config, usage=usage or {}, waits=waits, gpu_caps=dict(gpu_caps or {}))
+    decisions = decide(queue, running, snapshot, now, policy_config)
     admitted: list[TaskView] = []
     deferrals: list[tuple[TaskView, Defer]] = []
     notes: dict[str, str] = {}

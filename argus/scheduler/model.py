@@ -21,6 +21,7 @@ class Reason:
     INSUFFICIENT_GPUS = "insufficient_gpus"
     MAX_RUNNING = "max_running"
     USER_LIMIT = "user_limit"
+    USER_GPU_LIMIT = "user_gpu_limit"  # its user's running tasks hold what their GPU cap allows
     CAPACITY_UNKNOWN = "capacity_unknown"
     RETRY_BACKOFF = "retry_backoff"
     BLOCKED_BY_HEAD = "blocked_by_head"
@@ -86,6 +87,9 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     policy: str = "fifo"
     max_running_tasks: int = 8
     max_running_per_user: int = 0  # 0: no per-user limit
+    # GPUs each user's admitted tasks may hold at once, by user (UserLimitsSet, set by an
+    # admin; not listed: no cap). An input of the pass like ``usage``: it changes as admins act.
+    gpu_caps: dict[str, float] = {}
     backfill: bool = False
     reserve: bool = False  # the first task that does not fit gets a reservation (argus.scheduler.reserve)
     default_runtime_s: float = 3600.0  # a task's expected run time when nothing better is known

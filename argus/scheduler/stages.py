@@ -4,7 +4,7 @@ Each task in the policy's order goes through the stages in turn, as Kueue separa
 and the first that decides for it ends its turn:
 
 1. order and eligibility: a retry's backoff, a gang that never fits, a blocked head,
-   ``max_running_tasks``, the per-user limit (inline in ``run_pass``' loop: every one of
+   ``max_running_tasks``, the per-user limits on tasks and on GPUs held (inline in ``run_pass``' loop: every one of
    10,000 queued tasks reaches them, and a call per task was a measurable part of a pass);
 2. fit: place its gang on the pool and admit it (``_Pass.fit``, ``_Pass.admit``);
 3. reserve or backfill: while a reservation holds, a task that fits starts only if it
@@ -76,7 +76,7 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
     # checks below, and attribute lookups were a measurable part of the pass.
     pool, explained, per_user, same_rule, no_room = p.pool, p.explained, p.per_user, p.same_rule, p.no_room
     max_running, user_limit, reserve = config.max_running_tasks, config.max_running_per_user, config.reserve
-    never_known, backfill = pool.never_known, p.backfill
+    gpu_caps, held, never_known, backfill = config.gpu_caps, p.held, pool.never_known, p.backfill
     blocked, quiet = False, not config.waits  # blocked: strict FIFO's head did not fit
     for t in queue:
         # ``quiet``: only a task that was preempting is told why it waits (leaving is news)
@@ -101,9 +101,10 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
             append(Defer(task_id=t.task_id, reason=Reason.BLOCKED_BY_HEAD, message=_BLOCKED_MSG,
                          free_gpus_per_node=pool.free_gpus()))
             continue
-        if p.n_running >= max_running or (user_limit > 0 and per_user.get(t.user, 0) >= user_limit):
-            if told:
-                append(_limited(t, p.n_running, per_user, config))
+        if (p.n_running >= max_running or (user_limit > 0 and per_user.get(t.user, 0) >= user_limit) or (
+                gpu_caps and t.user in gpu_caps and held.get(t.user, 0.0) + d.total_gpus > gpu_caps[t.user] + 1e-9)):
+            if told:  # its own user's limits hold no one else back
+                append(_limited(t, p.n_running, per_user, held, config))
             continue
         # 2. fit, asked once per shape until the shape fails (free resources only shrink)
         why = explained.get(key)
@@ -130,7 +131,7 @@ class _Pass:
     tasks run (in all and per user), why each shape failed, the reservation, the expected
     ends it is computed from, the room planner, and the decisions so far."""
 
-    __slots__ = ("running", "now", "config", "outranks", "out", "pool", "n_running", "per_user", "explained",
+    __slots__ = ("running", "now", "config", "outranks", "out", "pool", "n_running", "per_user", "held", "explained",
                  "backfill", "reserved", "endings", "planner", "same_rule", "no_room", "no_room_alike")
 
     def __init__(self, queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity,
@@ -144,6 +145,11 @@ class _Pass:
         if config.max_running_per_user > 0:
             for r in running:
                 self.per_user[r.user] = self.per_user.get(r.user, 0) + 1
+        self.held: dict[str, float] = {}  # GPUs held per user with a cap (stopping tasks hold theirs)
+        if config.gpu_caps:
+            for r in running:
+                if r.user in config.gpu_caps:
+                    self.held[r.user] = self.held.get(r.user, 0.0) + r.demand.total_gpus
         self.explained: dict[Shape, Defer] = {}  # why each shape failed, when first it did
         self.backfill = config.backfill or config.reserve
         self.reserved: Reservation | None = None
@@ -198,6 +204,8 @@ class _Pass:
         self.n_running += 1
         if config.max_running_per_user > 0:
             self.per_user[t.user] = self.per_user.get(t.user, 0) + 1
+        if t.user in config.gpu_caps:
+            self.held[t.user] = self.held.get(t.user, 0.0) + d.total_gpus
         self.out.append(Admit(task_id=t.task_id, node_ids=tuple(self.pool.ids[i] for i in picked), note=note))
 
     def preempt(self, t: QueuedTask, key: Shape, why: Defer) -> bool:
@@ -298,14 +306,26 @@ def _endings(running: Sequence[RunningTask], ids: Sequence[str], now: float, def
     return out
 
 
-def _limited(t: QueuedTask, n_running: int, per_user: dict[str, int], config: PolicyConfig) -> Defer:
-    """``max_running_tasks`` run, or ``t``'s user runs the most ``max_running_per_user`` allows."""
+def _limited(t: QueuedTask, n_running: int, per_user: dict[str, int], held: dict[str, float],
+             config: PolicyConfig) -> Defer:
+    """``max_running_tasks`` run, or ``t``'s user runs the most ``max_running_per_user``
+    allows, or holds so many GPUs that ``t``'s gang would take them past their cap."""
     if n_running >= config.max_running_tasks:
         return Defer(task_id=t.task_id, reason=Reason.MAX_RUNNING,
                      message=f"{config.max_running_tasks} task(s) already running (max_running_tasks)")
+    if config.max_running_per_user <= 0 or per_user.get(t.user, 0) < config.max_running_per_user:
+        return _over_gpu_cap(t, held.get(t.user, 0.0), config.gpu_caps[t.user])
     return Defer(task_id=t.task_id, reason=Reason.USER_LIMIT, message=(
         f"user {t.user!r} already runs {per_user[t.user]} task(s) "
         f"(max_running_per_user={config.max_running_per_user})"))
+
+
+def _over_gpu_cap(t: QueuedTask, held: float, cap: float) -> Defer:
+    """``t``'s user holds so many GPUs that ``t``'s gang would take them past their cap."""
+    return Defer(task_id=t.task_id, reason=Reason.USER_GPU_LIMIT, message=(
+        f"user {t.user!r} holds {fmt_amount(held)} of the {fmt_amount(cap)} GPUs their cap allows at once and "
+        f"this task needs {fmt_amount(t.demand.total_gpus)}: it starts when enough of their running tasks end "
+        f"(an admin sets the cap: argus users set {t.user} --max-gpus N)"))
 
 
 def _capacity_unknown(queue: Sequence[QueuedTask], now: float) -> list[Decision]:

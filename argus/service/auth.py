@@ -29,6 +29,7 @@ class Principal(msgspec.Struct, frozen=True, kw_only=True):
     max_priority: int = 0
     may_pin: bool = False  # may submit preemptible: false
     max_queued: int = 0  # 0: no cap
+    max_gpus: float = 0.0  # GPUs their admitted tasks may hold at once (0: no cap)
 
     @property
     def actor(self) -> str:
@@ -76,7 +77,7 @@ class AuthCache:
                 user_id=holder.user_id, is_admin=holder.is_admin, disabled=holder.disabled,
                 display_name=holder.display_name, token_id=holder.token_id,
                 token_last_used_at=holder.last_used_at, max_priority=holder.max_priority,
-                may_pin=holder.may_pin, max_queued=holder.max_queued,
+                may_pin=holder.may_pin, max_queued=holder.max_queued, max_gpus=holder.max_gpus,
             )
         if generation != self._generation:
             return principal  # a user event came in meanwhile: the row may predate it

@@ -200,7 +200,7 @@ class Commands:
     async def check_limits(self, who: Principal, prepared: Any) -> None:
         """Refuse a task that asks for more than its user may have (argus.service.limits),
         or a user whose tasks already fill their queue cap."""
-        problem = limit_problem(who, prepared.priority, prepared.preemptible)
+        problem = limit_problem(who, prepared.priority, prepared.preemptible, prepared.demand.total_gpus)
         if problem is not None:
             field, message = problem
             raise CommandError(403, message, {"errors": [{"field": field, "message": message}]})
@@ -344,7 +344,8 @@ class Commands:
         if not exists:
             raise NotFound(f"user {user_id!r}")
         event = UserLimitsSet(user_id=user_id, max_priority=int(limits.max_priority), may_pin=limits.may_pin,
-                              max_queued=int(limits.max_queued), by=who.user_id, at=time.time())
+                              max_queued=int(limits.max_queued), max_gpus=float(limits.max_gpus), by=who.user_id,
+                              at=time.time())
         await self._user_append(user_id, [event], who.actor, request_id)
 
     async def issue_token(self, who: str, user_id: str, label: str = "",

@@ -1,6 +1,10 @@
 """What a user's tasks may ask for (issue 36, governance): set by an admin
 (``UserLimitsSet``, ``argus users set``), checked when a task is submitted or validated.
 
+An admin may also cap how many GPUs a user's admitted tasks hold at once
+(``max_gpus``): the scheduler lets a task start only while its user stays within it
+(``Reason.USER_GPU_LIMIT``), and a gang bigger than the cap is refused here.
+
 Without limits any user could give their task ``priority: 1000000`` and, under the
 priority policy, go to the head of the queue and stop other users' work, or mark every
 task ``preemptible: false``. The defaults: priority 0 at most, and tasks are preemptible
@@ -14,6 +18,7 @@ from typing import Annotated
 
 import msgspec
 
+from argus.scheduler.placement import fmt_amount
 from argus.service.auth import Principal
 
 __all__ = ["UserLimits", "limit_problem", "resolve_preemptible"]
@@ -26,6 +31,8 @@ class UserLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     max_priority: Annotated[float, msgspec.Meta(ge=-1_000_000, le=1_000_000, multiple_of=1)] = 0  # as a spec's
     may_pin: bool = False  # may submit preemptible: false
     max_queued: Annotated[float, msgspec.Meta(ge=0, le=1_000_000, multiple_of=1)] = 0  # waiting at once; 0: no cap
+    # GPUs their admitted tasks may hold at once (0: no cap); logical GPUs may be fractional
+    max_gpus: Annotated[float, msgspec.Meta(ge=0, le=1_000_000)] = 0
 
 
 def resolve_preemptible(who: Principal, asked: bool | None) -> bool:
@@ -37,11 +44,17 @@ def resolve_preemptible(who: Principal, asked: bool | None) -> bool:
     return not (who.is_admin or who.may_pin)
 
 
-def limit_problem(who: Principal, priority: int, asked_preemptible: bool | None) -> tuple[str, str] | None:
+def limit_problem(who: Principal, priority: int, asked_preemptible: bool | None,
+                  gpus: float = 0.0) -> tuple[str, str] | None:
     """The field that asks for more than ``who`` may have, and why, in words that say what
-    to change; None when nothing does."""
+    to change; None when nothing does. ``gpus``: the task's whole gang (a gang above the
+    user's GPU cap could never start)."""
     if who.is_admin:
         return None
+    if who.max_gpus > 0 and gpus > who.max_gpus:
+        return "resources", (f"the task needs {fmt_amount(gpus)} GPUs, above your cap of {fmt_amount(who.max_gpus)} "
+                f"GPUs held at once: ask for fewer, or ask an admin "
+                f"(argus users set {who.user_id} --max-gpus N)")
     if priority > who.max_priority:
         return "priority", (f"priority {priority} is above your limit of {who.max_priority}: lower it, or ask an "
                 f"admin to raise your limit (argus users set {who.user_id} --max-priority N)")

@@ -75,7 +75,8 @@ async def test_an_admin_raises_the_limits_and_they_hold_at_once(env: Env) -> Non
 
 
 async def test_bad_limits_are_refused_and_unknown_users_are_404(env: Env) -> None:
-    for body in ({"max_priority": "high"}, {"max_queued": -1}, {"max_priority": 10**7}, {"surprise": 1}):
+    for body in ({"max_priority": "high"}, {"max_queued": -1}, {"max_priority": 10**7}, {"surprise": 1},
+                 {"max_gpus": -1}, {"max_gpus": "all"}):
         r = await env.client.post("/api/v2/users/bob/limits", headers=env.h("admin"), json=body)
         assert r.status_code == 400, (body, r.text)
     r = await env.client.post("/api/v2/users/nobody/limits", headers=env.h("admin"), json={"max_priority": 1})
@@ -86,3 +87,19 @@ async def test_admins_are_not_limited(env: Env) -> None:
     put_dataset(env.shared, "admin")
     r = await submit(env, "admin", priority=1000, preemptible=False)
     assert r.status_code == 201, r.text
+
+
+async def test_a_gpu_cap_is_shown_and_a_gang_above_it_is_refused_with_the_cap(env: Env) -> None:
+    put_dataset(env.shared, "bob")
+    r = await env.client.post("/api/v2/users/bob/limits", headers=env.h("admin"), json={"max_gpus": 0.5})
+    assert r.status_code == 200 and r.json()["max_gpus"] == 0.5, r.text
+    users = (await env.client.get("/api/v2/users", headers=env.h("admin"))).json()
+    assert {u["user_id"]: u["max_gpus"] for u in users}["bob"] == 0.5
+    before = await positions(env)
+    r = await submit(env, "bob")  # one GPU: a gang that could never start under the cap
+    assert r.status_code == 403 and "needs 1 GPUs, above your cap of 0.5" in r.json()["detail"], r.text
+    assert await positions(env) == before, "a refused spec writes nothing"
+    r = await env.client.post("/api/v2/tasks/validate", headers=env.h("bob"), content=spec())
+    assert r.json()["ok"] is False and r.json()["errors"][0]["field"] == "resources"
+    r = await env.client.post("/api/v2/users/bob/limits", headers=env.h("admin"), json={"max_gpus": 1})
+    assert (await submit(env, "bob")).status_code == 201

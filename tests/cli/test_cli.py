@@ -97,11 +97,14 @@ def test_users_set_limits(server: Server, tmp_path: Path) -> None:
     assert "erin: priority up to 7, may pin tasks" in r.output
     r = run(server, "users", "set", "erin", "--max-queued", "3")  # the others stay as they were
     assert r.exit_code == 0 and "priority up to 7, may pin" in r.output and "3 task(s) waiting" in r.output
+    assert "no cap on GPUs held at once" in r.output
+    r = run(server, "users", "set", "erin", "--max-gpus", "6")
+    assert r.exit_code == 0 and "3 task(s) waiting, 6 GPUs held at once" in r.output, r.output
     r = run(server, "users", "list", "--json")
     erin = next(u for u in json.loads(r.output) if u["user_id"] == "erin")
-    assert (erin["max_priority"], erin["may_pin"], erin["max_queued"]) == (7, True, 3)
+    assert (erin["max_priority"], erin["may_pin"], erin["max_queued"], erin["max_gpus"]) == (7, True, 3, 6)
     r = run(server, "users", "list")
-    assert "MAX PRIORITY" in r.output
+    assert "MAX PRIORITY" in r.output and "MAX GPUS" in r.output
     r = run(server, "users", "set", "nobody", "--max-priority", "1")
     assert r.exit_code != 0 and "not found" in r.output
 

@@ -159,7 +159,7 @@ def user_enabled(user_id: str, at: float = T0) -> UserEnabled:
 
 
 def user_limits_set(user_id: str, at: float = T0) -> UserLimitsSet:
-    return UserLimitsSet(user_id=user_id, max_priority=5, may_pin=True, max_queued=3, by="admin", at=at)
+    return UserLimitsSet(user_id=user_id, max_priority=5, may_pin=True, max_queued=3, max_gpus=4.0, by="admin", at=at)
 
 
 def token_issued(user_id: str, token_id: str, at: float = T0) -> TokenIssued:

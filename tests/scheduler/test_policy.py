@@ -167,6 +167,25 @@ def test_user_limit_does_not_block_others():
     assert out[0].reason == Reason.USER_LIMIT and isinstance(out[1], Admit)
 
 
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_a_users_gpu_cap_counts_what_runs_and_what_the_pass_admits_and_holds_no_one_else_back(policy):
+    # u1 may hold 4 GPUs at once and runs a 2-GPU task (stopping tasks hold theirs too).
+    running = [RunningTask(task_id="r", user="u1", demand=Demand(nnodes=1, n_gpus_per_node=2, cpus_per_node=1),
+                           expected_end=NOW + 600, started_at=NOW - 60)]
+    queue = [task("a", gpus=3, user="u1", seq=1), task("b", gpus=1, user="u1", seq=2),
+             task("c", gpus=2, user="u1", seq=3), task("d", gpus=4, user="u2", seq=4)]
+    config = PolicyConfig(policy=policy, max_running_tasks=100, gpu_caps={"u1": 4})
+    out = by_id(decide(queue, running, cap(8, 8), NOW, config))
+    assert out["a"].reason == Reason.USER_GPU_LIMIT  # 2 + 3 > 4
+    assert "holds 2 of the 4 GPUs their cap allows" in out["a"].message and "needs 3" in out["a"].message
+    assert isinstance(out["b"], Admit)  # 2 + 1
+    assert out["c"].reason == Reason.USER_GPU_LIMIT and "holds 3 of the 4" in out["c"].message  # b counts: 3 + 2 > 4
+    assert isinstance(out["d"], Admit), "another user's task is not held back (not even by strict FIFO)"
+    # Without the cap the same pass admits a.
+    assert isinstance(by_id(decide(queue, running, cap(8, 8), NOW, PolicyConfig(
+        policy=policy, max_running_tasks=100)))["a"], Admit)
+
+
 def test_capacity_unknown_defers_all():
     out = decide([task("a"), task("b", next_run_at=NOW + 10)], [], None, NOW, PolicyConfig())
     assert [d.reason for d in out] == [Reason.CAPACITY_UNKNOWN, Reason.RETRY_BACKOFF]

@@ -162,5 +162,6 @@ function limits(u) {
   if (u.is_admin) return "none";
   const parts = [`priority ≤ ${u.max_priority ?? 0}`, u.may_pin ? "may pin" : "preemptible"];
   if (u.max_queued) parts.push(`≤ ${u.max_queued} waiting`);
+  if (u.max_gpus) parts.push(`≤ ${u.max_gpus} GPUs held`);
   return parts.join(", ");
 }
