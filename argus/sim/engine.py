@@ -65,6 +65,9 @@ class SimResult(msgspec.Struct, frozen=True, kw_only=True):
     # policy used when there was work to give it.
     contended_used_gpu_s: float = 0.0
     contended_capacity_gpu_s: float = 0.0
+    # ... until the last task arrived (then the cluster drains: see PolicyMetrics)
+    arriving_used_gpu_s: float = 0.0
+    arriving_capacity_gpu_s: float = 0.0
     # ETAs given at arrival to sampled tasks that had to wait: |estimated - actual start|,
     # and how many sampled waiting tasks got no estimate (past the horizon, or never).
     eta_errors: list[float] = []
@@ -172,14 +175,18 @@ class Simulation:
     async def run(self, policy: str) -> SimResult:
         for seq, task in enumerate(self.trace.tasks, start=1):
             heapq.heappush(self.events, (task.arrival, _ARRIVAL, seq, task.task_id))
-        busy_used = busy_capacity = 0.0
+        busy_used = busy_capacity = arriving_used = arriving_capacity = 0.0
         last = 0.0
+        last_arrival = max((t.arrival for t in self.trace.tasks), default=0.0)
         while self.events:
             now = self.events[0][0]
             if self.reactor.state.has_waiting():
                 used = self.capacity_gpus - sum(n.free_gpus for n in self.ray.free_nodes())
                 busy_used += (now - last) * used
                 busy_capacity += (now - last) * self.capacity_gpus
+                if now <= last_arrival:
+                    arriving_used += (now - last) * used
+                    arriving_capacity += (now - last) * self.capacity_gpus
             self.now = last = now
             await self._instant(now)
             if self.progress is not None and len(self.instants) % 500 == 0:
@@ -189,6 +196,7 @@ class Simulation:
         return SimResult(
             policy=policy, outcomes=self._outcomes(), capacity_gpus=self.capacity_gpus,
             decisions=self.reactor.plans, contended_used_gpu_s=busy_used, contended_capacity_gpu_s=busy_capacity,
+            arriving_used_gpu_s=arriving_used, arriving_capacity_gpu_s=arriving_capacity,
             decision_log=log, instants=self.instants, eta_errors=etas.errors,
             eta_waits=etas.waits, eta_coarse=etas.coarse, eta_unknown=etas.unknown, eta_inside=etas.inside,
             eta_widths=etas.widths, eta_range_waits=etas.range_waits,

@@ -54,6 +54,18 @@ def test_strict_fifo_holds_the_line_and_backfill_lets_small_tasks_pass(tmp_path:
     assert starts == {"a": 0.0, "g": 100.0, "s": 2.0}  # s passes (and ends before a does)
 
 
+def test_busy_utilisation_is_also_given_until_the_last_arrival(tmp_path: Path) -> None:
+    # n1 is the only node with the CPUs for "long" and "big"; "long" holds it for 1000 s.
+    nodes = "sn,cpu_milli,memory_mib,gpu,model\nn0,32000,1,4,A\nn1,64000,1,4,A\n"
+    pods, nodes_csv = _trace(tmp_path, [("long", 4, 40000, 0, 1000), ("other", 4, 1000, 0, 20),
+                                        ("waits", 4, 1000, 5, 10), ("big", 4, 40000, 10, 10)], nodes)
+    m = measure(simulate(load_openb(pods, nodes_csv), "reserve-backfill"))
+    # 5-10 s: every GPU in use while "waits" waits. After the last arrival the cluster
+    # drains and "big" waits ~990 s for its one node with n0 idle.
+    assert m.contended_utilization_arriving == pytest.approx(1.0)
+    assert m.contended_utilization < 0.55
+
+
 def test_no_node_is_ever_overcommitted_on_the_real_trace() -> None:
     if not OPENB.is_dir():
         pytest.skip("the openb trace is not next to this checkout")
