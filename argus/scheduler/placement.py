@@ -4,7 +4,7 @@ why a gang does not fit (in words, with the numbers)."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from argus.events.catalog import Demand, NodeCapacity
 from argus.scheduler.fragmentation import ShapeMix
@@ -69,6 +69,15 @@ def _big_nodes(totals: tuple[tuple[float, float], ...], gpus: int, cpus: float,
     return big, max(mine, default=(0.0, 0.0))
 
 
+@functools.lru_cache(maxsize=1024)
+def homes_of(totals: tuple[tuple[float, float], ...], gpus: int, cpus: float,
+             allowed: frozenset[int] | None) -> frozenset[int]:
+    """The nodes (indices; of ``allowed``, None: all) that could hold one member of a gang
+    of this shape if idle."""
+    return frozenset(i for i, (g, c) in enumerate(totals) if g >= gpus and c >= cpus
+                     and (allowed is None or i in allowed))
+
+
 def needs(d: Demand) -> str:
     model = f"{models_of(d)} " if d.gpu_types else ""
     return (f"needs {d.nnodes} node{'s' if d.nnodes != 1 else ''} × {d.n_gpus_per_node} {model}GPUs "
@@ -84,7 +93,8 @@ class Pool:
     """Mutable free-resource view for one pass (arrays indexed like ``ids``). Gangs are
     placed fragmentation-aware against ``mix`` (made on first need), else best-fit."""
 
-    def __init__(self, nodes: Sequence[NodeCapacity], mix: Callable[[], ShapeMix] | None = None) -> None:
+    def __init__(self, nodes: Sequence[NodeCapacity], mix: Callable[[], ShapeMix] | None = None,
+                 waiting: Callable[[], Iterable[Demand]] | None = None) -> None:
         ordered = sorted(nodes, key=lambda n: n.node_id)
         self.ids = [n.node_id for n in ordered]
         self.gpus = [max(0.0, n.free_gpus) for n in ordered]
@@ -100,6 +110,25 @@ class Pool:
         self.never_known: dict[tuple[int, int, float, tuple[str, ...]], Defer | None] = {}
         self._make_mix = mix
         self._mix: ShapeMix | None = None
+        self._waiting = waiting
+        self._spared: frozenset[int] | None = None  # made on the first placement
+
+    def spared(self) -> frozenset[int]:
+        """The nodes that are every home a waiting gang's shape has (the only nodes with
+        the GPUs, CPUs or model for it, and no more of them than it needs): a gang that
+        fits elsewhere is placed off them. On the openb trace a shape of 8 GPUs and 120
+        CPUs fits one node of 60; other users' tasks placed there, when they fitted
+        elsewhere, made such tasks wait 40-57 h under fair share (docs/scheduling.md)."""
+        if self._spared is None:
+            spared: set[int] = set()
+            shapes = {(d.nnodes, d.n_gpus_per_node, d.cpus_per_node, d.gpu_types)
+                      for d in (self._waiting() if self._waiting is not None else ())}
+            for nnodes, gpus, cpus, types in shapes:
+                homes = homes_of(self._totals_key, gpus, cpus, allowed_nodes(types, self.types) if types else None)
+                if len(homes) <= nnodes:
+                    spared |= homes
+            self._spared = frozenset(spared)
+        return self._spared
 
     def _order(self, fits: list[int], d: Demand) -> list[int]:
         """Where to put a gang's members first, among the nodes that fit one."""
@@ -107,7 +136,9 @@ class Pool:
             if self._mix is None:
                 self._mix = self._make_mix()
             return self._mix.order(fits, self.gpus, self.cpus, self.ids, d)
-        gpus, cpus, ids = self.gpus, self.cpus, self.ids
+        gpus, cpus, ids, spared = self.gpus, self.cpus, self.ids, self.spared()
+        if spared:  # best-fit, the only homes of a waiting shape last
+            return sorted(fits, key=lambda i: (i in spared, gpus[i], cpus[i], ids[i]))
         return sorted(fits, key=lambda i: (gpus[i], cpus[i], ids[i]))  # best-fit
 
     def allowed(self, d: Demand) -> frozenset[int] | None:

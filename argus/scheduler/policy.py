@@ -8,6 +8,8 @@ Rules (DESIGN.md §5):
   worker nodes, each with ≥ ``n_gpus_per_node`` free GPUs and ≥ ``cpus_per_node`` free
   CPUs, after subtracting what earlier admissions of the same pass took (verl itself
   checks only the total and then hangs in its placement group when it is fragmented).
+- Among the nodes a gang fits, best-fit (fewest free GPUs left), placed off the nodes that
+  are every home a waiting task's shape has, where it fits elsewhere (``Pool.spared``).
 - ``max_running_tasks`` caps concurrency (and ``max_running_per_user`` per user, if set).
 - Unknown capacity (Ray unreachable) admits nothing: ``capacity_unknown``.
 - Tasks whose ``next_run_at`` is in the future are skipped (``retry_backoff``); they do not

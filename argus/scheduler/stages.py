@@ -139,7 +139,7 @@ class _Pass:
         self.running, self.now, self.config, self.outranks = running, now, config, outranks
         self.out: list[Decision] = []
         self.pool = Pool(capacity.nodes, mix=(lambda: _shape_mix(queue, running, config))
-                         if config.placement == "fragmentation" else None)
+                         if config.placement == "fragmentation" else None, waiting=lambda: (t.demand for t in queue))
         self.n_running = len(running)
         self.per_user: dict[str, int] = {}
         if config.max_running_per_user > 0:
