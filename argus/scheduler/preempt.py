@@ -18,7 +18,7 @@ the task still does not fit when the victims are gone, and the next pass stops m
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 import msgspec
@@ -50,11 +50,14 @@ class _Nodes(msgspec.Struct, kw_only=True):
 
     def freed(self, tasks: Sequence[RunningTask]) -> "_Nodes":
         """These nodes once ``tasks`` stopped."""
+        return self.given_back([(r.node_ids, r.demand) for r in tasks])
+
+    def given_back(self, gangs: Iterable[tuple[tuple[str, ...], Demand]]) -> "_Nodes":
+        """These nodes once ``gangs`` (their nodes, their demand) gave back what they hold."""
         index = {nid: i for i, nid in enumerate(self.ids)}
         gpus, cpus = list(self.gpus), list(self.cpus)
-        for r in tasks:
-            d = r.demand
-            nodes = [index[n] for n in r.node_ids if n in index] or sorted(
+        for node_ids, d in gangs:
+            nodes = [index[n] for n in node_ids if n in index] or sorted(
                 (i for i in range(len(gpus)) if self.total_gpus[i] - gpus[i] >= d.n_gpus_per_node),
                 key=lambda i: (gpus[i] - self.total_gpus[i], self.ids[i]))[: d.nnodes]
             for i in nodes:
@@ -80,12 +83,16 @@ class RoomPlanner:
 
     def __init__(self, running: Sequence[RunningTask], *, ids: Sequence[str], free_gpus: Sequence[float],
                  free_cpus: Sequence[float], total_gpus: Sequence[float], total_cpus: Sequence[float],
-                 max_preemptions: int = 0, types: Sequence[str] = ()) -> None:
+                 max_preemptions: int = 0, types: Sequence[str] = (),
+                 releasing: Sequence[tuple[tuple[str, ...], Demand]] = ()) -> None:
         self.running = running
         self.max_preemptions = max_preemptions  # a task stopped this often is not stopped again (0: no cap)
         now = _Nodes(ids=ids, gpus=list(free_gpus), cpus=list(free_cpus), total_gpus=total_gpus, total_cpus=total_cpus,
                      types=tuple(types) or ("",) * len(ids))
-        self.view = now.freed([r for r in running if r.stopping])
+        # Ended gangs the ledger holds until the next observation are back then: counted
+        # as stops under way (without them a victim's end was taken for no room, and a
+        # second task stopped for the same one).
+        self.view = now.freed([r for r in running if r.stopping]).given_back(releasing)
         self.chosen: set[str] = set()  # victims of this pass
 
     def admitted(self, nodes: Sequence[int], d: Demand) -> None:

@@ -132,7 +132,7 @@ class _Pass:
     ends it is computed from, the room planner, and the decisions so far."""
 
     __slots__ = ("running", "now", "config", "outranks", "out", "pool", "n_running", "per_user", "held", "explained",
-                 "backfill", "reserved", "endings", "planner", "same_rule", "no_room", "no_room_alike")
+                 "backfill", "reserved", "endings", "planner", "same_rule", "no_room", "no_room_alike", "releasing")
 
     def __init__(self, queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity,
                  now: float, config: PolicyConfig, outranks: Outranks | None) -> None:
@@ -141,6 +141,7 @@ class _Pass:
         self.pool = Pool(capacity.nodes, mix=(lambda: _shape_mix(queue, running, config))
                          if config.placement == "fragmentation" else None, waiting=lambda: (t.demand for t in queue))
         self.n_running = len(running)
+        self.releasing = capacity.releasing  # ended gangs the ledger holds until the next observation
         self.per_user: dict[str, int] = {}
         if config.max_running_per_user > 0:
             for r in running:
@@ -220,7 +221,7 @@ class _Pass:
             planner = self.planner = RoomPlanner(
                 self.running, ids=pool.ids, free_gpus=pool.gpus, free_cpus=pool.cpus,
                 total_gpus=[g for g, _ in pool.totals], total_cpus=[c for _, c in pool.totals],
-                max_preemptions=self.config.max_preemptions, types=pool.types)
+                max_preemptions=self.config.max_preemptions, types=pool.types, releasing=self.releasing)
         alike = (key, outranks.alike(t))
         room = None if alike in self.no_room_alike else _make_room(t, why, planner, outranks.rule(t), self.config)
         if room is None:

@@ -121,6 +121,22 @@ def test_stops_under_way_are_waited_for_not_repeated() -> None:
     assert isinstance(defer, Defer) and defer.reason == Reason.PREEMPTING and "stopping" in defer.message
 
 
+def test_an_ended_gang_not_yet_seen_given_back_is_waited_for_not_stopped_for_again() -> None:
+    # a's attempt on n0 ended; the ledger holds its 4 GPUs until Ray is observed after it.
+    ended = ((("n0",), Demand(nnodes=1, n_gpus_per_node=4, cpus_per_node=1.0)),)
+    held = msgspec.structs.replace(cluster(0, 0), releasing=ended)
+    running = [run("b", "alice", 4, node="n1")]
+    decisions = decide([q("h", "bob", 4, priority=10)], running, held, NOW,
+                       PolicyConfig(policy="priority", preemption=True))
+    assert not [d for d in decisions if isinstance(d, Preempt)], "b was stopped for room that was coming back"
+    (defer,) = decisions
+    assert isinstance(defer, Defer) and defer.reason == Reason.PREEMPTING
+    # Without the ended gang, b is the victim.
+    again = decide([q("h", "bob", 4, priority=10)], running, cluster(0, 0), NOW,
+                   PolicyConfig(policy="priority", preemption=True))
+    assert [d.task_id for d in again if isinstance(d, Preempt)] == ["b"]
+
+
 def test_without_preemption_nothing_is_stopped() -> None:
     decisions = decide([q("h", "bob", 4, priority=10)], [run("a", "alice", 4)], cluster(0), NOW,
                        PolicyConfig(policy="priority", preemption=False))
@@ -225,7 +241,9 @@ def test_no_user_stays_under_its_share_while_another_borrows_beyond_one_grace_pe
     def observe(now: float, waiting: list[QueuedTask], running: list[RunningTask]) -> None:
         fair = fair_shares(waiting, running, total, shares, {})
         starved = {t.user for t in waiting if fair.within_fair(t.user, 1)}
-        borrowing = {r.user for r in running if fair.over_fair(r.user)}
+        # Borrowers with a task that may be stopped: run preempt_min_run_s since seen running
+        # (before that nothing may be stopped: the bound runs from then).
+        borrowing = {r.user for r in running if fair.over_fair(r.user) and r.settled}
         for user in list(since):
             if user not in starved or not borrowing - {user}:
                 del since[user]
