@@ -15,14 +15,16 @@ placement accounts for; the gang check at admission stays exact.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 
 import msgspec
 
 from argus.events.catalog import Demand
+from argus.scheduler.model import RunningTask
 
-__all__ = ["Ending", "Reservation", "best_fit", "earliest_start", "expected_end", "fmt_clock"]
+__all__ = ["Ending", "Reservation", "best_fit", "earliest_start", "expected_end", "fmt_clock", "running_endings"]
 
 
 class Ending(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -123,3 +125,46 @@ def earliest_start(
             if picked is not None:
                 return max(now, ending.at), picked, firm
     return None
+
+
+class _EndingMemo(threading.local):
+    """Each running entry's ``Ending`` while its expected end is ahead (then it does not
+    depend on the time), by entry: the reactor's and the simulator's inputs hand out the
+    same entries from plan to plan (``argus.scheduler.inputs.QueueMemo``), so a pass over
+    hundreds of running tasks looks most of them up. One per thread (ETAs run in threads)."""
+
+    def __init__(self) -> None:
+        self.ids: tuple[str, ...] = ()
+        self.made: dict[int, tuple[RunningTask, Ending]] = {}
+
+
+_ENDING_MEMO = _EndingMemo()
+
+
+def running_endings(running: Sequence[RunningTask], ids: Sequence[str], now: float, default_s: float) -> list[Ending]:
+    """When each running task is expected to give back what it holds, and on which nodes."""
+    memo = _ENDING_MEMO
+    if memo.ids != tuple(ids) or len(memo.made) > 2 * len(running) + 1024:
+        memo.ids, memo.made = tuple(ids), {}
+    made = memo.made
+    index = {nid: i for i, nid in enumerate(ids)}
+    where: dict[tuple[str, ...], tuple[int, ...]] = {}  # node ids -> indices (tasks share nodes)
+    out = []
+    for r in running:
+        hit = made.get(id(r))
+        if hit is not None and hit[0] is r and hit[1].at > now:
+            out.append(hit[1])
+            continue
+        nodes = where.get(r.node_ids)
+        if nodes is None:
+            nodes = where[r.node_ids] = tuple(index[n] for n in r.node_ids if n in index)
+        end = r.expected_end
+        if r.limited and end is not None:
+            at = max(end, now)  # its time limit stops it (past it: being stopped)
+        else:
+            at = end if end is not None and end > now else expected_end(end, r.started_at, now, default_s)
+        ending = Ending(at=at, demand=r.demand, nodes=nodes, limited=r.limited and end is not None)
+        if end is not None and end > now:
+            made[id(r)] = (r, ending)
+        out.append(ending)
+    return out

@@ -19,7 +19,6 @@ the cached explanations, the reservation, the room planner.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Hashable, Sequence
 from typing import Protocol
 
@@ -32,7 +31,7 @@ from argus.scheduler.model import (
 from argus.scheduler.order import arrival_only
 from argus.scheduler.placement import NOT_ASKED, Pool, fmt_amount, needs
 from argus.scheduler.preempt import RoomPlanner
-from argus.scheduler.reserve import Ending, Reservation, expected_end, fmt_clock
+from argus.scheduler.reserve import Ending, Reservation, fmt_clock, running_endings
 
 __all__ = ["Outranks", "run_pass"]
 
@@ -156,7 +155,7 @@ class _Pass:
         self.reserved: Reservation | None = None
         self.endings: list[Ending] = []
         if config.reserve:
-            self.endings = _endings(running, self.pool.ids, now, config.default_runtime_s)
+            self.endings = running_endings(running, self.pool.ids, now, config.default_runtime_s)
             # Ended gangs the ledger still holds are free at the next observation: without
             # them the head found no start at all for a turn, and the task behind it took
             # the reservation (the simulator saw a firm bound broken by 11 h).
@@ -262,49 +261,6 @@ class _Pass:
         if told:
             self.out.append(Defer(task_id=t.task_id, reason=why.reason, message=why.message,
                                   free_gpus_per_node=why.free_gpus_per_node))
-
-
-class _EndingMemo(threading.local):
-    """Each running entry's ``Ending`` while its expected end is ahead (then it does not
-    depend on the time), by entry: the reactor's and the simulator's inputs hand out the
-    same entries from plan to plan (``argus.scheduler.inputs.QueueMemo``), so a pass over
-    hundreds of running tasks looks most of them up. One per thread (ETAs run in threads)."""
-
-    def __init__(self) -> None:
-        self.ids: tuple[str, ...] = ()
-        self.made: dict[int, tuple[RunningTask, Ending]] = {}
-
-
-_ENDING_MEMO = _EndingMemo()
-
-
-def _endings(running: Sequence[RunningTask], ids: Sequence[str], now: float, default_s: float) -> list[Ending]:
-    """When each running task is expected to give back what it holds, and on which nodes."""
-    memo = _ENDING_MEMO
-    if memo.ids != tuple(ids) or len(memo.made) > 2 * len(running) + 1024:
-        memo.ids, memo.made = tuple(ids), {}
-    made = memo.made
-    index = {nid: i for i, nid in enumerate(ids)}
-    where: dict[tuple[str, ...], tuple[int, ...]] = {}  # node ids -> indices (tasks share nodes)
-    out = []
-    for r in running:
-        hit = made.get(id(r))
-        if hit is not None and hit[0] is r and hit[1].at > now:
-            out.append(hit[1])
-            continue
-        nodes = where.get(r.node_ids)
-        if nodes is None:
-            nodes = where[r.node_ids] = tuple(index[n] for n in r.node_ids if n in index)
-        end = r.expected_end
-        if r.limited and end is not None:
-            at = max(end, now)  # its time limit stops it (past it: being stopped)
-        else:
-            at = end if end is not None and end > now else expected_end(end, r.started_at, now, default_s)
-        ending = Ending(at=at, demand=r.demand, nodes=nodes, limited=r.limited and end is not None)
-        if end is not None and end > now:
-            made[id(r)] = (r, ending)
-        out.append(ending)
-    return out
 
 
 def _limited(t: QueuedTask, n_running: int, per_user: dict[str, int], held: dict[str, float],
