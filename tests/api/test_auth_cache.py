@@ -16,9 +16,9 @@ class _SlowStore:
     def __init__(self) -> None:
         self.db = sqlite3.connect(":memory:")
         self.db.execute("CREATE TABLE users (user_id, display_name, is_admin, disabled, created_at, max_priority, "
-                        "may_pin, max_queued)")
+                        "may_pin, max_queued, max_gpus)")
         self.db.execute("CREATE TABLE tokens (token_id, user_id, token_hash, label, revoked, issued_at, last_used_at)")
-        self.db.execute("INSERT INTO users VALUES ('alice', '', 0, 0, 0, 0, 0, 0)")
+        self.db.execute("INSERT INTO users VALUES ('alice', '', 0, 0, 0, 0, 0, 0, 0)")
         self.db.execute("INSERT INTO tokens VALUES ('tok-1', 'alice', ?, '', 0, 0, NULL)", (hash_token("t"),))
         self.queries = 0
         self.gate = asyncio.Event()
