@@ -10,7 +10,7 @@ from argus.events.catalog import Demand, NodeCapacity
 from argus.scheduler.fragmentation import ShapeMix
 from argus.scheduler.gpumodel import allowed_nodes, models_of, models_present, wants
 from argus.scheduler.model import Defer, QueuedTask, Reason
-from argus.scheduler.reserve import Ending, Reservation, earliest_start
+from argus.scheduler.reserve import Endings, Reservation, earliest_start
 
 __all__ = ["Pool", "fmt_amount", "needs"]
 
@@ -184,7 +184,7 @@ class Pool:
         self._cache[key] = result
         return result
 
-    def reservation(self, t: QueuedTask, endings: Sequence[Ending], now: float) -> Reservation | None:
+    def reservation(self, t: QueuedTask, endings: Endings, now: float) -> Reservation | None:
         """The earliest start of ``t``'s gang as ``endings`` free resources (see reserve.py)."""
         found = earliest_start(
             t.demand, now=now, ids=self.ids, free_gpus=self.gpus, free_cpus=self.cpus,

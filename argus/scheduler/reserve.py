@@ -15,16 +15,20 @@ placement accounts for; the gang check at admission stays exact.
 
 from __future__ import annotations
 
+import heapq
+import operator
 import threading
 import time
-from collections.abc import Sequence
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
+from operator import itemgetter
 
 import msgspec
 
 from argus.events.catalog import Demand
 from argus.scheduler.model import RunningTask
 
-__all__ = ["Ending", "Reservation", "best_fit", "earliest_start", "expected_end", "fmt_clock", "running_endings"]
+__all__ = ["Ending", "Endings", "Reservation", "Step", "best_fit", "earliest_start", "expected_end", "fmt_clock"]
 
 
 class Ending(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -91,29 +95,34 @@ def _unexplained(e: Demand, gpus: Sequence[float], known: Sequence[float], total
 
 def earliest_start(
     d: Demand, *, now: float, ids: Sequence[str], free_gpus: Sequence[float], free_cpus: Sequence[float],
-    total_gpus: Sequence[float], total_cpus: Sequence[float], endings: Sequence[Ending],
+    total_gpus: Sequence[float], total_cpus: Sequence[float], endings: "Endings | Sequence[Ending]",
     allowed: frozenset[int] | None = None,
 ) -> tuple[float, tuple[int, ...], bool] | None:
     """When and where ``d`` first fits as the ``endings`` give their resources back, in
-    order of time (an ending already overdue counts as now), and whether every ending
-    waited for is an enforced limit on known nodes (``Reservation.firm``); None if it never
-    fits. ``allowed``: the nodes of ``d``'s GPU models (None: all)."""
+    order of time (an ending already overdue counts as now; ties in the order given), and
+    whether every ending waited for is an enforced limit on known nodes
+    (``Reservation.firm``); None if it never fits. ``allowed``: the nodes of ``d``'s GPU
+    models (None: all)."""
+    if not isinstance(endings, Endings):
+        endings = Endings(extra=endings)
     gpus, cpus = list(free_gpus), list(free_cpus)
-    known = [0.0] * len(gpus)  # GPUs in use by endings whose nodes are known
-    for ending in endings:
-        for i in ending.nodes:
-            known[i] += ending.demand.n_gpus_per_node
+    known: list[float] | None = None  # GPUs in use by endings whose nodes are known (asked only without)
+    if endings.nodeless(ids):
+        known = [0.0] * len(gpus)
+        for freed, nodes in endings.placed(ids):
+            for i in nodes:
+                known[i] += freed.n_gpus_per_node
     g, c = d.n_gpus_per_node, d.cpus_per_node
     # How many nodes fit one member now; it only grows, as endings give resources back, so
     # best-fit is asked only once enough do (it was asked, over every node, per ending).
     fitting = sum(1 for i in range(len(gpus)) if gpus[i] >= g and cpus[i] >= c and (allowed is None or i in allowed))
     firm = True
-    for ending in sorted(endings, key=lambda e: e.at):
-        firm = firm and ending.limited and bool(ending.nodes)
-        e = ending.demand
-        for i in ending.nodes:
-            known[i] -= e.n_gpus_per_node
-        nodes = ending.nodes or _unexplained(e, gpus, known, total_gpus, ids)
+    for at, _, e, nodes, limited in endings.in_order(now, ids):
+        firm = firm and limited and bool(nodes)
+        if known is not None:
+            for i in nodes:
+                known[i] -= e.n_gpus_per_node
+            nodes = nodes or _unexplained(e, gpus, known, total_gpus, ids)
         for i in nodes:
             fitted = gpus[i] >= g and cpus[i] >= c
             gpus[i] = min(total_gpus[i], gpus[i] + e.n_gpus_per_node)
@@ -123,48 +132,145 @@ def earliest_start(
         if fitting >= d.nnodes:
             picked = best_fit(gpus, cpus, ids, d, allowed)
             if picked is not None:
-                return max(now, ending.at), picked, firm
+                return max(now, at), picked, firm
     return None
 
 
-class _EndingMemo(threading.local):
-    """Each running entry's ``Ending`` while its expected end is ahead (then it does not
-    depend on the time), by entry: the reactor's and the simulator's inputs hand out the
-    same entries from plan to plan (``argus.scheduler.inputs.QueueMemo``), so a pass over
-    hundreds of running tasks looks most of them up. One per thread (ETAs run in threads)."""
-
-    def __init__(self) -> None:
-        self.ids: tuple[str, ...] = ()
-        self.made: dict[int, tuple[RunningTask, Ending]] = {}
+# An ending as a reservation walks them: (when, its place in the order the endings came in
+# (ties in time are taken in that order), what it frees, on which nodes (indices), whether
+# its time is an enforced limit).
+Step = tuple[float, int, Demand, tuple[int, ...], bool]
 
 
-_ENDING_MEMO = _EndingMemo()
+class _Grouped:
+    """The running tasks' endings grouped by how their time moves with the clock, so that
+    a plan puts them in order without making each again (most running tasks are past their
+    estimate, and their expected end moves with the clock: ``expected_end``):
+
+    - ``due``: a time limit already passed: now (being stopped), in their order;
+    - ``fixed``: an expected end or limit ahead, by time;
+    - ``unknown``: nothing known: now + the default run time, in their order;
+    - ``overdue``: past their estimate: now + as long again as they have run (at least a
+      minute): latest started first, in a fixed order.
+
+    Made for one list of running entries and node ids; it holds until ``now`` reaches the
+    first fixed end (that ending then becomes due or overdue)."""
+
+    __slots__ = ("entries", "ids", "default_s", "since", "until", "due", "fixed", "unknown", "overdue",
+                 "overdue_key", "nodeless")
+
+    def __init__(self, running: Sequence[RunningTask], ids: tuple[str, ...], now: float, default_s: float) -> None:
+        self.entries, self.ids, self.default_s, self.since = list(running), ids, default_s, now
+        index = {nid: i for i, nid in enumerate(ids)}
+        where: dict[tuple[str, ...], tuple[int, ...]] = {}  # node ids -> indices (tasks share nodes)
+        self.due: list[Step] = []
+        self.fixed: list[Step] = []
+        self.unknown: list[tuple[int, Demand, tuple[int, ...]]] = []
+        overdue: list[tuple[float, int, Demand, tuple[int, ...]]] = []
+        self.nodeless = False
+        for k, r in enumerate(running):
+            nodes = where.get(r.node_ids)
+            if nodes is None:
+                nodes = where[r.node_ids] = tuple(index[n] for n in r.node_ids if n in index)
+            self.nodeless = self.nodeless or not nodes
+            end = r.expected_end
+            if end is None:
+                self.unknown.append((k, r.demand, nodes))
+            elif end > now:
+                self.fixed.append((end, k, r.demand, nodes, r.limited))
+            elif r.limited:
+                self.due.append((now, k, r.demand, nodes, True))  # its time limit stops it (being stopped)
+            else:  # run as long again: the latest started end first (None: counts as just started)
+                started = r.started_at if r.started_at is not None else float("inf")
+                overdue.append((-started, k, r.demand, nodes))
+        self.fixed.sort()  # (ends, then places: never compares demands)
+        overdue.sort()
+        self.overdue = overdue
+        self.overdue_key = [o[0] for o in overdue]
+        self.until = min((f[0] for f in self.fixed), default=float("inf"))
+
+    def holds(self, running: Sequence[RunningTask], ids: tuple[str, ...], now: float, default_s: float) -> bool:
+        return (self.since <= now < self.until and ids == self.ids and default_s == self.default_s
+                and len(running) == len(self.entries) and all(map(operator.is_, running, self.entries)))
+
+    def streams(self, now: float) -> list[Iterator[Step]]:
+        """The groups in order of time at ``now``, each as a stream of steps."""
+        out: list[Iterator[Step]] = []
+        if self.due:
+            out.append(iter([(now, k, e, nodes, True) for _, k, e, nodes, _ in self.due]))
+        if self.fixed:
+            out.append(iter(self.fixed))
+        if self.unknown:
+            at = now + self.default_s
+            out.append(iter([(at, k, e, nodes, False) for k, e, nodes in self.unknown]))
+        if self.overdue:
+            out.append(self._overdue(now))
+        return out
+
+    def _overdue(self, now: float) -> Iterator[Step]:
+        # Those that ran at most a minute all end a minute from now: in their order.
+        floor = bisect_right(self.overdue_key, 60.0 - now)
+        for _, k, e, nodes in sorted(self.overdue[:floor], key=itemgetter(1)):
+            yield now + 60.0, k, e, nodes, False
+        for minus_started, k, e, nodes in self.overdue[floor:]:
+            yield now + (now + minus_started), k, e, nodes, False
 
 
-def running_endings(running: Sequence[RunningTask], ids: Sequence[str], now: float, default_s: float) -> list[Ending]:
-    """When each running task is expected to give back what it holds, and on which nodes."""
-    memo = _ENDING_MEMO
-    if memo.ids != tuple(ids) or len(memo.made) > 2 * len(running) + 1024:
-        memo.ids, memo.made = tuple(ids), {}
-    made = memo.made
-    index = {nid: i for i, nid in enumerate(ids)}
-    where: dict[tuple[str, ...], tuple[int, ...]] = {}  # node ids -> indices (tasks share nodes)
-    out = []
-    for r in running:
-        hit = made.get(id(r))
-        if hit is not None and hit[0] is r and hit[1].at > now:
-            out.append(hit[1])
-            continue
-        nodes = where.get(r.node_ids)
-        if nodes is None:
-            nodes = where[r.node_ids] = tuple(index[n] for n in r.node_ids if n in index)
-        end = r.expected_end
-        if r.limited and end is not None:
-            at = max(end, now)  # its time limit stops it (past it: being stopped)
-        else:
-            at = end if end is not None and end > now else expected_end(end, r.started_at, now, default_s)
-        ending = Ending(at=at, demand=r.demand, nodes=nodes, limited=r.limited and end is not None)
-        if end is not None and end > now:
-            made[id(r)] = (r, ending)
-        out.append(ending)
-    return out
+class _Grouping(threading.local):
+    """The last grouping made, reused while it holds: a reactor or a simulation plans again
+    and again over the same running entries (``argus.scheduler.inputs.QueueMemo`` hands out
+    the same ones). One per thread (ETAs run in threads)."""
+
+    last: _Grouped | None = None
+
+
+_GROUPING = _Grouping()
+
+
+class Endings:
+    """Every ending a pass may wait for: the running tasks' (``running``, grouped when first
+    asked), then ``extra`` ones (gangs the ledger releases now, tasks admitted in the pass),
+    which come after them in ties."""
+
+    def __init__(self, running: Sequence[RunningTask] = (), now: float = 0.0, default_s: float = 0.0,
+                 extra: Sequence[Ending] = ()) -> None:
+        self.running, self.now, self.default_s = running, now, default_s
+        self.extra: list[Ending] = list(extra)
+
+    def add(self, ending: Ending) -> None:
+        self.extra.append(ending)
+
+    def _grouped(self, ids: Sequence[str]) -> _Grouped:
+        key = tuple(ids)
+        last = _GROUPING.last
+        if last is None or not last.holds(self.running, key, self.now, self.default_s):
+            last = _GROUPING.last = _Grouped(self.running, key, self.now, self.default_s)
+        return last
+
+    def in_order(self, now: float, ids: Sequence[str]) -> Iterator[Step]:
+        """Every ending in order of time at ``now`` (an overdue one counting as now)."""
+        base = len(self.running)
+        extra = sorted((e.at, base + k, e.demand, e.nodes, e.limited) for k, e in enumerate(self.extra))
+        streams = self._grouped(ids).streams(now) if self.running else []
+        if extra:
+            streams.append(iter(extra))
+        return streams[0] if len(streams) == 1 else heapq.merge(*streams)
+
+    def nodeless(self, ids: Sequence[str]) -> bool:
+        """Some ending's nodes are not known (``_unexplained`` then guesses them)."""
+        return any(not e.nodes for e in self.extra) or (bool(self.running) and self._grouped(ids).nodeless)
+
+    def placed(self, ids: Sequence[str]) -> Iterator[tuple[Demand, tuple[int, ...]]]:
+        """What every ending frees, and where (in no particular order)."""
+        if self.running:
+            g = self._grouped(ids)
+            for _, _, e, nodes, _ in g.due + g.fixed:
+                yield e, nodes
+            for _, e, nodes in g.unknown:
+                yield e, nodes
+            for _, _, e, nodes in g.overdue:
+                yield e, nodes
+        for x in self.extra:
+            yield x.demand, x.nodes
+
+

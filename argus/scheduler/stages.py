@@ -31,7 +31,7 @@ from argus.scheduler.model import (
 from argus.scheduler.order import arrival_only
 from argus.scheduler.placement import NOT_ASKED, Pool, fmt_amount, needs
 from argus.scheduler.preempt import RoomPlanner
-from argus.scheduler.reserve import Ending, Reservation, fmt_clock, running_endings
+from argus.scheduler.reserve import Ending, Endings, Reservation, fmt_clock
 
 __all__ = ["Outranks", "run_pass"]
 
@@ -153,15 +153,15 @@ class _Pass:
         self.explained: dict[Shape, Defer] = {}  # why each shape failed, when first it did
         self.backfill = config.backfill or config.reserve
         self.reserved: Reservation | None = None
-        self.endings: list[Ending] = []
+        self.endings = Endings(running, now, config.default_runtime_s)  # grouped only if a reservation asks
         if config.reserve:
-            self.endings = running_endings(running, self.pool.ids, now, config.default_runtime_s)
             # Ended gangs the ledger still holds are free at the next observation: without
             # them the head found no start at all for a turn, and the task behind it took
             # the reservation (the simulator saw a firm bound broken by 11 h).
             index = {nid: i for i, nid in enumerate(self.pool.ids)}
-            self.endings += [Ending(at=now, demand=d, nodes=tuple(index[n] for n in nodes if n in index),
-                                    limited=True) for nodes, d in capacity.releasing]
+            for nodes, d in capacity.releasing:
+                self.endings.add(Ending(at=now, demand=d, nodes=tuple(index[n] for n in nodes if n in index),
+                                        limited=True))
         self.planner: RoomPlanner | None = None  # made when a task first needs room (preemption)
         self.same_rule = outranks.same_rule if outranks is not None and config.preemption else None
         # (shape, same_rule) and (shape, alike) that found no room: their like would find none either
@@ -194,8 +194,8 @@ class _Pass:
         """``t`` starts on ``picked`` (node indices): everything later in the pass sees it run."""
         config, d = self.config, t.demand
         if config.reserve:
-            self.endings.append(Ending(at=self.now + (t.estimate_s or config.default_runtime_s), demand=d,
-                                       nodes=picked, limited=t.limited))
+            self.endings.add(Ending(at=self.now + (t.estimate_s or config.default_runtime_s), demand=d,
+                                    nodes=picked, limited=t.limited))
         self.pool.take(picked, d)
         if self.planner is not None:
             self.planner.admitted(picked, d)
