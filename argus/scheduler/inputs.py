@@ -16,7 +16,7 @@ and the time are handed in.
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TypeVar, cast
 
 import msgspec
@@ -120,10 +120,9 @@ class QueueMemo:
         by_view = self._by_view if made_on == key else {}
         found: list[QueuedTask | None] = list(map(by_view.get, map(id, waiting)))
         if by_view and version != history.version:
-            found = _stale_users(found, history.users_since(version))
-        if None in found:
-            found = [e if e is not None else self.queued_entry(t, history, default, driver_cpus)
-                     for t, e in zip(waiting, found)]
+            found = _stale_users(found, history.users_since(version), waiting)
+        for i in _missing(found):  # mostly a task or two: found by C-level scans, not a loop over the queue
+            found[i] = self.queued_entry(waiting[i], history, default, driver_cpus)
         entries = cast(list[QueuedTask], found)
         self._by_view = dict(zip(map(id, waiting), entries))
         self._queue = (list(waiting), key, history.version, entries)  # (keeps the views: their ids stay theirs)
@@ -138,16 +137,15 @@ class QueueMemo:
         by_view = self._by_view_running if made_on == key else {}
         found: list[RunningTask | None] = list(map(by_view.get, map(id, active)))
         if by_view and version != history.version:
-            found = _stale_users(found, history.users_since(version))
+            found = _stale_users(found, history.users_since(version), active)
         if by_view and now >= until:  # some have settled since
             found = [None if e is not None and e.settles_at is not None and e.settles_at <= now else e for e in found]
         began_now: list[int] = []  # tasks whose attempt is not recorded yet: they began "now"
-        if None in found:
-            for i, (t, e) in enumerate(zip(active, found)):
-                if e is None:
-                    found[i] = self.running_entry(t, history, default, driver_cpus, now, min_run_s)
-                    if t.latest_attempt is None:
-                        began_now.append(id(t))
+        for i in _missing(found):
+            t = active[i]
+            found[i] = self.running_entry(t, history, default, driver_cpus, now, min_run_s)
+            if t.latest_attempt is None:
+                began_now.append(id(t))
         entries = cast(list[RunningTask], found)
         self._by_view_running = dict(zip(map(id, active), entries))
         for view_id in began_now:  # made again on every call
@@ -271,16 +269,36 @@ class QueueMemo:
 
 
 _SETTLES = operator.attrgetter("settles_at")
+_USER = operator.attrgetter("user")
 
 
-def _stale_users(found: list[E | None], users: set[str] | None) -> list[E | None]:
-    """``found`` less the entries of ``users`` (whose estimates may have changed; None:
-    anyone's may have)."""
+def _stale_users(found: list[E | None], users: set[str] | None, views: Sequence[TaskView]) -> list[E | None]:
+    """``found`` (the entries of ``views``, in order) less those of ``users`` (whose estimates
+    may have changed; None: anyone's may have)."""
     if users is None:
         return [None] * len(found)
-    if not users:
-        return found
-    return [None if e is not None and e.user in users else e for e in found]
+    if users:
+        names = list(map(_USER, views))
+        for user in users:  # (C-level scans: a run's end names one user, the queue has thousands)
+            for i in _positions(names, user):
+                found[i] = None
+    return found
+
+
+def _positions(items: list[object], value: object) -> Iterator[int]:
+    """Where ``value`` is in ``items``, by ``list.index`` (a scan in C per hit)."""
+    i = -1
+    while True:
+        try:
+            i = items.index(value, i + 1)
+        except ValueError:
+            return
+        yield i
+
+
+def _missing(found: list[E | None]) -> list[int]:
+    """The positions of the entries still to be made (None)."""
+    return list(_positions(cast(list[object], found), None))
 
 
 def policy_inputs(

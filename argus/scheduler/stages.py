@@ -77,6 +77,7 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
     max_running, user_limit, reserve = config.max_running_tasks, config.max_running_per_user, config.reserve
     gpu_caps, held, never_known, backfill = config.gpu_caps, p.held, pool.never_known, p.backfill
     blocked, quiet = False, not config.waits  # blocked: strict FIFO's head did not fit
+    none_told: bool | None = None  # (asked once blocked) a quiet pass has no task to tell
     for t in queue:
         # ``quiet``: only a task that was preempting is told why it waits (leaving is news)
         told = not quiet or t.preempting_since is not None
@@ -87,6 +88,10 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
                              message=f"retry not before t={t.next_run_at:.0f} ({t.next_run_at - now:.0f}s)"))
             continue
         if blocked and not told:
+            if none_told is None:  # a quiet pass tells only tasks that were preempting
+                none_told = quiet and all(t.preempting_since is None for t in queue)
+            if none_told:
+                break  # with none, a blocked head ends the pass
             continue
         d = t.demand
         key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node, d.gpu_types)
