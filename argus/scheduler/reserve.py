@@ -161,8 +161,7 @@ class _Grouped:
 
     def __init__(self, running: Sequence[RunningTask], ids: tuple[str, ...], now: float, default_s: float) -> None:
         self.entries, self.ids, self.default_s, self.since = list(running), ids, default_s, now
-        index = {nid: i for i, nid in enumerate(ids)}
-        where: dict[tuple[str, ...], tuple[int, ...]] = {}  # node ids -> indices (tasks share nodes)
+        where = _where(ids)
         self.due: list[Step] = []
         self.fixed: list[Step] = []
         self.unknown: list[tuple[int, Demand, tuple[int, ...]]] = []
@@ -171,7 +170,7 @@ class _Grouped:
         for k, r in enumerate(running):
             nodes = where.get(r.node_ids)
             if nodes is None:
-                nodes = where[r.node_ids] = tuple(index[n] for n in r.node_ids if n in index)
+                nodes = where[r.node_ids] = tuple(where.index[n] for n in r.node_ids if n in where.index)
             self.nodeless = self.nodeless or not nodes
             end = r.expected_end
             if end is None:
@@ -216,12 +215,29 @@ class _Grouped:
             yield now + (now + minus_started), k, e, nodes, False
 
 
+class _Where(dict[tuple[str, ...], tuple[int, ...]]):
+    """Node ids -> their indices among ``ids`` (tasks share nodes, and plans share ids)."""
+
+    def __init__(self, ids: tuple[str, ...]) -> None:
+        super().__init__()
+        self.ids = ids
+        self.index = {nid: i for i, nid in enumerate(ids)}
+
+
+def _where(ids: tuple[str, ...]) -> _Where:
+    last = _GROUPING.where
+    if last is None or last.ids != ids or len(last) > 4096:
+        last = _GROUPING.where = _Where(ids)
+    return last
+
+
 class _Grouping(threading.local):
     """The last grouping made, reused while it holds: a reactor or a simulation plans again
     and again over the same running entries (``argus.scheduler.inputs.QueueMemo`` hands out
     the same ones). One per thread (ETAs run in threads)."""
 
     last: _Grouped | None = None
+    where: _Where | None = None
 
 
 _GROUPING = _Grouping()

@@ -75,7 +75,7 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
     # checks below, and attribute lookups were a measurable part of the pass.
     pool, explained, per_user, same_rule, no_room = p.pool, p.explained, p.per_user, p.same_rule, p.no_room
     max_running, user_limit, reserve = config.max_running_tasks, config.max_running_per_user, config.reserve
-    gpu_caps, held, never_known, backfill = config.gpu_caps, p.held, pool.never_known, p.backfill
+    gpu_caps, held, never_known, backfill, behind = config.gpu_caps, p.held, pool.never_known, p.backfill, p.behind
     blocked, quiet = False, not config.waits  # blocked: strict FIFO's head did not fit
     none_told: bool | None = None  # (asked once blocked) a quiet pass has no task to tell
     for t in queue:
@@ -114,6 +114,10 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
         why = explained.get(key)
         seen_before = why is not None
         if why is None:
+            if key in behind and not t.limited:  # its shape fits only on the reservation's nodes
+                if told:
+                    append(_behind(t, pool, p.reserved))  # type: ignore[arg-type]
+                continue
             why = p.fit(t, key)
             if why is None:  # admitted, or deferred behind the reservation
                 continue
@@ -136,7 +140,8 @@ class _Pass:
     ends it is computed from, the room planner, and the decisions so far."""
 
     __slots__ = ("running", "now", "config", "outranks", "out", "pool", "n_running", "per_user", "held", "explained",
-                 "backfill", "reserved", "endings", "planner", "same_rule", "no_room", "no_room_alike", "releasing")
+                 "backfill", "reserved", "endings", "planner", "same_rule", "no_room", "no_room_alike", "releasing",
+                 "behind")
 
     def __init__(self, queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity,
                  now: float, config: PolicyConfig, outranks: Outranks | None) -> None:
@@ -156,6 +161,10 @@ class _Pass:
                 if r.user in config.gpu_caps:
                     self.held[r.user] = self.held.get(r.user, 0.0) + r.demand.total_gpus
         self.explained: dict[Shape, Defer] = {}  # why each shape failed, when first it did
+        # Shapes that fit now only on the reservation's nodes, for a task without a time
+        # limit: every such task of the shape waits behind it too, until an admission
+        # changes the pool (on the trace, most of a pass's tasks were asked this again).
+        self.behind: set[Shape] = set()
         self.backfill = config.backfill or config.reserve
         self.reserved: Reservation | None = None
         self.endings = Endings(running, now, config.default_runtime_s)  # grouped only if a reservation asks
@@ -188,6 +197,8 @@ class _Pass:
         if self.reserved is not None:
             fits, note = _backfill(t, picked, pool, self.reserved, self.now, self.config)
             if fits is None:
+                if not t.limited:
+                    self.behind.add(key)
                 if self.config.waits or t.preempting_since is not None:
                     self.out.append(_behind(t, pool, self.reserved))
                 return None
@@ -202,6 +213,7 @@ class _Pass:
             self.endings.add(Ending(at=self.now + (t.estimate_s or config.default_runtime_s), demand=d,
                                     nodes=picked, limited=t.limited))
         self.pool.take(picked, d)
+        self.behind.clear()  # (the pool changed)
         if self.planner is not None:
             self.planner.admitted(picked, d)
         if self.outranks is not None:
