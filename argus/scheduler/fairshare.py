@@ -161,9 +161,9 @@ def _committed(usage: Mapping[str, float], running: Sequence[RunningTask], now: 
         elif end <= now:
             s = r.started_at
             ran = now - s if s is not None and s < now else 0.0
-            end = now + max(ran, 60.0)
-        d = r.demand
-        committed[r.user] = committed.get(r.user, 0.0) + d.nnodes * d.n_gpus_per_node * max(0.0, end - now)
+            end = now + (ran if ran >= 60.0 else 60.0)  # max(ran, 60.0), without a call
+        d, left = r.demand, end - now
+        committed[r.user] = committed.get(r.user, 0.0) + d.nnodes * d.n_gpus_per_node * (left if left > 0.0 else 0.0)
     return committed
 
 

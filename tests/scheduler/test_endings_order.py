@@ -19,13 +19,14 @@ NOW = 10_000.0
 
 # (expected end relative to NOW or None, time limit?, started relative to NOW or None (often within the
 # minute every overdue task is given at least), node or None)
-running_st = st.lists(st.tuples(st.one_of(st.none(), st.integers(-5_000, 5_000)), st.booleans(),
-                                st.one_of(st.none(), st.integers(-9_000, 100), st.integers(-70, 10)), st.one_of(st.none(), st.integers(0, 2))),
-                      max_size=14)
+_started = st.one_of(st.none(), st.integers(-9_000, 100), st.integers(-70, 10))
+running_st = st.lists(st.tuples(st.one_of(st.none(), st.integers(-5_000, 5_000)), st.booleans(), _started,
+                                st.one_of(st.none(), st.integers(0, 2))), max_size=14)
 extra_st = st.lists(st.tuples(st.integers(0, 3_000), st.booleans(), st.integers(0, 2)), max_size=4)
 
 
-def _reference(running: list[RunningTask], extra: list[Ending], now: float) -> list[tuple[float, Demand, tuple[int, ...], bool]]:
+def _reference(running: list[RunningTask], extra: list[Ending],
+               now: float) -> list[tuple[float, Demand, tuple[int, ...], bool]]:
     """Every ending's time at ``now``, the rule written out once, sorted (stable)."""
     out = []
     for r in running:
