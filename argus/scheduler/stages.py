@@ -71,13 +71,11 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
         return _capacity_unknown(queue, now)
     p = _Pass(queue, running, capacity, now, config, outranks)
     append = p.out.append
-    # Read once, not per task: on a full cluster every one of 10,000 tasks reaches the
-    # checks below, and attribute lookups were a measurable part of the pass.
+    # Read once, not per task: at 10,000 tasks, attribute lookups were a measurable part of the pass.
     pool, explained, per_user, same_rule, no_room = p.pool, p.explained, p.per_user, p.same_rule, p.no_room
     max_running, user_limit, reserve = config.max_running_tasks, config.max_running_per_user, config.reserve
-    gpu_caps, held, never_known, backfill, behind = config.gpu_caps, p.held, pool.never_known, p.backfill, p.behind
+    gpu_caps, held, never_known, backfill = config.gpu_caps, p.held, pool.never_known, p.backfill
     blocked, quiet = False, not config.waits  # blocked: strict FIFO's head did not fit
-    none_told: bool | None = None  # (asked once blocked) a quiet pass has no task to tell
     for t in queue:
         # ``quiet``: only a task that was preempting is told why it waits (leaving is news)
         told = not quiet or t.preempting_since is not None
@@ -88,10 +86,8 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
                              message=f"retry not before t={t.next_run_at:.0f} ({t.next_run_at - now:.0f}s)"))
             continue
         if blocked and not told:
-            if none_told is None:  # a quiet pass tells only tasks that were preempting
-                none_told = quiet and all(t.preempting_since is None for t in queue)
-            if none_told:
-                break  # with none, a blocked head ends the pass
+            if p.none_told(queue):  # nothing behind a blocked head to tell: the pass is over
+                break
             continue
         d = t.demand
         key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node, d.gpu_types)
@@ -102,8 +98,7 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
             append(replace(never, task_id=t.task_id))
             continue
         if blocked:
-            append(Defer(task_id=t.task_id, reason=Reason.BLOCKED_BY_HEAD, message=_BLOCKED_MSG,
-                         free_gpus_per_node=pool.free_gpus()))
+            append(_blocked(t, pool))
             continue
         if (p.n_running >= max_running or (user_limit > 0 and per_user.get(t.user, 0) >= user_limit) or (
                 gpu_caps and t.user in gpu_caps and held.get(t.user, 0.0) + d.total_gpus > gpu_caps[t.user] + 1e-9)):
@@ -114,10 +109,6 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
         why = explained.get(key)
         seen_before = why is not None
         if why is None:
-            if key in behind and not t.limited:  # its shape fits only on the reservation's nodes
-                if told:
-                    append(_behind(t, pool, p.reserved))  # type: ignore[arg-type]
-                continue
             why = p.fit(t, key)
             if why is None:  # admitted, or deferred behind the reservation
                 continue
@@ -141,7 +132,7 @@ class _Pass:
 
     __slots__ = ("running", "now", "config", "outranks", "out", "pool", "n_running", "per_user", "held", "explained",
                  "backfill", "reserved", "endings", "planner", "same_rule", "no_room", "no_room_alike", "releasing",
-                 "behind")
+                 "behind", "_none_told")
 
     def __init__(self, queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity,
                  now: float, config: PolicyConfig, outranks: Outranks | None) -> None:
@@ -165,6 +156,7 @@ class _Pass:
         # limit: every such task of the shape waits behind it too, until an admission
         # changes the pool (on the trace, most of a pass's tasks were asked this again).
         self.behind: set[Shape] = set()
+        self._none_told: bool | None = None
         self.backfill = config.backfill or config.reserve
         self.reserved: Reservation | None = None
         self.endings = Endings(running, now, config.default_runtime_s)  # grouped only if a reservation asks
@@ -182,11 +174,22 @@ class _Pass:
         self.no_room: set[tuple[Shape, Hashable]] = set()
         self.no_room_alike: set[tuple[Shape, Hashable]] = set()
 
+    def none_told(self, queue: Sequence[QueuedTask]) -> bool:
+        """A quiet pass, in which no task is to be told why it waits (it tells only tasks
+        that were preempting); asked once strict FIFO's head is blocked."""
+        if self._none_told is None:
+            self._none_told = not self.config.waits and all(t.preempting_since is None for t in queue)
+        return self._none_told
+
     def fit(self, t: QueuedTask, key: Shape) -> Defer | None:
         """Stage 2 for ``t``, whose shape has not failed in this pass: admit it where its
         gang fits (unless stage 3's backfill check defers it behind the reservation) and
         return None, or return why it does not fit, remembered for its shape."""
         pool, d = self.pool, t.demand
+        if key in self.behind and not t.limited:  # its shape fits only on the reservation's nodes
+            if self.config.waits or t.preempting_since is not None:
+                self.out.append(_behind(t, pool, self.reserved))  # type: ignore[arg-type]
+            return None
         picked = pool.place(d)
         if picked is None:
             # Explained once per shape and pass: the message shows the free resources at the
@@ -300,6 +303,12 @@ def _over_gpu_cap(t: QueuedTask, held: float, cap: float) -> Defer:
         f"user {t.user!r} holds {fmt_amount(held)} of the {fmt_amount(cap)} GPUs their cap allows at once and "
         f"this task needs {fmt_amount(t.demand.total_gpus)}: it starts when enough of their running tasks end "
         f"(an admin sets the cap: argus users set {t.user} --max-gpus N)"))
+
+
+def _blocked(t: QueuedTask, pool: Pool) -> Defer:
+    """Strict FIFO: ``t`` waits behind a head that does not fit."""
+    return Defer(task_id=t.task_id, reason=Reason.BLOCKED_BY_HEAD, message=_BLOCKED_MSG,
+                 free_gpus_per_node=pool.free_gpus())
 
 
 def _capacity_unknown(queue: Sequence[QueuedTask], now: float) -> list[Decision]:
