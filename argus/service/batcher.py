@@ -1,4 +1,4 @@
-"""Group commit: gather concurrent appends into one transaction (one fsync).
+"""Work gathered from concurrent callers and done together: group commit, task directories.
 
 With ``synchronous=FULL`` every commit waits for an fsync; under load most of an append's
 time is that wait. Callers hand their batch to :class:`GroupCommitter`; one worker takes
@@ -7,13 +7,17 @@ everything queued at that moment, whoever sent it, and appends it with one
 keeps the actor and request id of the request that caused it. If that transaction fails
 (say one batch hits a ConcurrencyConflict), each batch is retried alone so that one bad
 request cannot fail the others, and each caller gets its own outcome.
+
+:class:`Gatherer` is the loop under it: whatever work other callers queued while the
+worker was busy is done in one go (one thread hop, one transaction, one walk of a
+directory tree) instead of one each.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable, Generic, TypeVar
 
 import msgspec
 
@@ -22,41 +26,36 @@ from argus.events import EventMeta
 if TYPE_CHECKING:
     from argus.store import AppendBatch, EventStore
 
-__all__ = ["GroupCommitter"]
+__all__ = ["Gatherer", "GroupCommitter"]
 
-_Item = tuple["AppendBatch", "asyncio.Future[list[int]]"]
+T = TypeVar("T")
+R = TypeVar("R")
 
 
-class GroupCommitter:
-    """Append batches for many concurrent callers in few transactions."""
+class Gatherer(Generic[T, R]):
+    """Items handed in by concurrent callers, handled a gathering at a time:
+    ``handle(items)`` returns one outcome per item, a value or the exception that item's
+    caller gets. Up to ``max_items`` in one gathering."""
 
-    def __init__(
-        self, store: "EventStore", *, max_batches: int = 256,
-        observe: Callable[[float, int], None] | None = None,
-    ) -> None:
-        self._store = store
-        self._max = max_batches
-        self._queue: asyncio.Queue[_Item] = asyncio.Queue()
+    def __init__(self, handle: Callable[[list[T]], Awaitable[list[R | BaseException]]],
+                 max_items: int = 256) -> None:
+        self._handle = handle
+        self._max = max_items
+        self._queue: asyncio.Queue[tuple[T, asyncio.Future[R]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
-        self._observe = observe
-        self.transactions = 0
 
-    async def append(self, batch: "AppendBatch", meta: EventMeta) -> list[int]:
-        """Queue ``batch`` (caused by ``meta``) and wait until it is durable; returns its
-        positions. Raises what the store raised for this batch alone."""
-        if batch.meta != meta:
-            # The meta travels with the batch: the transaction holds other callers' batches.
-            batch = msgspec.structs.replace(batch, meta=meta)
+    async def put(self, item: T) -> R:
+        """Queue ``item`` and wait for its outcome."""
         loop = asyncio.get_running_loop()
         if self._task is None or self._task.done():
             self._task = loop.create_task(self._run())
-        fut: asyncio.Future[list[int]] = loop.create_future()
-        await self._queue.put((batch, fut))
+        fut: asyncio.Future[R] = loop.create_future()
+        await self._queue.put((item, fut))
         return await fut
 
     @property
     def pending(self) -> int:
-        """Batches queued for the next transaction."""
+        """Items queued for the next gathering."""
         return self._queue.qsize()
 
     async def close(self) -> None:
@@ -70,41 +69,72 @@ class GroupCommitter:
     async def _run(self) -> None:
         while True:
             first = await self._queue.get()
-            items = [first]
-            while len(items) < self._max and not self._queue.empty():
-                items.append(self._queue.get_nowait())
-            await self._commit(items)
+            taken = [first]
+            while len(taken) < self._max and not self._queue.empty():
+                taken.append(self._queue.get_nowait())
+            try:
+                outcomes = await self._handle([item for item, _ in taken])
+            except Exception as exc:  # the handler's own failure is every caller's
+                outcomes = [exc] * len(taken)
+            for (_, fut), outcome in zip(taken, outcomes):
+                _settle(fut, outcome)
 
-    async def _commit(self, group: list[_Item]) -> None:
+
+class GroupCommitter:
+    """Append batches for many concurrent callers in few transactions."""
+
+    def __init__(
+        self, store: "EventStore", *, max_batches: int = 256,
+        observe: Callable[[float, int], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._gatherer: Gatherer[AppendBatch, list[int]] = Gatherer(self._commit, max_batches)
+        self._observe = observe
+        self.transactions = 0
+
+    async def append(self, batch: "AppendBatch", meta: EventMeta) -> list[int]:
+        """Queue ``batch`` (caused by ``meta``) and wait until it is durable; returns its
+        positions. Raises what the store raised for this batch alone."""
+        if batch.meta != meta:
+            # The meta travels with the batch: the transaction holds other callers' batches.
+            batch = msgspec.structs.replace(batch, meta=meta)
+        return await self._gatherer.put(batch)
+
+    @property
+    def pending(self) -> int:
+        """Batches queued for the next transaction."""
+        return self._gatherer.pending
+
+    async def close(self) -> None:
+        await self._gatherer.close()
+
+    async def _commit(self, group: list["AppendBatch"]) -> list[list[int] | BaseException]:
         started = time.perf_counter()
         try:
-            positions = await self._store.append_batches([batch for batch, _ in group])
+            positions = await self._store.append_batches(group)
         except Exception as exc:
             if len(group) == 1:
-                _settle(group[0][1], exc)
-            else:
-                # All or nothing: nothing was written. Find out whose batch failed by
-                # appending each alone; the others still succeed.
-                for item in group:
-                    await self._one(item)
-            return
+                return [exc]
+            # All or nothing: nothing was written. Find out whose batch failed by
+            # appending each alone; the others still succeed.
+            return [await self._one(batch) for batch in group]
         self._done(started, len(group))
+        outcomes: list[list[int] | BaseException] = []
         i = 0
-        for batch, fut in group:
+        for batch in group:
             n = len(batch.events)
-            _settle(fut, positions[i:i + n])
+            outcomes.append(positions[i:i + n])
             i += n
+        return outcomes
 
-    async def _one(self, item: _Item) -> None:
-        batch, fut = item
+    async def _one(self, batch: "AppendBatch") -> list[int] | BaseException:
         started = time.perf_counter()
         try:
             positions = await self._store.append_batches([batch])
         except Exception as exc:  # handed to the caller, who maps it to a response
-            _settle(fut, exc)
-            return
+            return exc
         self._done(started, 1)
-        _settle(fut, positions)
+        return positions
 
     def _done(self, started: float, batches: int) -> None:
         self.transactions += 1
@@ -112,7 +142,7 @@ class GroupCommitter:
             self._observe(time.perf_counter() - started, batches)
 
 
-def _settle(fut: "asyncio.Future[list[int]]", outcome: list[int] | BaseException) -> None:
+def _settle(fut: "asyncio.Future[R]", outcome: R | BaseException) -> None:
     # A caller that gave up (its request was cancelled) has a done future: leave it.
     if fut.done():
         return

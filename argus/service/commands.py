@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -37,9 +38,9 @@ from argus.service.auth import AuthCache, Principal, hash_token, new_token
 from argus.service.batcher import GroupCommitter
 from argus.service.ids import new_task_id, new_token_id, user_id_problem
 from argus.service.limits import UserLimits, limit_problem, resolve_preemptible
-from argus.service.taskdir import make_task_dir
+from argus.service.taskdir import TaskDirs
 from argus.store import AppendBatch, ConcurrencyConflict, InvariantViolation, PayloadTooLarge
-from projections.cluster import read_cluster
+from projections.cluster import ClusterView, read_cluster
 from projections.tasks_read import task_view, waiting_count
 from projections.users import token_holder, token_summary, user_summary
 
@@ -54,6 +55,8 @@ log = logging.getLogger(__name__)
 __all__ = ["CommandError", "Commands", "NotFound", "SubmitResult", "USER_DIRS"]
 
 USER_DIRS = ("datasets", "models", "code", "jobs")
+# How long the cluster as observed may serve the gang check before it is read again.
+CLUSTER_MEMO_S = 1.0
 
 
 class CommandError(Exception):
@@ -102,6 +105,9 @@ class Commands:
         self.auth = auth
         self.shared_root = Path(config.shared_root)
         self.committer = GroupCommitter(store, observe=observe) if group_commit else None
+        self.task_dirs = TaskDirs(self.shared_root)
+        self._cluster: ClusterView | None = None  # as last read, for the gang check
+        self._cluster_read_at = -math.inf  # time.monotonic() of that read
         self._observe = observe
         self._token_uses: dict[str, float] = {}  # token id -> when its use was last recorded
         self._token_writes: set[asyncio.Task[None]] = set()
@@ -109,6 +115,7 @@ class Commands:
     async def close(self) -> None:
         if self.committer is not None:
             await self.committer.close()
+        await self.task_dirs.close()
         for task in list(self._token_writes):
             with contextlib.suppress(BaseException):
                 await task
@@ -172,10 +179,27 @@ class Commands:
     async def check_gang(self, demand: "Demand") -> None:
         """Refuse a gang that no node of the cluster could ever hold (CommandError 400): it
         would wait for ever. Judged against the worker nodes as last observed, else the
-        configured shape (v2.scheduler.assumed_*), else not at all."""
+        configured shape (v2.scheduler.assumed_*), else not at all.
+
+        Every submission asks, so the observation is read at most once a
+        ``CLUSTER_MEMO_S``, and again before any refusal: a gang is never refused on a
+        stale view, and one accepted on a view a moment old is no different from one
+        submitted just before the cluster shrank (it waits, told why)."""
+        now = time.monotonic()
+        fresh = now - self._cluster_read_at > CLUSTER_MEMO_S
+        if fresh:
+            self._cluster, self._cluster_read_at = await self.store.read_snapshot(read_cluster), now
+        unfit = self._unfit(demand, self._cluster)
+        if unfit is not None and not fresh:
+            self._cluster, self._cluster_read_at = await self.store.read_snapshot(read_cluster), now
+            unfit = self._unfit(demand, self._cluster)
+        if unfit is not None:
+            field, reason = unfit
+            raise CommandError(400, f"{field}: {reason}", {"errors": [{"field": field, "message": reason}]})
+
+    def _unfit(self, demand: "Demand", seen: ClusterView | None) -> tuple[str, str] | None:
         from argus.scheduler.shape import assumed_nodes, unfit_reason
 
-        seen = await self.store.read_snapshot(read_cluster)
         nodes = list(seen.nodes) if seen is not None else []
         where = "as last observed"
         if not nodes:
@@ -185,10 +209,7 @@ class Commands:
             where = "as configured"
             if not sched.assumed_node_gpu_type:  # models not configured: judged once nodes are seen
                 demand = msgspec.structs.replace(demand, gpu_types=())
-        unfit = unfit_reason(demand, nodes, where)
-        if unfit is not None:
-            field, reason = unfit
-            raise CommandError(400, f"{field}: {reason}", {"errors": [{"field": field, "message": reason}]})
+        return unfit_reason(demand, nodes, where)
 
     async def prepare_admissible(self, document: str | dict[str, Any], user: str,
                                  task_id: str | None = None) -> Any:
@@ -247,14 +268,12 @@ class Commands:
         raise CommandError(409, "could not allocate a unique task id; submit again")
 
     async def _make_task_dir(self, user: str, task_id: str, spec_raw: str) -> None:
-        """The task's directory with its spec, once the task exists, in a thread: the shared
-        root may be a network filesystem, and the loop serves every other request. A failure
-        here (a full disk, a link planted by a job) is logged, not the user's error: the
-        task is recorded, and its attempts make their own directories."""
-        try:
-            await asyncio.to_thread(make_task_dir, self.shared_root, user, task_id, spec_raw)
-        except OSError as exc:
-            log.warning("task %s: could not make its directory: %s", task_id, exc)
+        """The task's directory with its spec, once the task exists. A failure here (a full
+        disk, a link planted by a job) is logged, not the user's error: the task is
+        recorded, and its attempts make their own directories."""
+        problem = await self.task_dirs.make(user, task_id, spec_raw)
+        if problem is not None:
+            log.warning("task %s: could not make its directory: %s", task_id, problem)
 
     async def load_task(self, who: Principal, task_id: str) -> "TaskView":
         """The task if ``who`` may see it; else NotFound (never 403: ids must not leak)."""
