@@ -41,6 +41,16 @@ OWN_AREAS = ("datasets", "models", "code")
 COMMON_AREAS = {"common/datasets": "datasets", "common/hf": "hf"}
 JOBS_AREA = "jobs"  # read-only: written by the caller's tasks, never through this API
 MAX_DEPTH = 64  # components below an area; deeper is a 400, never walked
+# A file's path as its schema says it (check_raw and _parts enforce it, with messages that
+# say what to change). An OpenAPI path parameter is one segment (a '/' in its value is
+# sent encoded, as %2F, which the API refuses: an encoded separator is never a folder), so
+# the schema says one component: 1-255 characters without a backslash, '%' or NUL. The
+# URL may hold several, each such, separated by plain '/'.
+PATH_PATTERN = r"^[^/\\%\x00]{1,255}$"
+FilePath = Annotated[str, Parameter(
+    description="an area (datasets, models, code, jobs, common) and, after plain '/' separators, "
+                "a path in it: components of 1-255 characters without a backslash, '%' or NUL",
+    schema_extra={"pattern": PATH_PATTERN})]
 
 
 class _Area:
@@ -172,7 +182,7 @@ class FilesController(Controller):
     @get("/{rest:path}", responses=errors(400, 403, 404, 409),
          opt=also_returns("application/octet-stream"))
     async def read(self, request: Request[Any, Any, Any], state: State, who: Principal,
-                   rest: str) -> Any:
+                   rest: FilePath) -> Any:
         """A directory: its listing (JSON, at most 1000 entries). A file: its bytes."""
         check_raw(request)
         area, sub = _split(Path(state.config.shared_root), who.user_id, rest)
@@ -181,7 +191,7 @@ class FilesController(Controller):
     @put("/{rest:path}", operation_class=_UploadOperation, status_code=201,
          request_max_body_size=None, responses=errors(403, 404, 409))
     async def upload(self, request: Request[Any, Any, Any], state: State, who: Principal,
-                     rest: str) -> FileEntry:
+                     rest: FilePath) -> FileEntry:
         """Upload a file (streamed; at most v2.api.max_upload_bytes) into an own area."""
         check_raw(request)
         area, sub = _split(Path(state.config.shared_root), who.user_id, rest)
@@ -216,7 +226,7 @@ class FilesController(Controller):
         return FileEntry(name=parts[-1], is_dir=False, size=st.st_size, modified=st.st_mtime)
 
     @delete("/{rest:path}", status_code=200, responses=errors(400, 403, 404, 409))
-    async def remove(self, request: Request[Any, Any, Any], state: State, who: Principal, rest: str,
+    async def remove(self, request: Request[Any, Any, Any], state: State, who: Principal, rest: FilePath,
                      recursive: Annotated[bool, Parameter(description="delete a folder")] = False) -> FileEntry:
         """Delete a file (or, with ``recursive``, a folder) in an own area."""
         check_raw(request)
