@@ -78,11 +78,14 @@ def _calls(ray: FakeRay, since: int) -> str:
     return ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) or "none"
 
 
-async def run(waiting: int, running: int, latency: float, steady_turns: int) -> "Figures":
+async def run(waiting: int, running: int, latency: float, steady_turns: int,
+              deferrals_per_turn: int | None = None) -> "Figures":
     data = Path(tempfile.mkdtemp(prefix="argus-turn-"))
     (data / "shared").mkdir()
     clock_now = [time.time()]
     sched = SchedulerConfig(max_running_tasks=running)
+    if deferrals_per_turn is not None:
+        sched.deferrals_per_turn = deferrals_per_turn
     config = ArgusConfig(shared_root=str(data / "shared"), entrypoint_num_cpus=1.0,
                          v2=ServiceConfig(scheduler=sched))
     store = await open_store(data / "argus.sqlite3", synchronous="FULL")
@@ -174,8 +177,11 @@ def main() -> None:
     ap.add_argument("--running", type=int, default=50)
     ap.add_argument("--latency-ms", type=float, default=5.0)
     ap.add_argument("--steady-turns", type=int, default=20)
+    ap.add_argument("--deferrals-per-turn", type=int, default=None,
+                    help="v2.scheduler.deferrals_per_turn (default: the configured default)")
     args = ap.parse_args()
-    got = asyncio.run(run(args.waiting, args.running, args.latency_ms / 1000, args.steady_turns))
+    got = asyncio.run(run(args.waiting, args.running, args.latency_ms / 1000, args.steady_turns,
+                          args.deferrals_per_turn))
     med, worst = statistics.median(got.steady) * 1000, max(got.steady) * 1000
     med_cpu = statistics.median(got.steady_cpu) * 1000
     print(f"steady turn: median {med:.1f} ms ({med_cpu:.1f} ms CPU), max {worst:.1f} ms "
