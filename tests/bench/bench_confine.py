@@ -2,10 +2,12 @@
 
     python tests/bench/bench_confine.py [--jobs N]
 
-Runs the cluster as ``argus up`` does (``argus.cli.stack.Stack``: the node pool's head and
-worker watchdogs) twice, with ``v2.sandbox.mode: auto`` (Landlock: the command and every
-Ray worker confined) and ``none``. On each it runs N jobs through Argus's own driver
-(``build_submission``), one at a time; each job's command starts Ray, creates an actor and
+Runs two clusters as ``argus up`` does (``argus.cli.stack.Stack``: the node pool's head and
+worker watchdogs), both up at once, one with ``v2.sandbox.mode: auto`` (Landlock: the
+command and every Ray worker confined) and one with ``none``. It runs N jobs on each
+through Argus's own driver (``build_submission``), one at a time, taking the clusters in
+turn (ABBA), so that a shared host's drifting load weighs on both alike (run one after the
+other, the same code measured +95, +140 and -128 ms). Each job's command starts Ray, creates an actor and
 calls it once: that call's return is the first step. Measured per job: from the moment the
 driver starts the command (its ``result.json``'s ``started_at``) to the first step. The
 job's Ray workers are new processes for every job (Ray keeps workers per job), so each
@@ -54,52 +56,73 @@ print("PHASES", began, imported, connected, flush=True)
 """
 
 
-def _run_jobs(mode: str, jobs: int, root: Path) -> list[float]:
-    data = root / mode
-    data.mkdir()
-    config = ArgusConfig(shared_root=str(data / "shared"))
-    config.v2.sqlite.db_path = str(data / "argus.sqlite3")
-    config.v2.sandbox.mode = mode  # type: ignore[assignment]
-    home = data / "shared" / "users" / "alice"
-    (home / "code").mkdir(parents=True)
-    (home / "code" / "probe.py").write_text(PROBE)
-    stack = Stack(data, config, gpus=1, cpus=4, echo=lambda _t: None)
-    stack.start()
-    try:
+class _Cluster:
+    """One cluster as ``argus up`` runs it, with ``v2.sandbox.mode`` = ``mode``, and a job
+    client for it."""
+
+    def __init__(self, mode: str, root: Path) -> None:
+        self.mode = mode
+        data = root / mode
+        data.mkdir()
+        self.config = config = ArgusConfig(shared_root=str(data / "shared"))
+        config.v2.sqlite.db_path = str(data / "argus.sqlite3")
+        config.v2.sandbox.mode = mode  # type: ignore[assignment]
+        self.home = home = data / "shared" / "users" / "alice"
+        (home / "code").mkdir(parents=True)
+        (home / "code" / "probe.py").write_text(PROBE)
+        self.stack = Stack(data, config, gpus=1, cpus=4, echo=lambda _t: None)
+        self.stack.start()
         from ray.job_submission import JobSubmissionClient
 
         head = data / "shared" / "ray" / "discovery" / config.cluster_name / "head.json"
         while not head.exists():
             time.sleep(0.5)
-        client = JobSubmissionClient(json.loads(head.read_text())["job_server_url"])
-        took = []
-        for n in range(jobs + 1):  # the first one warms the node up: not counted
-            payload = build_submission(task_id=f"alice-b{n}", attempt_no=1, user="alice", config=config,
-                                       python=sys.executable, command=f"{sys.executable} {home}/code/probe.py")
-            sid = client.submit_job(entrypoint=payload.entrypoint, submission_id=payload.submission_id,
-                                    runtime_env=payload.runtime_env,
-                                    entrypoint_resources=payload.entrypoint_resources,
-                                    entrypoint_num_cpus=payload.entrypoint_num_cpus)
-            while not client.get_job_status(sid).is_terminal():
-                time.sleep(0.2)
-            job = home / "jobs" / sid
-            log = (job / "driver.log").read_text()
-            first = [float(line.split()[1]) for line in log.splitlines() if line.startswith("FIRST_STEP")]
-            assert first, f"{mode} job {sid} failed:\n{log[-3000:]}"
-            started = json.loads((job / "result.json").read_text())["started_at"]
-            if n:
-                took.append((first[0] - started) * 1000)
-            claimed = [c.stat().st_mtime for c in Path(registry_dir(config.shared_root)).glob("*/*.json")
-                       if Claim.from_json(c.read_bytes()).submission_id == sid]
-            says = f"; its Ray job claimed after {(claimed[0] - started) * 1000:.0f} ms" if claimed else ""
-            phases = [float(v) for line in log.splitlines() if line.startswith("PHASES") for v in line.split()[1:]]
-            if phases:
-                says += (f"; python up {(phases[0] - started) * 1000:.0f}, ray imported "
-                         f"{(phases[1] - started) * 1000:.0f}, connected {(phases[2] - started) * 1000:.0f} ms")
-            print(f"  {mode}: job {n} first step after {(first[0] - started) * 1000:.0f} ms{says}", flush=True)
-        return took
+        self.client = JobSubmissionClient(json.loads(head.read_text())["job_server_url"])
+
+    def job(self, n: int) -> float:
+        """Run job ``n`` through Argus's driver; ms from its command's start to its first step."""
+        config, home, client = self.config, self.home, self.client
+        payload = build_submission(task_id=f"alice-b{n}", attempt_no=1, user="alice", config=config,
+                                   python=sys.executable, command=f"{sys.executable} {home}/code/probe.py")
+        sid = client.submit_job(entrypoint=payload.entrypoint, submission_id=payload.submission_id,
+                                runtime_env=payload.runtime_env,
+                                entrypoint_resources=payload.entrypoint_resources,
+                                entrypoint_num_cpus=payload.entrypoint_num_cpus)
+        while not client.get_job_status(sid).is_terminal():
+            time.sleep(0.2)
+        job = home / "jobs" / sid
+        log = (job / "driver.log").read_text()
+        first = [float(line.split()[1]) for line in log.splitlines() if line.startswith("FIRST_STEP")]
+        assert first, f"{self.mode} job {sid} failed:\n{log[-3000:]}"
+        started = json.loads((job / "result.json").read_text())["started_at"]
+        claimed = [c.stat().st_mtime for c in Path(registry_dir(config.shared_root)).glob("*/*.json")
+                   if Claim.from_json(c.read_bytes()).submission_id == sid]
+        says = f"; its Ray job claimed after {(claimed[0] - started) * 1000:.0f} ms" if claimed else ""
+        phases = [float(v) for line in log.splitlines() if line.startswith("PHASES") for v in line.split()[1:]]
+        if phases:
+            says += (f"; python up {(phases[0] - started) * 1000:.0f}, ray imported "
+                     f"{(phases[1] - started) * 1000:.0f}, connected {(phases[2] - started) * 1000:.0f} ms")
+        print(f"  {self.mode}: job {n} first step after {(first[0] - started) * 1000:.0f} ms{says}", flush=True)
+        return (first[0] - started) * 1000
+
+
+def _run_jobs(jobs: int, root: Path) -> tuple[list[float], list[float]]:
+    """``jobs`` jobs on each of two clusters, one without confinement and one with, both up
+    at once and taken in turn (ABBA: none, auto, auto, none, ...): a host whose load drifts
+    weighs on both alike. The first job of each warms its node up and is not counted."""
+    clusters: list[_Cluster] = []
+    try:
+        clusters = [_Cluster("none", root), _Cluster("auto", root)]
+        took: dict[str, list[float]] = {"none": [], "auto": []}
+        for n in range(jobs + 1):
+            for cluster in clusters if n % 2 == 0 else clusters[::-1]:
+                ms = cluster.job(n)
+                if n:
+                    took[cluster.mode].append(ms)
+        return took["none"], took["auto"]
     finally:
-        stack.stop()
+        for cluster in clusters:
+            cluster.stack.stop()
 
 
 def _launcher_ms(rounds: int, shared: Path) -> tuple[float, float]:
@@ -118,7 +141,7 @@ def _launcher_ms(rounds: int, shared: Path) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--jobs", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=12)
     args = parser.parse_args()
     verdict = Verdict()
     if abi_version() < 1:
@@ -132,8 +155,7 @@ def main() -> None:
         bare, launched = _launcher_ms(20, root)
         print(f"launcher: /bin/true {bare:.1f} ms, through the launcher {launched:.1f} ms "
               f"(+{launched - bare:.1f} ms per Ray worker start)")
-        off = _run_jobs("none", args.jobs, root)
-        on = _run_jobs("auto", args.jobs, root)
+        off, on = _run_jobs(args.jobs, root)
     m_off, m_on = statistics.median(off), statistics.median(on)
     print(f"job start to first step, median of {args.jobs}: without {m_off:.0f} ms, with {m_on:.0f} ms "
           f"(+{m_on - m_off:.0f} ms, ratio {m_on / m_off:.2f})")
