@@ -121,7 +121,7 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
             if told:
                 append(replace(why, task_id=t.task_id))
             continue
-        p.reserve_or_defer(t, why)
+        p.reserve_or_defer(t, key, why)
     return p.out
 
 
@@ -132,7 +132,7 @@ class _Pass:
 
     __slots__ = ("running", "now", "config", "outranks", "out", "pool", "n_running", "per_user", "held", "explained",
                  "backfill", "reserved", "endings", "planner", "same_rule", "no_room", "no_room_alike", "releasing",
-                 "behind", "_none_told")
+                 "behind", "no_start", "_none_told")
 
     def __init__(self, queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity,
                  now: float, config: PolicyConfig, outranks: Outranks | None) -> None:
@@ -156,6 +156,10 @@ class _Pass:
         # limit: every such task of the shape waits behind it too, until an admission
         # changes the pool (on the trace, most of a pass's tasks were asked this again).
         self.behind: set[Shape] = set()
+        # Shapes for which no reservation found a start: their like would find none either,
+        # until an admission changes the pool and the endings (10,000 arrivals at a first
+        # observation, with nothing running, asked it of each).
+        self.no_start: set[Shape] = set()
         self._none_told: bool | None = None
         self.backfill = config.backfill or config.reserve
         self.reserved: Reservation | None = None
@@ -217,6 +221,7 @@ class _Pass:
                                     nodes=picked, limited=t.limited))
         self.pool.take(picked, d)
         self.behind.clear()  # (the pool changed)
+        self.no_start.clear()
         if self.planner is not None:
             self.planner.admitted(picked, d)
         if self.outranks is not None:
@@ -258,13 +263,15 @@ class _Pass:
                                         nodes=room_nodes)
         return True
 
-    def reserve_or_defer(self, t: QueuedTask, why: Defer) -> None:
+    def reserve_or_defer(self, t: QueuedTask, key: Shape, why: Defer) -> None:
         """Stage 3 for ``t``, which does not fit (``why``) and got no room: the first such
         task gets the reservation (with ``reserve``), the others wait."""
         told = self.config.waits or t.preempting_since is not None
-        if self.config.reserve and self.reserved is None:  # the first that does not fit: reserve for it
+        if self.config.reserve and self.reserved is None and key not in self.no_start:  # reserve for it
             reserved = self.reserved = self.pool.reservation(t, self.endings, self.now)
-            if reserved is not None:  # said even in a quiet pass (without words): it is a promise
+            if reserved is None:
+                self.no_start.add(key)
+            else:  # said even in a quiet pass (without words): it is a promise
                 nodes = tuple(self.pool.ids[i] for i in reserved.nodes)
                 # A promise only where no later arrival can go ahead of it (fair share broke
                 # 7-10 % of such bounds on the trace: a user under its share arrives first).
