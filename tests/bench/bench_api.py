@@ -330,7 +330,7 @@ async def bench_submit(group_commit: bool, total: int, warmup: int, clients: int
               f"per core); client CPU {client_cpu / done * 1000:.3f} ms/submission")
         acked = sent - len(errors)
         print(f"  durable: {listed} tasks listed, {acked} acknowledged"
-              + ("" if listed == acked else "  <-- MISMATCH"))
+              + ("" if listed == acked else "  <-- not the same: the run fails (verdict below)"))
         for e in errors[:3]:
             print(f"  error: {e}")
         # Every acknowledged submission must be in the log, and nothing else: else the run fails.
