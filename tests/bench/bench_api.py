@@ -16,8 +16,8 @@ acknowledged. A warm-up (not measured) comes first. Printed: submissions/s, late
 p50/p99, and CPU ms per submission of the server (all its processes, from /proc) and of
 the client, with the host's load average (the machine may be shared). Target (issue 35):
 at most 0.7 ms of server CPU per durable submission with group commit (>= 1,400/s per
-core); the exit status is 1 when it is NOT MET, or when any request failed or any
-acknowledged submission is missing.
+core); the exit status is 1 when it is missed (``tests.bench.verdict``), or when any
+request failed or any acknowledged submission is missing.
 
 SSE: N clients hold ``/api/v2/events`` open as admin; tasks are submitted at a steady
 rate; latency = client receive time − the event's ``recorded_at`` (same host clock).
