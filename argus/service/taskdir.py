@@ -22,7 +22,7 @@ from typing import Sequence
 
 from argus.service.batcher import Gatherer
 
-__all__ = ["SPEC_FILE", "TaskDirs", "make_task_dir", "make_task_dirs"]
+__all__ = ["SPEC_FILE", "TaskDirs", "make_task_dirs"]
 
 SPEC_FILE = "spec.yaml"
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -98,14 +98,6 @@ def make_task_dirs(shared_root: str | Path, user: str,
     finally:
         os.close(jobs_fd)
     return outcomes
-
-
-def make_task_dir(shared_root: str | Path, user: str, task_id: str, spec_raw: str) -> Path:
-    """One task's directory (``make_task_dirs`` for one); raises its OSError."""
-    problem = make_task_dirs(shared_root, user, [(task_id, spec_raw)])[0]
-    if problem is not None:
-        raise problem
-    return Path(shared_root) / "users" / user / "jobs" / task_id
 
 
 class TaskDirs:
