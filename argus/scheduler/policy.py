@@ -22,7 +22,9 @@ Rules (DESIGN.md §5):
   are smaller than the one the task was accepted for) waits with ``never_fits`` and
   holds no one back; it is considered again on every pass, so it starts once big enough
   nodes return.
-- Policy ``priority``: higher ``priority`` first, FIFO within a priority.
+- Policy ``priority``: higher ``priority`` first, FIFO within a priority, with
+  ``reserve-backfill``'s reservation for the first task that does not fit (strict order
+  left the cluster draining behind a head that fit nowhere yet: docs/scheduling.md).
 - The order a policy considers tasks in is ``argus.scheduler.order.queue_order``: the
   same function orders the queue users are shown.
 
@@ -132,13 +134,16 @@ def reserve_backfill(queue: Sequence[QueuedTask], running: Sequence[RunningTask]
     return run_pass(queue, running, capacity, now, msgspec.structs.replace(config, reserve=True))
 
 
-@register_policy("priority", ends_matter=False)
+@register_policy("priority")
 def priority(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity | None,
              now: float, config: PolicyConfig) -> list[Decision]:
-    """Higher ``priority`` first; FIFO within a priority (the order is ``queue_order``'s).
-    With ``preemption``, a head that does not fit stops preemptible tasks of lower priority."""
-
-    return run_pass(queue, running, capacity, now, config, _ByPriority())
+    """Higher ``priority`` first; FIFO within a priority (the order is ``queue_order``'s),
+    with reservations and backfill as ``reserve-backfill``: the first task that does not
+    fit is reserved for, whatever its priority, so a later task of higher priority may
+    take its place (Slurm's priority order under its backfill scheduler). With
+    ``preemption``, a task that does not fit first stops preemptible tasks of lower
+    priority; the room it makes is the reservation."""
+    return run_pass(queue, running, capacity, now, msgspec.structs.replace(config, reserve=True), _ByPriority())
 
 
 class _ByPriority:
