@@ -123,6 +123,7 @@ class EtaBoard:
                                  PolicyConfig.from_scheduler(sched, gpu_caps=line.gpu_caps), in_line=True)
         self._score(db, starts)
         calibration = self.calibration
+        calibration.overdue(now)
         ranges = {t: span for t, at in starts.items() if (span := calibration.range(now, at)) is not None}
         for task_id, at in starts.items():
             calibration.given(task_id, now, at, ranges.get(task_id))

@@ -20,7 +20,11 @@ They are not like them: as a queue grows, ETAs get worse, and the recent errors 
 the next ones (on the trace a fixed 80 % held 58-72 %). So ``alpha`` itself is adjusted as
 each interval comes true or not (adaptive conformal inference, Gibbs & Candes 2021):
 ``alpha += gamma * (target - missed)``. Missing more often than 1 in 5 widens the intervals
-until the misses are 1 in 5 again, over time, whatever the drift. Until ``warmup`` scores
+until the misses are 1 in 5 again, over time, whatever the drift. A miss is counted as
+soon as it is certain: when an interval's latest start passes with its task still waiting
+(``overdue``), not hours later when the task starts; hits are known at the start, which is
+before that time, so counting misses only at the start told the step of hits first and of
+misses late, and it widened too late. Until ``warmup`` scores
 are known there is no interval. The 60 s keep the scores of waits near zero finite; a wait
 below a minute is as good as none.
 """
@@ -28,6 +32,7 @@ below a minute is as good as none.
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 from collections import deque
 
@@ -96,11 +101,27 @@ class EtaCalibration:
         self.pending: dict[str, tuple[float, float, StartRange | None]] = {}
         self._all = _Scores(window, 1 - coverage)
         self._by_size: dict[int, _Scores] = {}
+        self._deadlines: list[tuple[float, str]] = []  # (latest start shown, task id): a heap
+        self._missed: set[str] = set()  # pending tasks whose interval's miss is already counted
 
     def given(self, task_id: str, now: float, eta: float, shown: StartRange | None = None) -> None:
         """``task_id`` was told ``eta`` at ``now``, with the interval ``shown``; only the
         first ETA of a wait counts."""
-        self.pending.setdefault(task_id, (now, eta, shown))
+        if task_id not in self.pending:
+            self.pending[task_id] = (now, eta, shown)
+            if shown is not None:
+                heapq.heappush(self._deadlines, (shown.latest, task_id))
+
+    def overdue(self, now: float) -> None:
+        """Count as missed, now, the intervals whose latest start has passed while their
+        task still waits (it can only start later than shown)."""
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] < now:
+            _, task_id = heapq.heappop(deadlines)
+            found = self.pending.get(task_id)
+            if found is not None and task_id not in self._missed:
+                self._missed.add(task_id)
+                self._scores_for(max(0.0, found[1] - found[0])).adjust(True, 1 - self.coverage, self.gamma)
 
     def started(self, task_id: str, at: float) -> None:
         """``task_id`` started at ``at``: its ETA's score is kept."""
@@ -110,9 +131,10 @@ class EtaCalibration:
         asked, eta, shown = found
         predicted = max(0.0, eta - asked)
         size = self._by_size.setdefault(_size(predicted), _Scores(self.window, 1 - self.coverage))
-        if shown is not None:  # did the interval hold? (each size keeps its own miss rate)
+        if shown is not None and task_id not in self._missed:  # did the interval hold?
             missed = not shown.earliest <= at <= shown.latest
-            (size if len(size.ordered) >= self.warmup else self._all).adjust(missed, 1 - self.coverage, self.gamma)
+            self._scores_for(predicted).adjust(missed, 1 - self.coverage, self.gamma)
+        self._missed.discard(task_id)
         score = math.log((max(0.0, at - asked) + 60.0) / (predicted + 60.0))
         self._all.add(score)
         size.add(score)
@@ -120,6 +142,14 @@ class EtaCalibration:
     def forget(self, task_id: str) -> None:
         """``task_id`` stopped waiting without starting (canceled): its ETA says nothing."""
         self.pending.pop(task_id, None)
+        self._missed.discard(task_id)
+
+    def _scores_for(self, predicted: float) -> _Scores:
+        """The scores an interval for a predicted wait this long is taken from, and whose
+        miss rate its outcome adjusts: its size's once they are ``warmup`` (each size keeps
+        its own miss rate), else all of them."""
+        size = self._by_size.get(_size(predicted))
+        return size if size is not None and len(size.ordered) >= self.warmup else self._all
 
     @property
     def scores(self) -> int:
@@ -130,9 +160,7 @@ class EtaCalibration:
         waits of its size (of all, while those are fewer than ``warmup``); None while
         fewer than ``warmup`` ETAs have been resolved in all."""
         predicted = max(0.0, eta - now)
-        scores = self._by_size.get(_size(predicted))
-        if scores is None or len(scores.ordered) < self.warmup:
-            scores = self._all
+        scores = self._scores_for(predicted)
         if len(scores.ordered) < self.warmup:
             return None
         low, high = scores.bounds()

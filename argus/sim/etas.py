@@ -57,6 +57,7 @@ class EtaSampler:
             began = [a.decided_at for a in view.attempts if a.decided_at >= given_at] if view is not None else []
             if began:
                 self.calibration.started(task_id, min(began))
+        self.calibration.overdue(now)
         waiting, active = state.waiting(), state.active()
         queue, running, capacity = policy_inputs(
             waiting=waiting, active=active, capacity=state.last_capacity, now=now, config=self.sched,

@@ -81,6 +81,37 @@ def test_when_etas_get_worse_over_time_the_intervals_widen_to_hold(gamma: float)
         assert inside / total < 0.7, inside / total  # what the adjustment is for
 
 
+def _warmed(gamma: float) -> EtaCalibration:
+    world = random.Random(1)
+    cal = EtaCalibration(warmup=30, gamma=gamma)
+    for k in range(100):
+        cal.given(f"w{k}", NOW, NOW + 1000)
+        cal.started(f"w{k}", NOW + 1000 * world.lognormvariate(0, 0.5))
+    return cal
+
+
+def test_a_miss_is_counted_when_the_latest_start_passes_not_when_the_task_starts() -> None:
+    """An interval whose latest start has passed with its task still waiting has missed:
+    the next intervals widen at once (hits are known at their start, before that time;
+    misses known only at theirs came late, and the intervals widened too late). Its start
+    later counts it no second time: the same as a calibration told only of the start."""
+    early, late = _warmed(0.1), _warmed(0.1)
+    before = early.range(NOW, NOW + 1000)
+    assert before is not None and before == late.range(NOW, NOW + 1000)
+    for cal in (early, late):
+        cal.given("late", NOW, NOW + 1000, before)
+    early.overdue(before.latest - 1)  # not yet certain
+    assert early.range(NOW, NOW + 1000) == before
+    early.overdue(before.latest + 1)
+    wider = early.range(NOW, NOW + 1000)
+    assert wider is not None and wider.latest > before.latest and wider.earliest < before.earliest
+    early.overdue(before.latest + 2)
+    assert early.range(NOW, NOW + 1000) == wider  # counted once
+    for cal in (early, late):
+        cal.started("late", before.latest + 5000)
+    assert early.range(NOW, NOW + 1000) == late.range(NOW, NOW + 1000) and not early.pending
+
+
 def test_the_window_forgets_old_errors() -> None:
     """A cluster that got busier: the ETAs' errors change, and so do the intervals."""
     cal = EtaCalibration(window=50, warmup=10)
