@@ -12,7 +12,9 @@ each answer's time; the whole module takes about 10 s on two cores.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +34,9 @@ SEED = 23
 EXAMPLES = int(os.environ.get("ST_EXAMPLES", "8"))
 SEQUENCES = int(os.environ.get("ST_SEQUENCES", "15"))
 _TMP = Path(tempfile.mkdtemp(prefix="argus-st-"))
+# Made when the module is imported (the schema needs an app), so removed when the test
+# process exits: a fixture would not run for a run that only collects this module.
+atexit.register(shutil.rmtree, _TMP, ignore_errors=True)
 APP = create_app(make_config(_TMP), admin_token=ADMIN_TOKEN, heartbeat_s=0.2)
 schema = schemathesis.openapi.from_asgi("/schema/openapi.json", APP)
 schema.config.seed = SEED
