@@ -4,7 +4,8 @@
 each watchdog's ``ray start`` dies with the watchdog. But Ray's agents (dashboard agent,
 runtime-env agent) are re-parented to init when their raylet is SIGKILLed and live on. A
 kill -9 of ``argus up`` runs no cleanup code of its own, so this small process does it:
-it waits for ``argus up`` to go, then SIGKILLs every process of the stack, and exits.
+it waits for ``argus up`` to go, then SIGKILLs every process of the stack, removes the
+stack's Ray temp dir, and exits.
 A process is the stack's if its environment carries the stack's marker
 (``ARGUS_STACK_ID=<uuid>``, inherited by everything the stack started) or, for Ray's own
 processes, whose proctitle overwrites the environment's memory, if it holds a file open
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -101,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         kill_marked(args.marker, args.temp_dir)
         time.sleep(0.5)
         kill_marked(args.marker, args.temp_dir)
+        # As argus up's own stop does: Ray's sockets and session files are of no use once
+        # its processes are gone, and each kill -9 left a few MB in /tmp.
+        shutil.rmtree(args.temp_dir, ignore_errors=True)
     return 0
 
 

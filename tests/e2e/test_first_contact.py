@@ -62,10 +62,8 @@ def clean_env(port: int) -> dict[str, str]:
     return env
 
 
-def stack_processes(data_dir: Path) -> list[str]:
-    """Processes of the stack on ``data_dir``: its path in their environment (what the
-    stack starts inherits ARGUS_LOG_DIR) or a file open under it or under a Ray temp dir
-    the stack's guardian names."""
+def guardian_temp_dirs(data_dir: Path) -> list[str]:
+    """The Ray temp dirs that the guardians of stacks on ``data_dir`` name."""
     temp_dirs = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         with contextlib.suppress(OSError):
@@ -73,7 +71,14 @@ def stack_processes(data_dir: Path) -> list[str]:
             if b"argus.guardian" in args and str(data_dir).encode() in cmdline.parent.joinpath(
                     "environ").read_bytes():
                 temp_dirs.append(args[args.index(b"--temp-dir") + 1].decode())
-    marks = [str(data_dir), *temp_dirs]
+    return temp_dirs
+
+
+def stack_processes(data_dir: Path) -> list[str]:
+    """Processes of the stack on ``data_dir``: its path in their environment (what the
+    stack starts inherits ARGUS_LOG_DIR) or a file open under it or under a Ray temp dir
+    the stack's guardian names."""
+    marks = [str(data_dir), *guardian_temp_dirs(data_dir)]
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -192,12 +197,15 @@ def test_a_killed_argus_up_leaves_nothing(up: Up, tmp_path: Path, sig: signal.Si
             assert proc.poll() is None and time.monotonic() < deadline, console.read_text()[-3000:]
             time.sleep(1.0)
         assert len(stack_processes(data_dir)) >= 6, "the scan must see the running stack"
+        ray_dirs = guardian_temp_dirs(data_dir)
+        assert len(ray_dirs) == 1 and Path(ray_dirs[0]).is_dir(), ray_dirs
         proc.send_signal(sig)
         proc.wait(40)  # SIGTERM: Ray's nodes get their grace period
         deadline = time.monotonic() + 10
         while (left := stack_processes(data_dir)) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert not left, f"left running 10 s after {sig.name} of argus up: {left}"
+        assert not Path(ray_dirs[0]).exists(), f"Ray's temp dir left after {sig.name}: {ray_dirs[0]}"
     finally:
         for line in stack_processes(data_dir):  # the test's own mess, by pid
             with contextlib.suppress(OSError):
