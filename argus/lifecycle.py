@@ -32,19 +32,25 @@ class TaskState(str, enum.Enum):
     CANCELING = "CANCELING"
     CANCELED = "CANCELED"
 
+    # These three are asked of every task at every event a reactor or a projection folds
+    # (40,000 times in a turn after 10,000 arrivals): compared by identity with module
+    # constants, as an enum member named through its class is a descriptor call each time.
     def is_terminal(self) -> bool:
-        return self in _TERMINAL
+        return self is _SUCCEEDED or self is _FAILED or self is _CANCELED
 
     def is_waiting(self) -> bool:
         """In the queue: not yet handed to Ray (or handed back for a retry)."""
-        return self in (TaskState.QUEUED, TaskState.PENDING_RESOURCES)
+        return self is _QUEUED or self is _PENDING_RESOURCES
 
     def holds_ray_job(self) -> bool:
         """An attempt may exist in Ray: the reactor must follow (or stop) it."""
-        return self in (TaskState.SUBMITTING, TaskState.SUBMITTED, TaskState.RUNNING)
+        return self is _SUBMITTING or self is _SUBMITTED or self is _RUNNING
 
 
-_TERMINAL = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELED})
+_QUEUED, _PENDING_RESOURCES = TaskState.QUEUED, TaskState.PENDING_RESOURCES
+_SUBMITTING, _SUBMITTED, _RUNNING = TaskState.SUBMITTING, TaskState.SUBMITTED, TaskState.RUNNING
+_SUCCEEDED, _FAILED, _CANCELED = TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELED
+_TERMINAL = frozenset({_SUCCEEDED, _FAILED, _CANCELED})
 
 
 class AttemptStatus(enum.StrEnum):
