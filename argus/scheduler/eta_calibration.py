@@ -22,9 +22,9 @@ each interval comes true or not (adaptive conformal inference, Gibbs & Candes 20
 ``alpha += gamma * (target - missed)``. Missing more often than 1 in 5 widens the intervals
 until the misses are 1 in 5 again, over time, whatever the drift. A miss is counted as
 soon as it is certain: when an interval's latest start passes with its task still waiting
-(``overdue``), not hours later when the task starts; hits are known at the start, which is
-before that time, so counting misses only at the start told the step of hits first and of
-misses late, and it widened too late. Until ``warmup`` scores
+(``overdue``), not hours later when the task starts. Hits are known at their start, which
+comes before that time: counted only at the start, misses reached the adjustment later than
+hits did, and the intervals widened too late. Until ``warmup`` scores
 are known there is no interval. The 60 s keep the scores of waits near zero finite; a wait
 below a minute is as good as none.
 """
