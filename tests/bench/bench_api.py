@@ -30,6 +30,7 @@ import asyncio
 import functools
 import os
 import re
+import shutil
 import signal
 import socket
 import statistics
@@ -138,8 +139,6 @@ _DATA_DIRS: list[str] = []  # the stopped servers' data dirs
 
 
 def remove_data_dirs() -> None:
-    import shutil
-
     while _DATA_DIRS:
         shutil.rmtree(_DATA_DIRS.pop(), ignore_errors=True)
 
@@ -257,9 +256,9 @@ def _raw_client(port: int, tokens: list[str], n: int, warmup: int, conns: int,
             await phase.done
             wall = time.perf_counter() - t0
             out[name] = {"lat": phase.lat, "errors": phase.errors, "wall": wall,
-                         "client_cpu": time.process_time() - cpu0,
-                         **dict(zip(("server_user", "server_sys"),
-                                    (b - a for a, b in zip(server0, _cpu_times(server_pgid)))))}
+                         "client_cpu": time.process_time() - cpu0}
+            user, system = _cpu_times(server_pgid)
+            out[name]["server_user"], out[name]["server_sys"] = user - server0[0], system - server0[1]
         for p in protos:
             if p.transport is not None:
                 p.transport.close()
@@ -345,12 +344,13 @@ async def bench_submit(group_commit: bool, total: int, warmup: int, clients: int
                                   headers={"Authorization": f"Bearer {ADMIN}"})).json()["total"]
         tx = re.search(r"^argus_append_seconds_count ([0-9.e+]+)", metrics, re.M)
         mode = "group commit" if group_commit else "one transaction per request"
+        system = "" if server_sys is None else f"; system {server_sys / done * 1000:.3f} ms"
         print(f"submit [{mode}, synchronous=FULL, {where}; load avg {load:.2f}]: "
               f"{done / elapsed:,.0f} submissions/s; latency p50 {_pct(lat, 0.5):.1f} ms, "
               f"p99 {_pct(lat, 0.99):.1f} ms; {len(errors)} errors; "
               f"{float(tx.group(1)) if tx else float('nan'):.0f} transactions; "
               f"server CPU {server_cpu / done * 1000:.3f} ms/submission (= {done / server_cpu:,.0f}/s "
-              f"per core{'' if server_sys is None else f'; system {server_sys / done * 1000:.3f} ms'}); client CPU {client_cpu / done * 1000:.3f} ms/submission")
+              f"per core{system}); client CPU {client_cpu / done * 1000:.3f} ms/submission")
         acked = sent - len(errors)
         print(f"  durable: {listed} tasks listed, {acked} acknowledged"
               + ("" if listed == acked else "  <-- not the same: the run fails (verdict below)"))
