@@ -26,6 +26,7 @@ from argus.api.files import FilesController
 from argus.api.headers import ERROR_HEADERS, security_headers
 from argus.api.metrics import ApiMetrics, healthz, metrics, readyz
 from argus.api.ratelimit import SubmitRateLimit
+from argus.api.reads import Reads, provide_reads
 from argus.api.openapi import document_api, fix_options_allow, strict_body
 from argus.api.tasks import TasksController
 from argus.api.users import UsersController
@@ -117,6 +118,7 @@ def create_app(
         state = app.state
         state.config, state.store, state.auth, state.metrics = config, st, auth, m
         state.etas = EtaBoard(st, config)
+        state.reads = Reads(st, config)
         state.commands, state.broadcaster = commands, broadcaster
         state.sessions = SessionStore(config.v2.auth.session_ttl_s)
         state.submit_limit = SubmitRateLimit(config.v2.api.submit_burst, config.v2.api.submit_rate_per_s)
@@ -169,6 +171,7 @@ def create_app(
         on_startup=[document_api, *([_freeze_heap] if freeze_gc else [])],
         route_handlers=[api, healthz, readyz, metrics, *ui],
         lifespan=[lifespan],
+        dependencies={"reads": Provide(provide_reads, sync_to_thread=False)},
         openapi_config=openapi,
         exception_handlers={HTTPException: _http_error, CommandError: _command_error,
                             LogUnreachable: _log_unreachable, Exception: _internal_error},

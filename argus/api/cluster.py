@@ -3,55 +3,45 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
-from typing import Any
-
-from litestar import get
-from litestar.datastructures import State
+from typing import Annotated, Any
 
 import msgspec
-
-from typing import Annotated
-
+from litestar import get
+from litestar.datastructures import State
 from litestar.exceptions import HTTPException
 from litestar.params import Parameter
 
 from argus.api.eta import with_estimates
+from argus.api.reads import Reads
 from argus.api.redact import redacted, redactor_for
 from argus.api.schemas import ClusterOut, NodeLedgerOut, QueuePage
-from argus.lifecycle import TaskState
 from argus.scheduler.inputs import commitments
 from argus.scheduler.ledger import admissible
 from argus.service import Principal
-from argus.views.queue import QueueCursor, fair_view, queue_page
-from argus.views.standing import Standing, read_standing
-from projections import TaskView
-from projections.cluster import ClusterView, read_cluster
-from projections.tasks_read import tasks_in_states
+from argus.views.queue import QueueCursor
+from argus.views.standing import Standing
 
 __all__ = ["cluster_view", "queue_view", "shares_view"]
 
 
 @get("/queue", tags=["cluster"])
 async def queue_view(
-    state: State, who: Principal,
+    state: State, reads: Reads, who: Principal,
     limit: Annotated[int, Parameter(ge=1, le=1000)] = 200,
     cursor: Annotated[str | None, Parameter(
         max_length=300, description="the previous page's next_cursor: the page after it")] = None,
 ) -> QueuePage:
     """Waiting tasks in the order the configured policy will consider them, a page at a
     time; other users' entries are anonymised for users."""
-    policy = state.config.v2.scheduler.policy
     try:
         after = QueueCursor.decode(cursor) if cursor else None
     except ValueError as exc:
         raise HTTPException(status_code=400, detail=f"cursor: {exc}") from exc
-    fair = fair_view(state.config)
-    page = await state.store.read_snapshot(lambda db: queue_page(db, policy, limit=limit, after=after, fair=fair))
+    page = await reads.queue_page(limit=limit, after=after)
     etas = await state.etas.estimates()
     page.items = [with_estimates(e, etas) for e in page.items]
-    hide = await redactor_for(state, who)
+    hide = await redactor_for(reads, who)
     if hide is not None:
         # Whose task it is, and the wait message, which names tasks and users (who holds
         # the nodes, who it preempts): another user's entry keeps its reason code only,
@@ -62,13 +52,11 @@ async def queue_view(
 
 
 @get("/shares", tags=["cluster"])
-async def shares_view(state: State, who: Principal) -> Standing:
+async def shares_view(reads: Reads, who: Principal) -> Standing:
     """Each user's standing under fair share: share, quota, fair share of the GPUs, GPUs
     held, tasks waiting and running, and recent GPU-hours (decayed by half every
     ``half_life_s``). Users see their own row; admins see every user's."""
-    sched = state.config.v2.scheduler
-    now = time.time()
-    standing = await state.store.read_snapshot(lambda db: read_standing(db, sched, now))
+    standing = await reads.standing(time.time())
     if not who.is_admin:
         standing = msgspec.structs.replace(standing, users=[u for u in standing.users if u.user == who.user_id])
     return standing
@@ -83,9 +71,9 @@ def _head(state: State) -> dict[str, Any] | None:
 
 
 @get("/cluster", tags=["cluster"])
-async def cluster_view(state: State, who: Principal) -> ClusterOut:
+async def cluster_view(state: State, reads: Reads, who: Principal) -> ClusterOut:
     """Worker nodes and their free capacity as the reactor last saw them."""
-    seen, active = await state.store.read_snapshot(_cluster_and_holders)
+    seen, active = await reads.cluster_and_holders()
     if seen is None:  # never observed yet
         return ClusterOut(reachable=None, error=None, observed_at=None, nodes=[], head=_head(state))
     held = commitments(active, state.config.entrypoint_num_cpus)
@@ -95,8 +83,3 @@ async def cluster_view(state: State, who: Principal) -> ClusterOut:
     return ClusterOut(reachable=seen.reachable, error=seen.error or None, observed_at=seen.observed_at,
                       nodes=list(seen.nodes), head=_head(state), ledger=ledger)
 
-
-def _cluster_and_holders(db: sqlite3.Connection) -> tuple[ClusterView | None, list[TaskView]]:
-    """The last observation and the tasks whose attempts the ledger holds, read together."""
-    holding = [s for s in TaskState if s.holds_ray_job() or s is TaskState.CANCELING]
-    return read_cluster(db), tasks_in_states(db, holding)

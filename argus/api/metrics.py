@@ -14,7 +14,8 @@ from litestar.openapi.datastructures import ResponseSpec
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, CounterMetricFamily
 
-from projections.tasks_read import TaskCounts, task_counts
+from argus.api.reads import Reads
+from projections.tasks_read import TaskCounts
 
 __all__ = ["ApiMetrics", "healthz", "metrics", "readyz"]
 
@@ -67,17 +68,17 @@ class ApiMetrics:
         self.append_latency.observe(seconds)
         self.append_batches.inc(batches)
 
-    async def refresh(self, state: State) -> None:
-        self.projections.counts = await state.store.read_snapshot(task_counts)
+    async def refresh(self, state: State, reads: Reads) -> None:
+        self.projections.counts = await reads.task_counts()
         self.projections.sse_clients = len(state.broadcaster.clients)
         self.projections.head = state.broadcaster.position
 
 
 @get("/metrics", media_type="text/plain; version=0.0.4", tags=["ops"], include_in_schema=True)
-async def metrics(state: State) -> Response[bytes]:
+async def metrics(state: State, reads: Reads) -> Response[bytes]:
     """Prometheus metrics."""
     m: ApiMetrics = state.metrics
-    await m.refresh(state)
+    await m.refresh(state, reads)
     return Response(generate_latest(m.registry), media_type="text/plain; version=0.0.4")
 
 

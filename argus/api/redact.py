@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
-from projections.users import list_users
+if TYPE_CHECKING:
+    from argus.api.reads import Reads
+    from argus.service import Principal
 
 __all__ = ["OTHER_TASK", "OTHER_USER", "Redactor", "redacted", "redactor_for"]
 
@@ -68,12 +70,11 @@ class Redactor:
         return v
 
 
-async def redactor_for(state: Any, who: Any) -> Redactor | None:
+async def redactor_for(reads: Reads, who: Principal) -> Redactor | None:
     """The reader's redactor (None for an admin, who may read everything)."""
     if who.is_admin:
         return None
-    users = await state.store.read_snapshot(list_users)
-    return Redactor(who.user_id, (u.user_id for u in users))
+    return Redactor(who.user_id, (u.user_id for u in await reads.users()))
 
 
 def redacted(r: Redactor | None, obj: T) -> T:

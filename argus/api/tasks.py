@@ -20,20 +20,19 @@ from argus.api import jobfiles
 from argus.api.eta import with_estimates
 from argus.api.auth import request_id
 from argus.api.openapi import also_returns, errors
+from argus.api.reads import Reads
 from argus.api.redact import redacted, redactor_for
 from argus.api.schemas import (
     ProgressOut, ProgressPoint, SpecOut, SubmitOut, TaskDetail, TaskList, TaskStateOut,
     TimelineEntry, ValidateError, ValidateOut,
 )
 from argus.api.streams import EventStream
-from argus.events import TaskSubmitted, task_stream
 from argus.lifecycle import TaskState
 from argus.rayjobs.submission import job_dir
 from argus.service import CommandError, Principal
 from argus.taskspec import TaskSpecError
 from argus.taskspec.document import decode_json
-from argus.views.queue import fair_view, queue_position
-from projections.tasks_read import PageCursor, summarize, task_page
+from projections.tasks_read import PageCursor, summarize
 
 __all__ = ["TasksController", "read_document"]
 
@@ -108,13 +107,6 @@ STATES_PATTERN = rf"^\s*{_STATE}\s*(?:,\s*{_STATE}\s*)*$"
 _STATES = re.compile(STATES_PATTERN)
 
 
-async def _queue_position(state: State, task_id: str) -> int | None:
-    """The task's place in line, in the order the configured policy considers tasks."""
-    policy = state.config.v2.scheduler.policy
-    fair = fair_view(state.config)
-    return await state.store.read_snapshot(lambda db: queue_position(db, policy, task_id, fair))
-
-
 class TasksController(Controller):
     path = "/tasks"
     tags = ["tasks"]
@@ -158,7 +150,7 @@ class TasksController(Controller):
 
     @get("/")
     async def list_tasks(
-        self, state: State, who: Principal,
+        self, state: State, reads: Reads, who: Principal,
         task_state: Annotated[str | None, Parameter(
             query="state", description="filter: task states, comma-separated, in any case "
             "(e.g. RUNNING,queued)", schema_extra={"pattern": STATES_PATTERN})] = None,
@@ -187,13 +179,13 @@ class TasksController(Controller):
             after = PageCursor.decode(cursor) if cursor else None
         except ValueError as exc:
             raise HTTPException(status_code=400, detail=f"cursor: {exc}") from exc
-        views, total, next_page = await state.store.read_snapshot(
-            lambda db: task_page(db, user=user, states=states, limit=limit, after=after, offset=offset))
+        views, total, next_page = await reads.task_page(user=user, states=states, limit=limit, after=after,
+                                                        offset=offset)
         # Running tasks only (at most max_running_tasks): a bounded read of each log's end.
         running = {v.task_id: _log_path(state, v, None) for v in views if v.state is TaskState.RUNNING}
         steps = await asyncio.to_thread(
             lambda: {t: jobfiles.last_step(p) if p else None for t, p in running.items()}) if running else {}
-        hide = await redactor_for(state, who)
+        hide = await redactor_for(reads, who)
         items = [summarize(v, steps.get(v.task_id)) for v in views]
         if any(v.state.is_waiting() for v in views):
             etas = await state.etas.estimates()
@@ -203,23 +195,22 @@ class TasksController(Controller):
                         next_cursor=next_page.encode() if next_page else None)
 
     @get("/{task_id:str}", responses=errors(404))
-    async def show(self, state: State, who: Principal, task_id: str) -> TaskDetail:
+    async def show(self, state: State, reads: Reads, who: Principal, task_id: str) -> TaskDetail:
         """State, attempts, failure reason, queue position and why it waits."""
         v = await state.commands.load_task(who, task_id)
         position = expected = span = None
         if v.state.is_waiting():
-            position = await _queue_position(state, task_id)
+            position = await reads.queue_position(task_id)
             etas = await state.etas.estimates()
             expected, span = etas.starts.get(task_id, v.expected_start), etas.ranges.get(task_id)
         detail = TaskDetail(**{**msgspec.structs.asdict(v), "expected_start": expected}, queue_position=position,
                             start_earliest=span.earliest if span else None, start_latest=span.latest if span else None)
-        return redacted(await redactor_for(state, who), detail)
+        return redacted(await redactor_for(reads, who), detail)
 
     @get("/{task_id:str}/spec", responses=errors(404))
-    async def spec(self, state: State, who: Principal, task_id: str) -> SpecOut:
+    async def spec(self, state: State, reads: Reads, who: Principal, task_id: str) -> SpecOut:
         """The spec as sent (raw) and as run (expanded command)."""
-        first = await _submitted(state, await state.commands.load_task(who, task_id))
-        assert isinstance(first, TaskSubmitted)
+        first = await reads.submitted(await state.commands.load_task(who, task_id))
         return SpecOut(task_id=task_id, kind=first.kind, workload=first.workload,
                        spec_raw=first.spec_raw, spec=first.spec, command_raw=first.command_raw,
                        command=first.command, warnings=list(first.warnings))
@@ -232,14 +223,14 @@ class TasksController(Controller):
         return TaskStateOut(task_id=task_id, state=new_state)
 
     @get("/{task_id:str}/timeline", responses=errors(404))
-    async def timeline(self, state: State, who: Principal, task_id: str) -> list[TimelineEntry]:
+    async def timeline(self, state: State, reads: Reads, who: Principal, task_id: str) -> list[TimelineEntry]:
         """Every event of the task, in order."""
         await state.commands.load_task(who, task_id)  # 404 unless the caller may see it
-        hide = await redactor_for(state, who)
+        hide = await redactor_for(reads, who)
         return [TimelineEntry(position=r.position, version=r.version, type=r.type,
                               recorded_at=r.recorded_at, actor=r.meta.actor,
                               data=hide.value(data) if hide is not None else data)
-                for r in await state.store.read_stream(task_stream(task_id))
+                for r in await reads.timeline(task_id)
                 for data in (msgspec.to_builtins(r.event),)]
 
     @get("/{task_id:str}/logs", media_type=MediaType.TEXT, responses=errors(400, 403, 404, 409),
@@ -262,7 +253,7 @@ class TasksController(Controller):
         return EventStream(_follow(state, who, task_id, path, text, offset, attempt))
 
     @get("/{task_id:str}/progress", responses=errors(400, 403, 404, 409))
-    async def progress(self, state: State, who: Principal, task_id: str,
+    async def progress(self, state: State, reads: Reads, who: Principal, task_id: str,
                        attempt: Annotated[int | None, Parameter(ge=1, le=1000)] = None) -> ProgressOut:
         """Training steps and metrics parsed from the attempt's metrics / driver log (the
         last 32 MiB in all; symlinks and non-regular files are skipped, never read)."""
@@ -273,17 +264,12 @@ class TasksController(Controller):
             points = await asyncio.to_thread(jobfiles.parse_progress, path.parent) if path else []
         except jobfiles.Refused as exc:  # the attempt's folder is a link a job planted
             raise HTTPException(status_code=exc.status, detail=exc.detail) from exc
-        total = getattr(await _submitted(state, v), "spec", {}).get("total_training_steps")
+        total = (await reads.submitted(v)).spec.get("total_training_steps")
         return ProgressOut(
             task_id=task_id, attempt_no=chosen.attempt_no if chosen else None,
             total_steps=total if isinstance(total, int) else None,
             last_step=points[-1][0] if points else None,
             points=[ProgressPoint(step=s, metrics=m) for s, m in points])
-
-
-async def _submitted(state: State, view: Any) -> Any:
-    """The task's TaskSubmitted, read at its log position (``seq``), not with its stream."""
-    return (await state.store.read(view.seq - 1, 1))[0].event
 
 
 def _chosen_attempt(view: Any, attempt: int | None) -> Any:

@@ -5,7 +5,6 @@ what the caller needs to answer; nothing changes state except through the log.
 """
 
 from argus.service.auth import AuthCache, Principal, hash_token, new_token
-from argus.service.batcher import GroupCommitter
 from argus.service.commands import CommandError, Commands, NotFound
 from argus.service.ids import new_task_id, new_token_id
 
@@ -13,7 +12,6 @@ __all__ = [
     "AuthCache",
     "CommandError",
     "Commands",
-    "GroupCommitter",
     "NotFound",
     "Principal",
     "hash_token",

@@ -35,11 +35,10 @@ from argus.events import (
 )
 from argus.lifecycle import IllegalTransition, TaskState, check_transition
 from argus.service.auth import AuthCache, Principal, hash_token, new_token
-from argus.service.batcher import GroupCommitter
 from argus.service.ids import new_task_id, new_token_id, user_id_problem
 from argus.service.limits import UserLimits, limit_problem, resolve_preemptible
 from argus.service.taskdir import TaskDirs
-from argus.store import AppendBatch, ConcurrencyConflict, InvariantViolation, PayloadTooLarge
+from argus.store import AppendBatch, ConcurrencyConflict, GroupCommitLog, InvariantViolation, PayloadTooLarge
 from projections.cluster import ClusterView, read_cluster
 from projections.tasks_read import task_view, waiting_count
 from projections.users import token_holder, token_summary, user_summary
@@ -104,17 +103,16 @@ class Commands:
         self.config = config
         self.auth = auth
         self.shared_root = Path(config.shared_root)
-        self.committer = GroupCommitter(store, observe=observe) if group_commit else None
+        # Every write goes through the log's group commit; without it, a caller a transaction.
+        self.log = GroupCommitLog(store, max_batches=256 if group_commit else 1, observe=observe)
         self.task_dirs = TaskDirs(self.shared_root)
         self._cluster: ClusterView | None = None  # as last read, for the gang check
         self._cluster_read_at = -math.inf  # time.monotonic() of that read
-        self._observe = observe
         self._token_uses: dict[str, float] = {}  # token id -> when its use was last recorded
         self._token_writes: set[asyncio.Task[None]] = set()
 
     async def close(self) -> None:
-        if self.committer is not None:
-            await self.committer.close()
+        await self.log.close()
         await self.task_dirs.close()
         for task in list(self._token_writes):
             with contextlib.suppress(BaseException):
@@ -140,18 +138,13 @@ class Commands:
     async def _record_token_use(self, who: Principal, now: float) -> None:
         event = TokenUsed(user_id=who.user_id, token_id=who.token_id, at=now)
         try:
-            await self.store.append(user_stream(who.user_id), None, [event], owner=who.user_id,
-                                    meta=EventMeta(actor=who.actor))
+            await self.log.append(user_stream(who.user_id), None, [event], owner=who.user_id,
+                                  meta=EventMeta(actor=who.actor))
         except Exception as exc:  # a missed note is not worth failing anything for
             log.warning("could not record the use of token %s: %s", who.token_id, exc)
 
     async def _append(self, batches: list[AppendBatch], meta: EventMeta) -> list[int]:
-        started = time.perf_counter()
-        try:
-            return await self.store.append_batches(batches, meta=meta)
-        finally:
-            if self._observe is not None:
-                self._observe(time.perf_counter() - started, len(batches))
+        return await self.log.append_batches(batches, meta=meta)
 
     # ------------------------------------------------------------------ tasks
     def prepare(self, document: str | dict[str, Any], user: str, task_id: str | None = None) -> Any:
@@ -252,10 +245,7 @@ class Commands:
             batch = AppendBatch(stream=task_stream(task_id), expected_version=0,
                                 events=[event], owner=who.user_id, meta=meta)
             try:
-                if self.committer is not None:
-                    await self.committer.append(batch, meta)
-                else:
-                    await self._append([batch], meta)
+                await self._append([batch], meta)
             except ConcurrencyConflict:
                 # The id was taken: prepare again under a new one (the command names the task).
                 task_id, prepared = self.prepare(document, who.user_id)

@@ -20,7 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Sequence
 
-from argus.service.batcher import Gatherer
+from argus.store.gather import Gatherer
 
 __all__ = ["SPEC_FILE", "TaskDirs", "make_task_dirs"]
 

@@ -24,6 +24,7 @@ from argus.store.dbfile import (
     read_transaction,
     scratch_database,
 )
+from argus.store.group import GroupCommitLog
 from argus.store.hooks import ReadModels
 from argus.store.log import EVENT_COLUMNS, Share, decode_row, head_position, iter_log, log_rows, read_stream
 from argus.store.protocol import EventLog
@@ -38,6 +39,7 @@ __all__ = [
     "EventDecodeError",
     "EventLog",
     "EventStore",
+    "GroupCommitLog",
     "InvalidEvent",
     "InvariantViolation",
     "IsACopy",

@@ -1,7 +1,7 @@
 """What every event log is: the one interface the SQLite store (``EventStore``, and its
-copy of a shared log, ``MirroredStore``) and the shared PostgreSQL log
-(``PostgresEventLog``) implement, and what the contract tests (tests/store/log_contract.py)
-hold each of them to. In the manner of ``eventsourcing``'s recorder interface: append,
+copy of a shared log, ``MirroredStore``), the shared PostgreSQL log (``PostgresEventLog``)
+and group commit over any of them (``GroupCommitLog``) implement, and what the contract
+tests (tests/store/log_contract.py) hold each of them to. In the manner of ``eventsourcing``'s recorder interface: append,
 read, subscribe, lease; nothing about read models."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""Group commit (argus.service.batcher): concurrent commands from different users share one
-transaction, every event keeps the meta (actor, request id) of the request that caused it,
-and one bad batch fails alone."""
+"""Group commit (``argus.store.GroupCommitLog``): concurrent commands from different users
+share one transaction, every event keeps the meta (actor, request id) of the request that
+caused it, one caller's bad batch fails alone, and one caller's batches stay one unit.
+(The log's contract itself: tests/store/test_log_group.py.)"""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ from typing import Any
 import pytest
 
 from argus.events import EventMeta, task_stream
-from argus.service import GroupCommitter
 from argus.store import (
     AppendBatch,
     ConcurrencyConflict,
     EventStore,
+    GroupCommitLog,
     InvariantViolation,
     PayloadTooLarge,
 )
@@ -47,12 +48,12 @@ def _submit(task_id: str, user: str = "alice", expected: int | None = 0) -> Appe
 
 
 async def test_different_actors_share_one_transaction_and_keep_their_meta(store: EventStore) -> None:
-    committer = GroupCommitter(store)
+    committer = GroupCommitLog(store)
     before = store.appends_total
     try:
         # gather starts both callers before the worker runs: both are queued for its first take
-        got = await asyncio.gather(committer.append(_submit("a", "alice"), ALICE),
-                                   committer.append(_submit("b", "bob"), BOB))
+        got = await asyncio.gather(committer.append_batches([_submit("a", "alice")], meta=ALICE),
+                                   committer.append_batches([_submit("b", "bob")], meta=BOB))
     finally:
         await committer.close()
     assert got == [[1], [2]]
@@ -64,17 +65,15 @@ async def test_different_actors_share_one_transaction_and_keep_their_meta(store:
 
 async def test_a_bad_batch_fails_alone_and_the_others_keep_their_meta(store: EventStore) -> None:
     await store.append(task_stream("taken"), 0, [f.submitted("taken")], owner="alice")
-    committer = GroupCommitter(store)
+    committer = GroupCommitLog(store)
     huge = f.deferred("taken", reason="x" * (store.max_payload_bytes + 1))
     try:
         got = await asyncio.gather(
-            committer.append(_submit("a", "alice"), ALICE),
-            committer.append(_submit("taken", "bob"), BOB),  # stream exists: conflict
-            committer.append(AppendBatch(stream=task_stream("taken"), expected_version=1,
-                                         events=[f.running("taken")]), BOB),  # illegal transition
-            committer.append(AppendBatch(stream=task_stream("taken"), expected_version=None,
-                                         events=[huge]), BOB),  # too large
-            committer.append(_submit("c", "carol"), CAROL),
+            committer.append_batches([_submit("a", "alice")], meta=ALICE),
+            committer.append_batches([_submit("taken", "bob")], meta=BOB),  # stream exists: conflict
+            committer.append(task_stream("taken"), 1, [f.running("taken")], meta=BOB),  # illegal transition
+            committer.append(task_stream("taken"), None, [huge], meta=BOB),  # too large
+            committer.append_batches([_submit("c", "carol")], meta=CAROL),
             return_exceptions=True,
         )
     finally:
@@ -88,13 +87,29 @@ async def test_a_bad_batch_fails_alone_and_the_others_keep_their_meta(store: Eve
     assert [(r.stream, r.meta) for r in recs] == [(task_stream("a"), ALICE), (task_stream("c"), CAROL)]
 
 
+async def test_one_callers_batches_commit_together_or_not_at_all(store: EventStore) -> None:
+    await store.append(task_stream("taken"), 0, [f.submitted("taken")], owner="alice")
+    committer = GroupCommitLog(store)
+    try:
+        got = await asyncio.gather(
+            committer.append_batches([_submit("x", "bob"), _submit("taken", "bob")], meta=BOB),
+            committer.append_batches([_submit("a", "alice"), _submit("b", "alice")], meta=ALICE),
+            return_exceptions=True,
+        )
+    finally:
+        await committer.close()
+    assert isinstance(got[0], ConcurrencyConflict) and got[1] == [2, 3]
+    recs = await store.read(after=1)
+    assert [(r.stream, r.meta) for r in recs] == [(task_stream("a"), ALICE), (task_stream("b"), ALICE)]
+
+
 async def test_a_lone_failure_is_the_callers(store: EventStore) -> None:
     await store.append(task_stream("taken"), 0, [f.submitted("taken")])
-    committer = GroupCommitter(store)
+    committer = GroupCommitLog(store)
     try:
         with pytest.raises(ConcurrencyConflict):
-            await committer.append(_submit("taken"), ALICE)
-        assert await committer.append(_submit("a"), ALICE) == [2]  # the worker lives on
+            await committer.append_batches([_submit("taken")], meta=ALICE)
+        assert await committer.append_batches([_submit("a")], meta=ALICE) == [2]  # the worker lives on
     finally:
         await committer.close()
 
@@ -108,20 +123,19 @@ async def test_two_users_submissions_over_http_share_one_transaction(
     env = live
     for user in ("alice", "bob"):
         put_dataset(env.shared, user)
-    store, committer = env.store, env.app.state.commands.committer
-    real, gate = store.append_batches, asyncio.Event()
+    store, committer = env.store, env.app.state.commands.log
+    real, gate = store.record_batches, asyncio.Event()
     calls: list[list[EventMeta | None]] = []
 
-    async def gated(batches: list[AppendBatch], **kw: Any) -> list[int]:
+    async def gated(batches: list[AppendBatch], **kw: Any) -> Any:
         calls.append([b.meta for b in batches])
         if len(calls) == 1:
             await gate.wait()  # hold the worker so that both submissions queue behind it
         return await real(batches, **kw)
 
-    monkeypatch.setattr(store, "append_batches", gated)
+    monkeypatch.setattr(store, "record_batches", gated)
     before = store.appends_total
-    blocker = asyncio.create_task(committer.append(
-        AppendBatch(stream="task-blocker", expected_version=None, events=[]), EventMeta()))
+    blocker = asyncio.create_task(committer.append("task-blocker", None, [], meta=EventMeta()))
     posts = [asyncio.create_task(env.client.post(
         "/api/v2/tasks", content=ADVANCED,
         headers={**env.h(u), "Content-Type": "application/yaml", "X-Request-Id": f"req-{u}"},
