@@ -155,12 +155,16 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # What a preemption costs (issue 36): a task is stopped to make room only once it has
     # run this long since Ray was seen running it (its trainer has started: stopping it
     # sooner throws its start away), and at most this many times (then it runs to its end;
-    # 0: no cap). Victims: the least work lost first (lowest priority, then the most
-    # recently started). Both stay at what they were before they could be set: on the
+    # 0: no cap). Victims: the least work lost first (lowest priority, then the least work
+    # since the last checkpoint seen, or since the start). Both stay at what they were before they could be set: on the
     # openb trace each helps one policy and breaks the other (docs/scheduling.md,
     # Preemption, "What a preemption costs").
     preempt_min_run_s: float = 15.0
     max_preemptions: int = 0
+    # How often the reactor looks for each running attempt's last checkpoint (verl's
+    # latest_checkpointed_iteration.txt under its job dir; argus.reactor.checkpoints), for
+    # the victims' order and the task's page (0: never).
+    checkpoint_check_s: float = 30.0
     fairshare: FairShareConfig = msgspec.field(default_factory=FairShareConfig)
     lease_ttl_s: float = 15.0
     poll_interval_s: float = 1.0

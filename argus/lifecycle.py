@@ -116,6 +116,7 @@ TRANSITIONS: dict[str, dict[TaskState, TaskState]] = {
     "AttemptTimeLimitReached": {S.RUNNING: S.RUNNING},
     "AttemptPlacementTimedOut": {S.RUNNING: S.RUNNING},
     "AttemptPreempted": {S.SUBMITTED: S.SUBMITTED, S.RUNNING: S.RUNNING},
+    "CheckpointObserved": {S.RUNNING: S.RUNNING},
     # The attempt's end is recorded first; the task's own outcome follows as its own event.
     "AttemptEnded": {
         S.SUBMITTING: S.SUBMITTING,

@@ -19,6 +19,7 @@ from argus.events import (
     AttemptTimeLimitReached,
     AttemptPlacementTimedOut,
     AttemptPreempted,
+    CheckpointObserved,
     AttemptStarting,
     AttemptSubmitted,
     Demand,
@@ -56,6 +57,7 @@ TASK_EVENT_TYPES = frozenset(
         "AttemptTimeLimitReached",
         "AttemptPlacementTimedOut",
         "AttemptPreempted",
+        "CheckpointObserved",
         "AttemptEnded",
         "RetryScheduled",
         "TaskSucceeded",
@@ -90,6 +92,8 @@ class AttemptView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defa
     node_ips: tuple[str, ...] = ()
     driver_node_id: str = ""  # where Ray ran its driver (AttemptRunning)
     driver_node_ip: str = ""
+    checkpoint_step: int | None = None  # its last checkpoint a resume can use (CheckpointObserved)
+    checkpointed_at: float | None = None
 
     @property
     def ended(self) -> bool:
@@ -282,6 +286,12 @@ def _preempted(view: TaskView, e: AttemptPreempted, state: TaskState, rec: Recor
                     attempts=attempts)
 
 
+def _checkpoint(view: TaskView, e: CheckpointObserved, state: TaskState, rec: Recorded) -> TaskView:
+    attempts = _with_attempt(view, e.attempt_no, checkpoint_step=e.step, checkpointed_at=e.saved_at)
+    return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
+                    attempts=attempts)
+
+
 def _failed(view: TaskView, e: TaskFailed, state: TaskState, rec: Recorded) -> TaskView:
     return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
                     failure_kind=e.failure_kind, error_summary=e.error_summary)
@@ -306,6 +316,7 @@ _EVOLVE: dict[str, Callable[[TaskView, Any, TaskState, Recorded], TaskView]] = {
     "AttemptTimeLimitReached": _time_limit,
     "AttemptPlacementTimedOut": _placement_timeout,
     "AttemptPreempted": _preempted,
+    "CheckpointObserved": _checkpoint,
     "AttemptEnded": _ended,
     "RetryScheduled": _retry,
     "TaskSucceeded": _succeeded,
@@ -406,7 +417,9 @@ class TasksProjection(EntityProjection[TaskView]):
     """``tasks`` (one row per task, with the whole TaskView) and ``attempts``."""
 
     name = "tasks"
-    version = 5  # v2: ``view`` JSON without default values; v3: name, total_steps; v4: preempting_since; v5: attempts' nodes
+    # v2: ``view`` JSON without default values; v3: name, total_steps; v4: preempting_since;
+    # v5: attempts' nodes; v6: attempts' checkpoints
+    version = 6
     tables = ("tasks", "attempts")
     fold = TASK_FOLD
 

@@ -7,7 +7,7 @@ Every path is checked twice: textually (no ``..``, no absolute path, no NUL or
 backslash, after URL decoding; at most ``MAX_DEPTH`` components) and on disk. A user's jobs
 can write anything in that user's home (symlinks included), so no path is ever resolved
 or re-walked by name: each component is opened relative to the folder above it without
-following symlinks (:mod:`argus.api.safefs`), from ``<shared>/users`` (own areas, ``jobs``)
+following symlinks (:mod:`argus.safefs`), from ``<shared>/users`` (own areas, ``jobs``)
 or ``<shared>`` (``common/*``), and reads, listings, uploads (a temp file then a rename in
 the walked folder) and deletes act on those descriptors. A symlink anywhere is a 400 that
 names it; a file where a folder is needed is a 400; anything missing a 404.
@@ -29,7 +29,8 @@ from litestar.exceptions import HTTPException, NotFoundException, PermissionDeni
 from litestar.openapi.spec import OpenAPIFormat, OpenAPIMediaType, OpenAPIType, Operation, RequestBody, Schema
 from litestar.params import Parameter
 
-from argus.api import jobfiles, safefs
+from argus import safefs
+from argus.api import jobfiles
 from argus.api.openapi import also_returns, errors
 from argus.api.schemas import FileEntry, FileListing
 from argus.api.streams import Download

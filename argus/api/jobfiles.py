@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 import msgspec
 
 from argus.api import logread
-from argus.api.safefs import FILE_FLAGS, Refused, walk
+from argus.safefs import FILE_FLAGS, Refused, walk
 from argus.api.schemas import FileEntry
 
 __all__ = [

@@ -30,6 +30,7 @@ __all__ = [
     "AttemptPreempted",
     "AttemptTimeLimitReached",
     "CapacityObserved",
+    "CheckpointObserved",
     "ClusterUnreachable",
     "Demand",
     "Event",
@@ -203,6 +204,23 @@ class AttemptPlacementTimedOut(EventBase, frozen=True, kw_only=True, tag="Attemp
     pending_s: float
     timeout_s: float
     reached_at: float
+
+
+class CheckpointObserved(EventBase, frozen=True, kw_only=True, tag="CheckpointObserved"):
+    """The running attempt saved a checkpoint that a resume can start from (reactor): verl's
+    ``latest_checkpointed_iteration.txt`` names ``step`` and its ``global_step_<step>/``
+    folder is there, in ``folder`` (relative to the attempt's job dir). ``saved_at``: the
+    tracker's modification time, kept between the attempt's start and ``observed_at`` (a
+    job may set any time on its files). Preemption stops the attempt with the least work
+    since its last checkpoint first."""
+
+    task_id: str
+    attempt_no: int
+    submission_id: str
+    step: int
+    folder: str
+    saved_at: float
+    observed_at: float
 
 
 class AttemptPreempted(EventBase, frozen=True, kw_only=True, tag="AttemptPreempted"):
@@ -389,6 +407,7 @@ Event = Union[
     AttemptTimeLimitReached,
     AttemptPlacementTimedOut,
     AttemptPreempted,
+    CheckpointObserved,
     AttemptEnded,
     RetryScheduled,
     TaskSucceeded,

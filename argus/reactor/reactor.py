@@ -33,7 +33,6 @@ from argus.events import (
     ClusterUnreachable,
     EventBase,
     EventMeta,
-    FailureKind,
     NodeCapacity,
     ReactorLeaderElected,
     ReactorLeaderReleased,
@@ -48,6 +47,7 @@ from argus.lifecycle import AttemptStatus, TaskState
 from argus.rayjobs import RayPort, RayUnavailable
 from argus.reactor.plan import Classify, attempt_step, plan_turn, wait_news
 from argus.reactor.attempts import outcome_events
+from argus.reactor.checkpoints import CheckpointWatch
 from argus.reactor.classify import classify_failure
 from argus.scheduler import Preempt
 from argus.reactor.submitting import Submitting
@@ -96,6 +96,7 @@ class Reactor(Submitting):
         self._submitted_events: dict[str, TaskSubmitted] = {}
         self._crash_at = os.environ.get("ARGUS_REACTOR_CRASH_AT", "")
         self.watchdog = PlacementWatchdog(self.sched)
+        self.checkpoints = CheckpointWatch(config.shared_root, self.sched.checkpoint_check_s, clock)
         self._planned_on: tuple[int, tuple[NodeCapacity, ...] | None] | None = None
         self._plan_expires_at = 0.0
 
@@ -181,6 +182,8 @@ class Reactor(Submitting):
             await self._resolve_intents()  # Ray is back: settle what was left hanging
         if self.capacity is not None:
             await self._follow_attempts()
+        for task, event in await self.checkpoints.news(self.state.active()):
+            await self._append(task, [event], expect=True)
         await self._handle_cancels()
         await self._schedule()
 

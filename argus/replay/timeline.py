@@ -47,6 +47,7 @@ SOURCES: dict[str, str] = {
     "AttemptTimeLimitReached": "scheduler",
     "AttemptPlacementTimedOut": "scheduler",
     "AttemptPreempted": "scheduler",
+    "CheckpointObserved": "ray",
     "AttemptEnded": "ray",
     "TaskCanceled": "ray",
 }
@@ -179,6 +180,8 @@ def summarize(rec: Recorded) -> str:
                 f"{e.pending_s:.0f} s (timeout {e.timeout_s:g} s): stopping its Ray job, to retry")
     if t == "AttemptPreempted":
         return f"attempt {e.attempt_no} preempted ({e.reason}): {e.message}"
+    if t == "CheckpointObserved":
+        return f"attempt {e.attempt_no} saved a checkpoint: step {e.step} in {e.folder}"
     if t == "AttemptTimeLimitReached":
         return (f"attempt {e.attempt_no} reached its time limit of {e.time_limit_s:g} s "
                 f"after {e.ran_s:.0f} s running: stopping its Ray job")

@@ -256,7 +256,8 @@ class QueueMemo:
                         preemptible=t.preemptible, stopping=_stopping(t), started_at=began,
                         settled=at is not None and now >= at,
                         preempted=sum(1 for a in t.attempts if a.preempted_by),
-                        limited=t.time_limit_s is not None, settles_at=at if at is not None and now < at else None)
+                        limited=t.time_limit_s is not None, settles_at=at if at is not None and now < at else None,
+                        checkpointed_at=t.latest_attempt.checkpointed_at if t.latest_attempt is not None else None)
         self.running[t.task_id] = (t, history.version, (driver_cpus, min_run_s), at, r)
         return r
 

@@ -71,6 +71,12 @@ class RunningTask(msgspec.Struct, frozen=True, kw_only=True):
     started_at: float | None = None
     limited: bool = False  # ``expected_end`` is its enforced time limit: it ends by then
     settles_at: float | None = None  # when it becomes ``settled``, while that is ahead (else None)
+    checkpointed_at: float | None = None  # its last checkpoint a resume can use (None: none seen)
+
+    def unsaved_since(self) -> float:
+        """When the work it would lose if stopped now began: its last checkpoint, else its
+        start (preemption stops the latest first: the least work lost)."""
+        return max(self.started_at or 0.0, self.checkpointed_at or 0.0)
 
 
 class Capacity(msgspec.Struct, frozen=True, kw_only=True):

@@ -5,8 +5,9 @@ Only tasks submitted with ``preemptible: true`` are ever stopped, that have run 
 a task the policy's rule says outranks them (``priority``: a higher priority; ``fairshare``: a user
 within their quota or fair share, against a user beyond theirs).
 
-The choice: candidates in order of least loss (lowest priority, then the most recently
-started: the least work since its last checkpoint), taken one by one until the gang
+The choice: candidates in order of least loss (lowest priority, then the least work since
+its last checkpoint, or since its start when none was seen: ``RunningTask.unsaved_since``,
+fed by the reactor's ``CheckpointObserved``), taken one by one until the gang
 fits, then every victim not needed after all given back (the fewest stops that make it
 fit). Tasks already being stopped count as free first: while their stops are under way,
 nothing more is stopped for the same task.
@@ -110,7 +111,7 @@ class RoomPlanner:
                 ((r, why) for r in self.running
                  if r.preemptible and r.settled and not r.stopping and r.task_id not in self.chosen
                  and (cap <= 0 or r.preempted < cap) and (why := outranks(r)) is not None),
-                key=lambda c: (c[0].priority, -(c[0].started_at or 0.0), c[0].task_id))
+                key=lambda c: (c[0].priority, -c[0].unsaved_since(), c[0].task_id))
             chosen: list[tuple[RunningTask, str]] = []
             for candidate in candidates:
                 chosen.append(candidate)

@@ -14,6 +14,7 @@ from argus.events import (
     AttemptStarting,
     AttemptSubmitted,
     CapacityObserved,
+    CheckpointObserved,
     ClusterUnreachable,
     Demand,
     FailureKind,
@@ -104,6 +105,13 @@ def preempted(task_id: str, attempt_no: int = 1, at: float = T0, by: str = "t-hi
         task_id=task_id, attempt_no=attempt_no, submission_id=submission_id_for(task_id, attempt_no),
         by_task_id=by, by_user="bob", reason="priority",
         message=f"preempted for {by} (priority 10 > 0)", preempted_at=at,
+    )
+
+
+def checkpoint(task_id: str, attempt_no: int = 1, at: float = T0, step: int = 2) -> CheckpointObserved:
+    return CheckpointObserved(
+        task_id=task_id, attempt_no=attempt_no, submission_id=submission_id_for(task_id, attempt_no),
+        step=step, folder="checkpoints", saved_at=at - 1.0, observed_at=at,
     )
 
 

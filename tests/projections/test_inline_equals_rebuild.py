@@ -20,7 +20,7 @@ from tests.projections.compare import inline_tables, rebuilt_from_scratch
 
 Step = tuple[str, str | None, EventBase]  # (stream, owner, event)
 
-_NEEDS_ATTEMPT = {"AttemptSubmitted", "AttemptRunning", "AttemptTimeLimitReached", "AttemptPlacementTimedOut", "AttemptEnded", "RetryScheduled", "TaskSucceeded", "TaskFailed"}
+_NEEDS_ATTEMPT = {"AttemptSubmitted", "AttemptRunning", "AttemptTimeLimitReached", "AttemptPlacementTimedOut", "CheckpointObserved", "AttemptEnded", "RetryScheduled", "TaskSucceeded", "TaskFailed"}
 USERS = ["alice", "bob", "carol"]
 
 
@@ -34,6 +34,7 @@ def _task_event(kind: str, tid: str, attempt: int, at: float, draw: st.DrawFn) -
         "AttemptTimeLimitReached": lambda: f.time_limit_reached(tid, attempt, at),
         "AttemptPlacementTimedOut": lambda: f.placement_timed_out(tid, attempt, at),
         "AttemptPreempted": lambda: f.preempted(tid, attempt, at),
+        "CheckpointObserved": lambda: f.checkpoint(tid, attempt, at, step=draw(st.integers(1, 50))),
         "AttemptEnded": lambda: f.ended(
             tid, attempt, draw(st.sampled_from(["SUCCEEDED", "FAILED", "STOPPED", "LOST"])),
             failure_kind=draw(st.none() | st.just(failure)), exit_code=draw(st.none() | st.integers(0, 2)), at=at,

@@ -1,7 +1,8 @@
 """Preemption on the real Ray cluster (head without work resources, two workers with 4
 logical GPUs each): a preemptible task holding both workers is stopped for a
 higher-priority gang, goes back to the queue, and its second attempt resumes from the
-first attempt's checkpoint (the toy trainer says which step it resumed from)."""
+first attempt's checkpoint (the toy trainer says which step it resumed from). The reactor
+saw that checkpoint before the stop (CheckpointObserved: what orders the victims)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from argus.events import AttemptPreempted, FailureKind
+from argus.events import AttemptPreempted, CheckpointObserved, FailureKind
 from argus.lifecycle import TaskState
 from argus.rayjobs import job_dir, submission_id_for
 from argus.events import task_stream
@@ -23,7 +24,8 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
 async def test_a_preempted_task_requeues_and_resumes_from_its_checkpoint(ray_cluster: Any, tmp_path: Path) -> None:
-    async with reactor_on(ray_cluster, tmp_path, policy="priority", preempt_grace_s=3.0, preempt_min_run_s=15.0) as r:
+    async with reactor_on(ray_cluster, tmp_path, policy="priority", preempt_grace_s=3.0, preempt_min_run_s=15.0,
+                         checkpoint_check_s=0.5) as r:
         store, shared = r.store, r.shared
         # Long enough to still run when it becomes preemptible: a running task is a candidate
         # only once it has settled into Ray's counts, SETTLE_S (15 s) after it was seen running.
@@ -43,8 +45,13 @@ async def test_a_preempted_task_requeues_and_resumes_from_its_checkpoint(ray_clu
         assert view is not None
         first = view.attempts[0]
         assert first.failure_kind is FailureKind.PREEMPTED and first.preempted_by == high, first
-        preempted = [r.event for r in await store.read_stream(task_stream(low)) if isinstance(r.event, AttemptPreempted)]
+        events = [r.event for r in await store.read_stream(task_stream(low))]
+        preempted = [e for e in events if isinstance(e, AttemptPreempted)]
         assert len(preempted) == 1 and preempted[0].by_task_id == high and preempted[0].reason == "priority"
+        # Seen while it ran, before it was stopped: the step it saved, in its own job dir.
+        seen = [e for e in events[:events.index(preempted[0])] if isinstance(e, CheckpointObserved)]
+        assert seen and seen[-1].attempt_no == 1 and seen[-1].step >= 2 and seen[-1].folder == "checkpoints", events
+        assert first.checkpoint_step is not None and first.checkpoint_step >= seen[-1].step
 
         view = await wait_state(store, low, {TaskState.SUCCEEDED, TaskState.FAILED}, timeout_s=180)
         assert view.state is TaskState.SUCCEEDED, view

@@ -362,6 +362,7 @@ export const DESCRIBE = {
   AttemptPlacementTimedOut: (d) => `attempt ${d.attempt_no}: placement group(s) ` +
     `${(d.placement_groups || []).join(", ")} pending for ${Math.round(d.pending_s)} s: its Ray job is stopped, to retry`,
   AttemptPreempted: (d) => `attempt ${d.attempt_no} preempted (${d.reason}) for ${d.by_task_id}: ${d.message}`,
+  CheckpointObserved: (d) => `attempt ${d.attempt_no} saved a checkpoint: step ${d.step} in ${d.folder}`,
   AttemptTimeLimitReached: (d) => `attempt ${d.attempt_no} reached its time limit of ${d.time_limit_s} s` +
     ` after ${Math.round(d.ran_s)} s: its Ray job is stopped`,
   AttemptEnded: (d) => `attempt ${d.attempt_no} ended: ${d.ray_status}` +
