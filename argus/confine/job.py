@@ -17,7 +17,7 @@ import sysconfig
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from argus.confine.landlock import LandlockError, Ruleset, abi_version
+from argus.confine.landlock import NET_ABI, LandlockError, Ruleset, abi_version
 from argus.confine.rules import job_confinement, rules_for
 
 __all__ = ["Decision", "confinement_line", "decide", "interpreter_paths", "job_ruleset", "ray_logs_dirs"]
@@ -51,9 +51,15 @@ def confinement_line(mode: str) -> str:
     if mode == "bwrap":
         return "each job's command runs under bubblewrap; its Ray workers are not confined"
     try:
-        return decide(mode).line
+        decision = decide(mode)
     except LandlockError as exc:
         return exc.strerror or str(exc)
+    if not decision.confined:
+        return decision.line
+    if decision.abi >= NET_ABI:  # argus.confine.raystart: the raylet denies Ray's doors
+        return decision.line + "; Ray's job API and client port shut to them"
+    return decision.line + (f"; Ray's job API stays open to them (TCP rules need Landlock ABI "
+                            f"{NET_ABI}, Linux 6.7)")
 
 
 def _package_dirs() -> list[str]:

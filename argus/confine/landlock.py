@@ -19,12 +19,15 @@ import os
 from collections.abc import Iterable
 from typing import NamedTuple
 
-__all__ = ["Access", "LandlockError", "Rule", "Ruleset", "abi_version", "handled_by"]
+__all__ = ["Access", "ConnectDenial", "LandlockError", "NET_ABI", "Rule", "Ruleset", "abi_version", "handled_by"]
 
 # Syscall numbers: the same on x86_64 and aarch64 (the generic table), see unistd.h.
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1 << 0
 _RULE_PATH_BENEATH = 1
+_RULE_NET_PORT = 2
+_ACCESS_NET_CONNECT_TCP = 1 << 1
+NET_ABI = 4  # the first ABI with TCP rules
 _PR_SET_NO_NEW_PRIVS = 38
 _SUPPORTED_MACHINES = {"x86_64", "aarch64"}
 
@@ -94,6 +97,15 @@ class Rule(NamedTuple):
 
 class _RulesetAttr(ctypes.Structure):
     _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+
+
+class _NetRulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64)]
+
+
+class _NetPortAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -167,6 +179,43 @@ class Ruleset:
     def restrict_self(self) -> None:
         """Confine the calling thread (and what it starts) for ever. Safe in a forked
         child before exec: two system calls, no allocation that matters."""
+        if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            code = ctypes.get_errno()
+            raise LandlockError(code, os.strerror(code))
+        _call(_RESTRICT_SELF, ctypes.c_int(self.fd), ctypes.c_uint32(0))
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class ConnectDenial:
+    """A ruleset (ABI >= 4) that handles only outgoing TCP connections and allows every port
+    but ``denied``: TCP rules are allow-lists of single ports, so denying a few takes a rule
+    for each of the 65,534 others (about 0.1 s to build: build it once, in the parent).
+    Applied on top of whatever else confines the process (its own layer)."""
+
+    def __init__(self, abi: int, denied: Iterable[int]) -> None:
+        if abi < NET_ABI:
+            raise LandlockError(errno.EOPNOTSUPP, f"Landlock ABI {abi} has no TCP rules (ABI {NET_ABI}, Linux 6.7)")
+        self.denied = frozenset(denied)
+        attr = _NetRulesetAttr(0, _ACCESS_NET_CONNECT_TCP)
+        self.fd = _call(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
+                        ctypes.c_uint32(0))
+        rule = _NetPortAttr(_ACCESS_NET_CONNECT_TCP, 0)
+        ref, fd, kind, flags = ctypes.byref(rule), ctypes.c_int(self.fd), ctypes.c_int(_RULE_NET_PORT), ctypes.c_uint32(0)
+        add = _libc.syscall
+        for port in range(65536):
+            if port in self.denied:
+                continue
+            rule.port = port
+            if add(_ADD_RULE, fd, kind, ref, flags) < 0:
+                code = ctypes.get_errno()
+                raise LandlockError(code, os.strerror(code))
+
+    def restrict_self(self) -> None:
+        """Deny the calling thread (and what it starts) connecting to the denied ports."""
         if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             code = ctypes.get_errno()
             raise LandlockError(code, os.strerror(code))

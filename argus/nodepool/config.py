@@ -13,13 +13,20 @@ import shlex
 import socket
 import sys
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import msgspec
 
 from argus.config import load_config
 
 __all__ = ["NodePoolConfig", "default_ray_bin", "parse_resources_kv"]
+
+
+# Ray's defaults for two of its doors to code outside a job's confinement (argus.confine.raystart).
+RAY_AGENT_LISTEN_PORT = 52365
+RAY_CLIENT_PORT = 10001
+AGENT_LISTEN_FLAG = "--dashboard-agent-listen-port"
+CLIENT_PORT_FLAG = "--ray-client-server-port"
 
 
 class NodePoolConfig(msgspec.Struct, kw_only=True):
@@ -79,14 +86,26 @@ class NodePoolConfig(msgspec.Struct, kw_only=True):
 
         return confinement_line(self.confine)
 
-    def ray_start(self) -> list[str]:
+    def ray_start(self, deny: Sequence[int] = ()) -> list[str]:
         """``ray start`` as this node runs it: through ``argus.confine.raystart`` when its
         workers are confined (same arguments, same output; Ray's own ``ray start`` of this
-        interpreter, in-process, not ``ray_bin``)."""
+        interpreter, in-process, not ``ray_bin``), its processes unable to connect to the
+        ports ``deny`` (Ray's doors to running code outside a job: ``ray_doors``)."""
         if not self.confines_workers():
             return [self.ray_bin, "start"]
+        denied = [arg for port in sorted(set(deny)) for arg in ("--deny-connect", str(port))]
         return [sys.executable, "-m", "argus.confine.raystart", "--shared-root", self.shared_root,
-                "--mode", self.confine, "--", "start"]
+                "--mode", self.confine, *denied, "--", "start"]
+
+    def ray_port_arg(self, flag: str, default: int) -> int:
+        """The port this node's extra ``ray start`` arguments give ``flag`` (else ``default``)."""
+        args = self.ray_extra_args
+        for i, arg in enumerate(args):
+            if arg.startswith(f"{flag}="):
+                return int(arg.split("=", 1)[1])
+            if arg == flag and i + 1 < len(args):
+                return int(args[i + 1])
+        return default
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "NodePoolConfig":

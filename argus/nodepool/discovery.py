@@ -45,6 +45,10 @@ class HeadRecord(msgspec.Struct, kw_only=True):
     head_id: str = ""
     started_at: datetime | None = None
     node_name: str = ""
+    # The head's other doors to code that runs outside a job's confinement (its dashboard
+    # agent's job API, the Ray client server): workers deny their jobs these (0: Ray's default).
+    agent_listen_port: int = 0
+    client_port: int = 0
 
     @property
     def gcs_address(self) -> str:
@@ -90,6 +94,8 @@ def make_head_record(
     head_id: str | None = None,
     started_at: datetime | None = None,
     node_name: str = "",
+    agent_listen_port: int = 0,
+    client_port: int = 0,
     now: datetime | None = None,
 ) -> HeadRecord:
     """A record valid for ``ttl_s`` from ``now``."""
@@ -105,6 +111,8 @@ def make_head_record(
         head_id=head_id or secrets.token_hex(8),
         started_at=started_at or now,
         node_name=node_name,
+        agent_listen_port=agent_listen_port,
+        client_port=client_port,
     )
 
 

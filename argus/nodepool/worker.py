@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import time
 
-from argus.nodepool.config import NodePoolConfig
+from argus.nodepool.config import AGENT_LISTEN_FLAG, RAY_AGENT_LISTEN_PORT, RAY_CLIENT_PORT, NodePoolConfig
 from argus.nodepool.discovery import HeadRecord, read_head_record
 from argus.nodepool.logline import DecisionLog
 from argus.nodepool.process import RayChild, StopFlag, detect_node_ip
@@ -35,8 +35,12 @@ _HEAD_GONE_GRACE_S = 2.0
 
 def worker_argv(cfg: NodePoolConfig, record: HeadRecord, node_ip: str) -> list[str]:
     """The ``ray start --address`` command line; extra args last so they can override."""
+    # Jobs here must not reach Ray's doors to unconfined code: the head's, and this node's
+    # own dashboard agent (argus.confine.raystart).
+    doors = [record.dashboard_port, record.agent_listen_port or RAY_AGENT_LISTEN_PORT,
+             record.client_port or RAY_CLIENT_PORT, cfg.ray_port_arg(AGENT_LISTEN_FLAG, RAY_AGENT_LISTEN_PORT)]
     argv = [
-        *cfg.ray_start(),
+        *cfg.ray_start(deny=doors),
         f"--address={record.gcs_address}",
         f"--node-ip-address={node_ip}",
         f"--resources={json.dumps(cfg.ray_resources(), separators=(',', ':'))}",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from argus.confine.claims import descends_from
-from argus.confine.raystart import launcher_prefix, prefix_worker_command
+from argus.confine.raystart import launcher_prefix, prefix_worker_command, split_denied
 from argus.confine.registry import Claim, read_claim, write_claim
 from argus.confine import interpreter_paths, worker
 from argus.confine.worker import Options, parse, raylet_command
@@ -67,6 +67,33 @@ def test_the_node_pool_starts_ray_through_the_launcher_when_it_confines() -> Non
     on = NodePoolConfig(confine="landlock", shared_root="/srv/shared")
     assert on.ray_start() == [sys.executable, "-m", "argus.confine.raystart", "--shared-root", "/srv/shared",
                               "--mode", "landlock", "--", "start"]
+
+
+def test_every_confining_node_denies_its_jobs_rays_doors_to_unconfined_code() -> None:
+    """The head: its dashboard, its agent's and its client server's ports (as its extra
+    arguments set them, else Ray's defaults), also published for the workers; a worker: the
+    head's (from the discovery record) and its own agent's."""
+    from datetime import datetime, timezone
+
+    from argus.nodepool.discovery import make_head_record
+    from argus.nodepool.head import head_argv
+    from argus.nodepool.worker import worker_argv
+
+    def denied(argv: list[str]) -> set[int]:
+        return {int(argv[i + 1]) for i, a in enumerate(argv) if a == "--deny-connect"}
+
+    head = NodePoolConfig(confine="landlock", shared_root="/s", dashboard_port=8300,
+                          ray_extra_args=["--dashboard-agent-listen-port=41000"])
+    argv = head_argv(head, "10.0.0.1")
+    assert denied(argv) == {8300, 41000, 10001} and argv.index("--deny-connect") < argv.index("--")
+    record = make_head_record(cluster_name="c", head_ip="10.0.0.1", gcs_port=6379, dashboard_port=8300,
+                              ttl_s=60, agent_listen_port=41000, client_port=10001,
+                              now=datetime(2026, 1, 1, tzinfo=timezone.utc))
+    worker = NodePoolConfig(confine="landlock", shared_root="/s",
+                            ray_extra_args=["--dashboard-agent-listen-port", "42000"])
+    assert denied(worker_argv(worker, record, "10.0.0.2")) == {8300, 41000, 10001, 42000}
+    assert split_denied(["--mode", "auto", "--deny-connect", "8300", "--read", "/a"]) == (
+        ["--mode", "auto", "--read", "/a"], [8300])
 
 
 def test_the_launchers_arguments() -> None:

@@ -61,6 +61,12 @@ STARTUP_TIMEOUT_S = startup_timeout_s()
 PORTS = PortBook()
 
 
+def _agent_port(args: list[str]) -> int:
+    """The dashboard agent's HTTP port a node's arguments give it."""
+    flag = "--dashboard-agent-listen-port="
+    return int(next(a for a in args if a.startswith(flag))[len(flag):])
+
+
 def _node_ports() -> list[str]:
     """The per-node port flags (everything a raylet and its agents listen on)."""
     p = PORTS.ports(6)
@@ -123,10 +129,15 @@ class RayCluster:
         return spawn_group(args, self.log_dir / f"{name}.log", env=self.env,
                            die_with_parent=True)
 
-    def _ray(self) -> list[str]:
+    def _ray(self, own_ports: list[str]) -> list[str]:
         # As the node pool runs Ray where the kernel has Landlock: every job's Ray workers
-        # confined to its user's files (argus.confine), so every real-Ray test runs so.
-        start = (["-m", "argus.confine.raystart", "--shared-root", str(self.shared_root), "--", "start"]
+        # confined to its user's files (argus.confine), and unable to reach Ray's doors to
+        # unconfined code (the dashboard, the head's agent and client server, this node's
+        # agent: argus.confine.raystart), so every real-Ray test runs so.
+        doors = {int(self.job_server_url.rsplit(":", 1)[1]), self._client_port,
+                 _agent_port(self.head.args or own_ports), _agent_port(own_ports)}
+        denied = [arg for port in sorted(doors) for arg in ("--deny-connect", str(port))]
+        start = (["-m", "argus.confine.raystart", "--shared-root", str(self.shared_root), *denied, "--", "start"]
                  if abi_version() >= 1 else ["-m", "ray.scripts.scripts", "start"])
         return [sys.executable, *start, "--block",
                 "--disable-usage-stats", "--node-ip-address=127.0.0.1",
@@ -135,11 +146,12 @@ class RayCluster:
     def start(self) -> None:
         host, port = self.address.split(":")
         dash_port = self.job_server_url.rsplit(":", 1)[1]
-        self.head.args = self._ray() + [
+        ports = _node_ports()
+        self.head.args = self._ray(ports) + [
             "--head", "--num-gpus=0", "--num-cpus=0", f"--port={port}",
             "--include-dashboard=true", "--dashboard-host=127.0.0.1",
             f"--dashboard-port={dash_port}", f"--ray-client-server-port={self._client_port}",
-            *_node_ports(),
+            *ports,
         ]
         self.head.proc = self._spawn(self.head.args, "head")
         self._wait_http(f"{self.job_server_url}/api/version")
@@ -156,14 +168,15 @@ class RayCluster:
 
     def start_worker(self, worker: WorkerNode) -> None:
         """(Re)start a worker with fresh ports (old ones may sit in TIME_WAIT)."""
-        worker.args = self._ray() + [
+        ports = _node_ports()
+        worker.args = self._ray(ports) + [
             f"--address={self.address}", f"--num-gpus={WORKER_GPUS}",
             f"--num-cpus={WORKER_CPUS}",
             f"--resources={json.dumps({'worker_node': WORKER_NODE_RESOURCE, f'accelerator_type:{worker.gpu_type}': 1})}",
             # All nodes share one session log dir on this host; one log monitor (the
             # head's) is enough, more would repeat every worker line in job logs.
             "--include-log-monitor=false",
-            *_node_ports(),
+            *ports,
         ]
         worker.proc = self._spawn(worker.args, worker.name)
         worker.wanted = True
