@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import select
 import shlex
 import shutil
@@ -32,7 +33,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 
@@ -148,12 +149,65 @@ def _landlock(ctx: DriverContext, path: Path, env: dict[str, str]) -> tuple[Rule
     return ruleset, decision.line
 
 
-def _watch_claims(ctx: DriverContext, command_pid: int, log: Any) -> ClaimWatcher | None:
-    """Claim for this user each Ray job the command starts (its driver process is one of
-    the command's), so that the node's launcher confines that job's Ray workers the same
-    way (argus.confine.worker). Started after the command: a thread importing Ray while
-    ``Popen`` forks could leave the child's ``preexec_fn`` waiting on a lock. None outside
-    Ray (no ``RAY_ADDRESS``)."""
+# Ray's supervisor hands the entrypoint its job config in this variable, and ``ray.init``
+# copies the config's metadata into the GCS's job table (ray._private.worker).
+RAY_JOB_CONFIG = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+CLAIM_SECRET_KEY = "argus_claim_secret"
+
+
+def with_claim_secret(env: dict[str, str], secret: str) -> None:
+    """Put ``secret`` in the job config the command's ``ray.init`` records (nothing to do
+    outside a Ray job). The GCS's job table names each job's driver process as the driver
+    itself says it, so a job that spoke Ray's protocol itself could register a driver
+    naming this attempt and one of its process ids; it cannot name this secret before this
+    command's own Ray job has shown it in the table (Landlock keeps the command's
+    environment from other users' processes), and only the first job showing it is claimed."""
+    raw = env.get(RAY_JOB_CONFIG)
+    if not raw:
+        return
+    try:
+        config = json.loads(raw)
+    except ValueError:
+        return
+    if isinstance(config, dict):
+        metadata = config.setdefault("metadata", {})
+        if isinstance(metadata, dict):
+            metadata[CLAIM_SECRET_KEY] = secret
+            env[RAY_JOB_CONFIG] = json.dumps(config)
+
+
+def claim_judge(ctx: DriverContext, command_pid: int, secret: str,
+                say: Callable[[str], None]) -> Callable[[str, Any], Claim | None]:
+    """Who gets this user's claim: the first Ray job that names this attempt, shows
+    ``secret`` (``with_claim_secret``) and whose driver process is one of the command's.
+    One job: a second Ray job of the same command gets no claim (its workers no user's
+    files)."""
+    claimed: list[str] = []
+
+    def judge(job_id: str, info: Any) -> Claim | None:
+        metadata = info.config.metadata
+        if metadata.get("job_submission_id") != ctx.submission_id:
+            return None
+        if metadata.get(CLAIM_SECRET_KEY) != secret or claimed:
+            say(f"Ray job {job_id} names this attempt, but it is not the first Ray job of this "
+                "command (its secret is missing or already claimed): its workers get no user's files")
+            return None
+        if not descends_from(int(info.driver_pid), command_pid):
+            say(f"Ray job {job_id} names this attempt, but its driver (pid {info.driver_pid}) is "
+                "not one of this command's processes: its workers get no user's files")
+            return None
+        claimed.append(job_id)
+        return Claim(job_id=job_id, user=ctx.user, submission_id=ctx.submission_id,
+                     driver_pid=int(info.driver_pid))
+
+    return judge
+
+
+def _watch_claims(ctx: DriverContext, command_pid: int, secret: str, log: Any) -> ClaimWatcher | None:
+    """Claim for this user the Ray job the command starts (``claim_judge``), so that the
+    node's launcher confines that job's Ray workers the same way (argus.confine.worker).
+    Started after the command: a thread importing Ray while ``Popen`` forks could leave the
+    child's ``preexec_fn`` waiting on a lock. None outside Ray (no ``RAY_ADDRESS``)."""
     address = os.environ.get("RAY_ADDRESS", "")
     if not address or address == "auto":
         return None
@@ -161,18 +215,9 @@ def _watch_claims(ctx: DriverContext, command_pid: int, log: Any) -> ClaimWatche
     def say(line: str) -> None:  # one write: the log is O_APPEND, shared with the tee
         log.write(f"[argus.driver] {line}\n".encode())
 
-    def judge(job_id: str, info: Any) -> Claim | None:
-        if info.config.metadata.get("job_submission_id") != ctx.submission_id:
-            return None
-        if not descends_from(int(info.driver_pid), command_pid):
-            say(f"Ray job {job_id} names this attempt, but its driver (pid {info.driver_pid}) is "
-                "not one of this command's processes: its workers get no user's files")
-            return None
-        return Claim(job_id=job_id, user=ctx.user, submission_id=ctx.submission_id,
-                     driver_pid=int(info.driver_pid))
-
     watcher = ClaimWatcher(registry=registry_dir(ctx.shared_root), gcs_address=address,
-                           judge=judge, submission_id=ctx.submission_id, on_error=say)
+                           judge=claim_judge(ctx, command_pid, secret, say),
+                           submission_id=ctx.submission_id, on_error=say)
     watcher.start()
     return watcher
 
@@ -196,6 +241,8 @@ def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult
                ARGUS_ATTEMPT_NO=str(ctx.attempt_no), PYTHONUNBUFFERED="1")
     for name in ("BASH_ENV", "ENV"):  # files a non-interactive bash would source first
         env.pop(name, None)
+    secret = secrets.token_hex(16)
+    with_claim_secret(env, secret)
     started = time.time()
     forwarded: list[int] = []
     argv = [*_sandbox_prefix(ctx, path, env), "bash", "-c", ctx.command]
@@ -233,7 +280,7 @@ def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult
         finally:
             if ruleset is not None:
                 ruleset.close()
-        watcher = _watch_claims(ctx, child.pid, log) if ruleset is not None else None
+        watcher = _watch_claims(ctx, child.pid, secret, log) if ruleset is not None else None
 
         def forward(signum: int, _frame: object) -> None:
             forwarded.append(signum)

@@ -94,7 +94,9 @@ class ClaimWatcher(threading.Thread):
             except Exception as exc:  # the GCS restarting: try again
                 self.on_error(f"reading Ray's jobs: {exc}")
                 jobs = {}
-            for job_id, info in jobs.items():
+            # In the order the GCS numbered them (a job id is a little-endian counter): a
+            # job registered later never goes before one registered earlier.
+            for job_id, info in sorted(jobs.items(), key=lambda kv: int.from_bytes(kv[0].binary(), "little")):
                 hexid = job_id.hex()
                 if hexid in seen:
                     continue

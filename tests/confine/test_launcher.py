@@ -103,3 +103,40 @@ def test_the_launchers_arguments() -> None:
                 ["--shared-root", "--", "x"]):
         with pytest.raises(SystemExit):
             parse(bad)
+
+
+def test_only_the_first_ray_job_showing_the_commands_secret_is_claimed() -> None:
+    """A driver naming this attempt and one of its process ids is not enough (a job that
+    speaks Ray's protocol itself could say both): it must show the secret the driver gave
+    the command's job config, and only the first such job gets the claim."""
+    import json
+    from types import SimpleNamespace
+
+    from argus.driver import CLAIM_SECRET_KEY, RAY_JOB_CONFIG, claim_judge, with_claim_secret
+    from argus.rayjobs.submission import DriverContext
+
+    env = {RAY_JOB_CONFIG: json.dumps({"metadata": {"job_submission_id": "alice-t--a01"}, "runtime_env": {}})}
+    with_claim_secret(env, "s3cret")
+    assert json.loads(env[RAY_JOB_CONFIG])["metadata"] == {"job_submission_id": "alice-t--a01",
+                                                           CLAIM_SECRET_KEY: "s3cret"}
+    untouched: dict[str, str] = {}
+    with_claim_secret(untouched, "s3cret")  # not under Ray's job supervisor: nothing to do
+    assert untouched == {}
+
+    ctx = DriverContext(task_id="alice-t", user="alice", submission_id="alice-t--a01", attempt_no=1,
+                        shared_root="/s", command="true")
+    said: list[str] = []
+    judge = claim_judge(ctx, os.getpid(), "s3cret", said.append)
+
+    def job(pid: int, **metadata: str) -> SimpleNamespace:
+        return SimpleNamespace(driver_pid=pid, config=SimpleNamespace(metadata=metadata))
+
+    me = os.getpid()
+    assert judge("01000000", job(me, job_submission_id="bob-t--a01", **{CLAIM_SECRET_KEY: "s3cret"})) is None
+    assert judge("02000000", job(me, job_submission_id="alice-t--a01")) is None  # no secret: forged
+    assert judge("03000000", job(1, job_submission_id="alice-t--a01", **{CLAIM_SECRET_KEY: "s3cret"})) is None
+    claim = judge("04000000", job(me, job_submission_id="alice-t--a01", **{CLAIM_SECRET_KEY: "s3cret"}))
+    assert claim == Claim(job_id="04000000", user="alice", submission_id="alice-t--a01", driver_pid=me)
+    # Once shown in the job table, the secret is anyone's to copy: no second claim.
+    assert judge("05000000", job(me, job_submission_id="alice-t--a01", **{CLAIM_SECRET_KEY: "s3cret"})) is None
+    assert len(said) == 3
