@@ -33,6 +33,7 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 from argus.api.redact import Redactor
 from argus.events import Recorded
 from argus.service import Principal
+from argus.store.gather import stop_task
 from projections.users import list_users
 
 if TYPE_CHECKING:
@@ -150,12 +151,7 @@ class Broadcaster:
         self._task = asyncio.get_running_loop().create_task(self._tail(), name="sse-tailer")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await stop_task(self._task)
 
     async def _tail(self) -> None:
         while True:

@@ -139,7 +139,26 @@ def abi_version() -> int:
         raise
 
 
-class Ruleset:
+class _Built:
+    """A ruleset's file descriptor, to restrict a process with."""
+
+    fd = -1
+
+    def restrict_self(self) -> None:
+        """Confine the calling thread (and what it starts) for ever. Safe in a forked
+        child before exec: two system calls, no allocation that matters."""
+        if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            code = ctypes.get_errno()
+            raise LandlockError(code, os.strerror(code))
+        _call(_RESTRICT_SELF, ctypes.c_int(self.fd), ctypes.c_uint32(0))
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class Ruleset(_Built):
     """A ruleset being built: ``allow`` rules, then ``restrict_self`` (in the process to
     confine; the fd is close-on-exec, so building it in a parent and restricting in the
     forked child before exec works)."""
@@ -176,21 +195,9 @@ class Ruleset:
         """Add every rule; how many were added."""
         return sum(self.allow(rule) for rule in rules)
 
-    def restrict_self(self) -> None:
-        """Confine the calling thread (and what it starts) for ever. Safe in a forked
-        child before exec: two system calls, no allocation that matters."""
-        if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            code = ctypes.get_errno()
-            raise LandlockError(code, os.strerror(code))
-        _call(_RESTRICT_SELF, ctypes.c_int(self.fd), ctypes.c_uint32(0))
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
 
 
-class ConnectDenial:
+class ConnectDenial(_Built):
     """A ruleset (ABI >= 4) that handles only outgoing TCP connections and allows every port
     but ``denied``: TCP rules are allow-lists of single ports, so denying a few takes a rule
     for each of the 65,534 others (about 0.1 s to build: build it once, in the parent).
@@ -213,15 +220,3 @@ class ConnectDenial:
             if add(_ADD_RULE, fd, kind, ref, flags) < 0:
                 code = ctypes.get_errno()
                 raise LandlockError(code, os.strerror(code))
-
-    def restrict_self(self) -> None:
-        """Deny the calling thread (and what it starts) connecting to the denied ports."""
-        if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            code = ctypes.get_errno()
-            raise LandlockError(code, os.strerror(code))
-        _call(_RESTRICT_SELF, ctypes.c_int(self.fd), ctypes.c_uint32(0))
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1

@@ -11,10 +11,20 @@ from __future__ import annotations
 import asyncio
 from typing import Awaitable, Callable, Generic, TypeVar
 
-__all__ = ["Gatherer"]
+__all__ = ["Gatherer", "stop_task"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+async def stop_task(task: "asyncio.Task[None] | None") -> None:
+    """Cancel a background task and wait until it has stopped (whatever it raised)."""
+    if task is not None:
+        task.cancel()
+        try:
+            await task
+        except (asyncio.CancelledError, Exception):
+            pass
 
 
 class Gatherer(Generic[T, R]):
@@ -44,12 +54,7 @@ class Gatherer(Generic[T, R]):
         return self._queue.qsize()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await stop_task(self._task)
 
     async def _run(self) -> None:
         while True:
