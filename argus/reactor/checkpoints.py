@@ -7,7 +7,8 @@ there (the toy trainer's default) or ``checkpoints/<project>/<experiment>/`` (ve
 
 A job writes whatever it likes in its job dir, links included, so the look is bounded and
 never follows a link (``argus.safefs``): at most ``MAX_DEPTH`` folders down, ``MAX_ENTRIES``
-entries a folder, ``MAX_TRACKER_BYTES`` read of a tracker; a FIFO or a link is skipped. The
+entries a folder, ``MAX_OPEN`` folders a level, ``MAX_TRACKER_BYTES`` read of a tracker; a
+FIFO or a link is skipped. The
 tracker's time is the job's to set, so it is kept between the attempt's start and the
 moment it was looked at: a job can make its checkpoint look no older than its start, which
 is what a job that never saves gets anyway.
@@ -35,6 +36,7 @@ TRACKER = "latest_checkpointed_iteration.txt"
 CHECKPOINTS = "checkpoints"
 MAX_DEPTH = 2  # checkpoints/, then <project>/, then <experiment>/
 MAX_ENTRIES = 64  # entries looked at in one folder
+MAX_OPEN = 32  # folders opened a level below checkpoints/: a job's folder tree costs the reactor no more
 MAX_TRACKER_BYTES = 32
 MAX_LOOKS_PER_TURN = 256  # attempts looked at in one turn (the rest at the next)
 
@@ -63,7 +65,8 @@ def find_checkpoint(shared_root: str, user: str, submission_id: str) -> Found | 
         for depth in range(MAX_DEPTH + 1):
             below: list[tuple[int, str]] = []
             for fd, folder in level:
-                found, subdirs = _look(fd, folder, want_subdirs=depth < MAX_DEPTH)
+                room = MAX_OPEN - len(below) if depth < MAX_DEPTH else 0
+                found, subdirs = _look(fd, folder, room)
                 if found is not None and (best is None or found.mtime > best.mtime):
                     best = found
                 below.extend(subdirs)
@@ -77,18 +80,19 @@ def find_checkpoint(shared_root: str, user: str, submission_id: str) -> Found | 
     return best
 
 
-def _look(fd: int, folder: str, want_subdirs: bool) -> tuple[Found | None, list[tuple[int, str]]]:
-    """The tracker in folder ``fd`` (when its step's folder is there too), and its subfolders
-    opened (without following links), at most ``MAX_ENTRIES`` entries looked at."""
-    found: Found | None = None
+def _look(fd: int, folder: str, room: int) -> tuple[Found | None, list[tuple[int, str]]]:
+    """The tracker in folder ``fd`` (by name: however many ``global_step_*`` are beside it),
+    and up to ``room`` of its subfolders opened (without following links), of its first
+    ``MAX_ENTRIES`` entries."""
+    found = _tracker(fd, folder)
     subdirs: list[tuple[int, str]] = []
+    if room <= 0:
+        return found, subdirs
     with os.scandir(fd) as entries:
         for n, entry in enumerate(entries):
-            if n >= MAX_ENTRIES:
+            if n >= MAX_ENTRIES or len(subdirs) >= room:
                 break
-            if entry.name == TRACKER and entry.is_file(follow_symlinks=False):
-                found = _tracker(fd, folder)
-            elif want_subdirs and not entry.name.startswith("global_step_") and entry.is_dir(follow_symlinks=False):
+            if not entry.name.startswith("global_step_") and entry.is_dir(follow_symlinks=False):
                 with contextlib.suppress(OSError):
                     subdirs.append((os.open(entry.name, safefs.DIR_FLAGS, dir_fd=fd), f"{folder}/{entry.name}"))
     return found, subdirs
@@ -97,7 +101,7 @@ def _look(fd: int, folder: str, want_subdirs: bool) -> tuple[Found | None, list[
 def _tracker(dir_fd: int, folder: str) -> Found | None:
     try:
         fd = os.open(TRACKER, safefs.FILE_FLAGS, dir_fd=dir_fd)
-    except OSError:  # replaced by a link meanwhile (ELOOP), or gone
+    except OSError:  # none here, or a link (ELOOP: never followed)
         return None
     try:
         st = os.fstat(fd)

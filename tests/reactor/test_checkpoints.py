@@ -74,6 +74,14 @@ def test_links_a_job_planted_are_never_followed(tmp_path: Path) -> None:
     assert find_checkpoint(str(tmp_path), "carol", SID) is None
 
 
+def test_found_beside_a_hundred_saved_steps(tmp_path: Path) -> None:
+    ckpt = _job(tmp_path) / "checkpoints" / "proj" / "exp"
+    for step in range(10, 1001, 10):
+        (ckpt / f"global_step_{step}").mkdir(parents=True)
+    _save(ckpt, 1000)
+    assert find_checkpoint(str(tmp_path), "alice", SID) == (1000, "checkpoints/proj/exp", (ckpt / "latest_checkpointed_iteration.txt").stat().st_mtime)
+
+
 def test_a_fifo_tracker_does_not_hang_and_a_crowded_folder_is_looked_at_within_a_bound(tmp_path: Path) -> None:
     ckpt = _job(tmp_path) / "checkpoints"
     ckpt.mkdir()
@@ -114,3 +122,26 @@ async def test_a_new_step_is_recorded_once_and_preemption_stops_the_least_work_l
         stopped = [t for t in (early, late) if any(isinstance(e, AttemptPreempted) for e in await w.events(t))]
         assert stopped == [early], "the task with the least work since its last checkpoint goes"
         assert (await w.view(high)).wait_reason == "preempting"
+
+
+def test_a_deep_wide_tree_opens_a_bounded_number_of_folders(tmp_path: Path, monkeypatch: object) -> None:
+    """64 folders of 64 folders: the reactor's descriptors are not the job's to exhaust."""
+    import argus.reactor.checkpoints as ck
+
+    ckpt = _job(tmp_path) / "checkpoints"
+    for i in range(64):
+        for j in range(64):
+            (ckpt / f"p{i:02d}" / f"e{j:02d}").mkdir(parents=True)
+    _save(ckpt, 5)
+    opened: list[int] = []
+    real_open = os.open
+
+    def counting_open(path: str, flags: int, *args: object, **kwargs: object) -> int:
+        fd = real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+        opened.append(fd)
+        return fd
+
+    monkeypatch.setattr(ck.os, "open", counting_open)  # type: ignore[attr-defined]
+    assert find_checkpoint(str(tmp_path), "alice", SID) is not None
+    # Two levels of at most MAX_OPEN folders; the walk to checkpoints/ (5) and the tracker.
+    assert len(opened) <= 2 * ck.MAX_OPEN + 6, len(opened)
