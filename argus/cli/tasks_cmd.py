@@ -146,11 +146,17 @@ def show(client: Client, task_id: str) -> None:
             click.echo(f"warning   {w}")
         if d["attempts"]:
             click.echo("attempts:")
-            print_table(["no", "submission", "ray status", "started", "ended", "failure"], [
+            print_table(["no", "submission", "ray status", "started", "ended", "checkpoint", "failure"], [
                 [a["attempt_no"], a["submission_id"], a["ray_status"], fmt_time(a.get("started_at")),
-                 fmt_time(a.get("ended_at")), a.get("failure_kind") or ""] for a in d["attempts"]])
+                 fmt_time(a.get("ended_at")), _checkpoint(a), a.get("failure_kind") or ""] for a in d["attempts"]])
 
     client.out(d, human)
+
+
+def _checkpoint(attempt: dict[str, Any]) -> str:
+    """The attempt's last checkpoint the reactor saw: what a resume starts from."""
+    step = attempt.get("checkpoint_step")
+    return "" if step is None else f"step {step} at {fmt_time(attempt.get('checkpointed_at'))}"
 
 
 @click.command()

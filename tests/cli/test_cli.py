@@ -144,3 +144,28 @@ def test_client_config_file(server: Server, tmp_path: Path) -> None:
                                                          "ARGUS_URL": None, "ARGUS_TOKEN": None})
     assert r.exit_code == 0 and "admin" in r.output
     _ = httpx
+
+
+def test_show_names_each_attempts_last_checkpoint(server: Server) -> None:
+    """What a preemption or a retry resumes from, as the reactor recorded it."""
+    import asyncio
+
+    from argus.events import task_stream
+    from projections import open_store
+    from tests.events import factories as f
+
+    tid = "alice-ppo-20260101-000000-c0c0"
+
+    async def record() -> None:  # another writer of the server's database, as the reactor is
+        store = await open_store(server.config.v2.sqlite.db_path, synchronous="NORMAL")
+        try:
+            await store.append(task_stream(tid), 0, [f.submitted(tid), f.starting(tid), f.attempt_submitted(tid),
+                                                     f.running(tid), f.checkpoint(tid, step=40)], owner="alice")
+        finally:
+            await store.close()
+
+    asyncio.run(record())
+    r = run(server, "show", tid)
+    assert r.exit_code == 0, r.output
+    row = next(line for line in r.output.splitlines() if f"{tid}--a01" in line)
+    assert "step 40 at" in row, r.output

@@ -127,7 +127,7 @@ export async function render(main, params, ctx) {
     }
     replace(attemptsBody, h("div", { class: "table-wrap" }, h("table", { class: "data", id: "attempts-table" },
       h("thead", {}, h("tr", {},
-        ["#", "Submission id", "Ray status", "Decided", "Started", "Ended", "Exit", "Failure", "Evidence"]
+        ["#", "Submission id", "Ray status", "Decided", "Started", "Ended", "Checkpoint", "Exit", "Failure", "Evidence"]
           .map((c) => h("th", { scope: "col" }, c)))),
       h("tbody", {}, list.map((a) => h("tr", {},
         h("td", { class: "num" }, String(a.attempt_no)),
@@ -136,6 +136,8 @@ export async function render(main, params, ctx) {
         h("td", {}, timeEl(a.decided_at ?? a.submitted_at)),
         h("td", {}, timeEl(a.started_at)),
         h("td", {}, timeEl(a.ended_at)),
+        // The last checkpoint the reactor saw (what a preemption or a retry resumes from).
+        h("td", {}, a.checkpoint_step != null ? [`step ${a.checkpoint_step}, `, timeEl(a.checkpointed_at)] : ""),
         h("td", { class: "num" }, a.exit_code ?? ""),
         h("td", {}, a.failure_kind ? h("span", { class: "failure" }, a.failure_kind) : ""),
         h("td", {}, a.evidence ? h("pre", { class: "evidence" }, a.evidence) : "")))))));
