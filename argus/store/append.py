@@ -149,17 +149,25 @@ def number_events(prepared: list[PreparedBatch], head: int, versions: dict[str, 
     return rows, records, folded
 
 
+# Streams looked up per statement: full chunks share one SQL text, so SQLite's statement
+# cache prepares it once (10,000 deferrals were one statement of 10,000 VALUES, parsed anew).
+_VERSIONS_CHUNK = 256
+_HEAD = "SELECT coalesce(max(position), 0) FROM events"
+
+
+def _versions_sql(n: int) -> str:
+    values = ",".join(["(?)"] * n)
+    return (f"SELECT s.column1, (SELECT coalesce(max(version), 0) FROM events WHERE stream = s.column1) "
+            f"FROM (VALUES {values}) AS s")
+
+
 def _head_and_versions(db: sqlite3.Connection, streams: dict[str, None]) -> tuple[int, dict[str, int]]:
-    """The log's last position, and each stream's current version (0: new), in one
-    statement; each version is the index's max of one stream, however long the stream."""
-    head = "(SELECT coalesce(max(position), 0) FROM events)"
+    """The log's last position, and each stream's current version (0: new); each version
+    is the index's max of one stream, however long the stream."""
+    head = db.execute(_HEAD).fetchone()[0]
     names = list(streams)
-    if not names:
-        return db.execute(f"SELECT {head}").fetchone()[0], {}
-    values = ",".join(["(?)"] * len(names))
-    sql = (
-        f"SELECT {head}, s.column1, (SELECT coalesce(max(version), 0) FROM events WHERE stream = s.column1) "
-        f"FROM (VALUES {values}) AS s"
-    )
-    rows = db.execute(sql, names).fetchall()
-    return rows[0][0], {stream: version for _, stream, version in rows}
+    versions: dict[str, int] = {}
+    for k in range(0, len(names), _VERSIONS_CHUNK):
+        chunk = names[k:k + _VERSIONS_CHUNK]
+        versions.update(db.execute(_versions_sql(len(chunk)), chunk).fetchall())
+    return head, versions
