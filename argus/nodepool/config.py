@@ -25,8 +25,6 @@ __all__ = ["NodePoolConfig", "default_ray_bin", "parse_resources_kv"]
 # Ray's defaults for two of its doors to code outside a job's confinement (argus.confine.raystart).
 RAY_AGENT_LISTEN_PORT = 52365
 RAY_CLIENT_PORT = 10001
-AGENT_LISTEN_FLAG = "--dashboard-agent-listen-port"
-CLIENT_PORT_FLAG = "--ray-client-server-port"
 
 
 class NodePoolConfig(msgspec.Struct, kw_only=True):
@@ -90,15 +88,24 @@ class NodePoolConfig(msgspec.Struct, kw_only=True):
         """``ray start`` as this node runs it: through ``argus.confine.raystart`` when its
         workers are confined (same arguments, same output; Ray's own ``ray start`` of this
         interpreter, in-process, not ``ray_bin``), its processes unable to connect to the
-        ports ``deny`` (Ray's doors to running code outside a job: ``ray_doors``)."""
+        ports ``deny`` (Ray's doors to running code outside a job: ``head_doors``, and the
+        worker's in ``worker_argv``)."""
         if not self.confines_workers():
             return [self.ray_bin, "start"]
         denied = [arg for port in sorted(set(deny)) for arg in ("--deny-connect", str(port))]
         return [sys.executable, "-m", "argus.confine.raystart", "--shared-root", self.shared_root,
                 "--mode", self.confine, *denied, "--", "start"]
 
-    def ray_port_arg(self, flag: str, default: int) -> int:
-        """The port this node's extra ``ray start`` arguments give ``flag`` (else ``default``)."""
+    def agent_listen_port(self) -> int:
+        """This node's dashboard agent's HTTP port (its job API), as its extra ``ray start``
+        arguments set it, else Ray's default."""
+        return self._port_arg("--dashboard-agent-listen-port", RAY_AGENT_LISTEN_PORT)
+
+    def client_port(self) -> int:
+        """The Ray client server's port (on the head), as set, else Ray's default."""
+        return self._port_arg("--ray-client-server-port", RAY_CLIENT_PORT)
+
+    def _port_arg(self, flag: str, default: int) -> int:
         args = self.ray_extra_args
         for i, arg in enumerate(args):
             if arg.startswith(f"{flag}="):

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 
 from argus.confine.claims import ClaimWatcher, claim_dashboard_job
 from argus.confine.registry import registry_dir
-from argus.nodepool.config import AGENT_LISTEN_FLAG, CLIENT_PORT_FLAG, RAY_AGENT_LISTEN_PORT, RAY_CLIENT_PORT, NodePoolConfig
+from argus.nodepool.config import NodePoolConfig
 from argus.nodepool.discovery import expire_head_record, make_head_record, write_head_record
 from argus.nodepool.logline import DecisionLog
 from argus.nodepool.process import RayChild, StopFlag, detect_node_ip, port_open
@@ -30,8 +30,7 @@ _TICK_S = 0.5
 def head_doors(cfg: NodePoolConfig) -> list[int]:
     """The head's ports through which Ray runs code outside any job's confinement: the
     dashboard (its job API), its dashboard agent's job API, the Ray client server."""
-    return [cfg.dashboard_port, cfg.ray_port_arg(AGENT_LISTEN_FLAG, RAY_AGENT_LISTEN_PORT),
-            cfg.ray_port_arg(CLIENT_PORT_FLAG, RAY_CLIENT_PORT)]
+    return [cfg.dashboard_port, cfg.agent_listen_port(), cfg.client_port()]
 
 
 def head_argv(cfg: NodePoolConfig, node_ip: str) -> list[str]:
@@ -163,8 +162,7 @@ class HeadWatchdog:
             cluster_name=cfg.cluster_name, head_ip=node_ip, gcs_port=cfg.ray_port,
             dashboard_port=cfg.dashboard_port, ttl_s=cfg.ttl_s, head_id=self.head_id,
             started_at=self.started_at, node_name=cfg.node_name,
-            agent_listen_port=cfg.ray_port_arg(AGENT_LISTEN_FLAG, RAY_AGENT_LISTEN_PORT),
-            client_port=cfg.ray_port_arg(CLIENT_PORT_FLAG, RAY_CLIENT_PORT),
+            agent_listen_port=cfg.agent_listen_port(), client_port=cfg.client_port(),
         )
         try:
             write_head_record(cfg.head_file, record)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import time
 
-from argus.nodepool.config import AGENT_LISTEN_FLAG, RAY_AGENT_LISTEN_PORT, RAY_CLIENT_PORT, NodePoolConfig
+from argus.nodepool.config import RAY_AGENT_LISTEN_PORT, RAY_CLIENT_PORT, NodePoolConfig
 from argus.nodepool.discovery import HeadRecord, read_head_record
 from argus.nodepool.logline import DecisionLog
 from argus.nodepool.process import RayChild, StopFlag, detect_node_ip
@@ -38,7 +38,7 @@ def worker_argv(cfg: NodePoolConfig, record: HeadRecord, node_ip: str) -> list[s
     # Jobs here must not reach Ray's doors to unconfined code: the head's, and this node's
     # own dashboard agent (argus.confine.raystart).
     doors = [record.dashboard_port, record.agent_listen_port or RAY_AGENT_LISTEN_PORT,
-             record.client_port or RAY_CLIENT_PORT, cfg.ray_port_arg(AGENT_LISTEN_FLAG, RAY_AGENT_LISTEN_PORT)]
+             record.client_port or RAY_CLIENT_PORT, cfg.agent_listen_port()]
     argv = [
         *cfg.ray_start(deny=doors),
         f"--address={record.gcs_address}",
