@@ -21,7 +21,8 @@ import pytest
 
 # Lowest first. Packages in one layer may import each other only where ALLOWED_SIDEWAYS says.
 LAYERS: list[set[str]] = [
-    {"argus.lifecycle", "argus.config", "argus.procs", "argus.ui", "argus.confine", "argus.safefs"},
+    {"argus.lifecycle", "argus.config", "argus.procs", "argus.ui", "argus.confine", "argus.safefs",
+     "argus.gcpause"},
     {"argus.events"},
     {"argus.store"},
     {"projections"},

@@ -43,6 +43,7 @@ from argus.events import (
     task_stream,
     cluster_stream,
 )
+from argus.gcpause import collector_paused
 from argus.lifecycle import AttemptStatus, TaskState
 from argus.rayjobs import RayPort, RayUnavailable
 from argus.reactor.plan import Classify, attempt_step, plan_turn, wait_news
@@ -171,6 +172,10 @@ class Reactor(Submitting):
 
     async def turn(self) -> None:
         """One pass of the loop (also called directly by tests)."""
+        with collector_paused():  # a turn's allocations are a burst: see argus.gcpause
+            await self._turn()
+
+    async def _turn(self) -> None:
         await self._catch_up()
         # Finished tasks need their TaskSubmitted no more: a long-lived reactor would
         # otherwise keep every task's spec and command it ever started.
