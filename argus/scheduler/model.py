@@ -29,6 +29,12 @@ class Reason:
     BEHIND_RESERVATION = "behind_reservation"
     PREEMPTING = "preempting"  # preemptible tasks are being stopped to make room for it
 
+    @staticmethod
+    def is_per_node(reason: str) -> bool:
+        """Whether the reason is how the free GPUs lie across nodes (enough in total, no
+        node with enough): only then does the list of free GPUs per node explain it."""
+        return reason == Reason.NO_CAPACITY_PER_NODE
+
 
 class QueuedTask(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A waiting task (QUEUED or PENDING_RESOURCES). ``seq``: its submission's log
