@@ -29,7 +29,9 @@ from projections.cluster import ClusterProjection, ClusterView
 from tests.events import factories as f
 
 NOW = 1_000.0
-BACKFILLING = {"fifo-backfill", "reserve-backfill", "fairshare"}  # policies that let a task pass a head that does not fit
+# Policies that let a task pass a head that does not fit (priority too: it runs
+# reserve-backfill's pass, in priority order).
+BACKFILLING = {"fifo-backfill", "reserve-backfill", "fairshare", "priority"}
 
 
 def _views(items: list[tuple[int, int, int]]) -> list[TaskView]:
