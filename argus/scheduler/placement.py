@@ -234,10 +234,9 @@ class Pool:
         where = f"{len(free)} worker node(s)"
         if d.gpu_types:
             where = f"the {len(mine)} node(s) with {models_of(d)} (of {len(free)})"
-        if total < d.total_gpus:
+        if total < d.total_gpus:  # however they lie across nodes: the total says why
             return Defer(task_id="", reason=Reason.INSUFFICIENT_GPUS, free_gpus_per_node=free, message=(
-                f"{needs(d)} = {d.total_gpus} GPUs; only {fmt_amount(total)} GPUs free in total "
-                f"on {where}; free GPUs per node: {_list(free)}"))
+                f"{needs(d)} = {d.total_gpus} GPUs; only {fmt_amount(total)} GPUs free in total on {where}"))
         on = f" on {where}" if d.gpu_types else ""
         ok = sum(1 for i in mine if free[i] >= d.n_gpus_per_node and self.cpus[i] >= d.cpus_per_node)
         return Defer(task_id="", reason=Reason.NO_CAPACITY_PER_NODE, free_gpus_per_node=free, message=(
