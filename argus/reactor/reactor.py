@@ -390,7 +390,8 @@ class Reactor(Submitting):
         # Usage grows with the clock alone: a fair-share order is made again within a minute.
         self._planned_on, self._plan_expires_at = inputs, min(plan.expires_at, now + 60.0) if fair else plan.expires_at
         await self._preempt(plan.preemptions, now)
-        await self._defer_all(wait_news(plan, now, self.sched.deferrals_per_turn))
+        # Admissions first: they never wait for the wait reasons of thousands of others.
         admitted = [self.state.tasks.get(task.task_id) for task in plan.admitted]
         await self._start_attempts([task for task in admitted if task is not None and task.state.is_waiting()],
                                    plan.notes, plan.placed)
+        await self._defer_all(wait_news(plan, now, self.sched.deferrals_per_turn))

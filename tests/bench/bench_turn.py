@@ -1,7 +1,7 @@
 """The reactor's turn at scale, against an in-memory Ray with an injected latency. Prints
 numbers; not a timed test.
 
-    python -m tests.bench.bench_turn [--waiting 10000] [--running 50] [--latency-ms 5]
+    python -m tests.bench.bench_turn [--waiting 10000] [--running 50] [--latency-ms 5] [--repeat 3]
 
 A real SQLite store (synchronous=FULL, as production runs) and the real ``Reactor``,
 driven one ``turn()`` at a time; Ray is ``FakeRay`` (argus.rayjobs.fake) whose every call
@@ -13,8 +13,9 @@ that fit and records why the first ``deferrals_per_turn`` others wait), the turn
 record the remaining reasons, the next turns with nothing new (the steady state:
 following the running attempts), and how many calls each made to Ray.
 Targets (issue 35), on CPU time (Ray's latency is a sleep, and a loaded host stretches wall
-time): the arrival turn at most 500 ms and every wait reason recorded in it; a steady turn
-at most 10 ms (median). The exit status is 1 when one is NOT MET.
+time): the arrival turn at most 500 ms (the median of ``--repeat`` arrivals, each printed)
+and every wait reason recorded in it; a steady turn at most 10 ms (median). The exit
+status is 1 when one is NOT MET.
 """
 
 from __future__ import annotations
@@ -94,6 +95,9 @@ async def run(waiting: int, running: int, latency: float, steady_turns: int,
     ray = SlowRay(worker_nodes(running, gpus=8.0, cpus=64), clock=lambda: clock_now[0], latency=latency)
     reactor = Reactor(store, ray, config, reactor_id="bench", clock=lambda: clock_now[0])
     try:
+        # A reactor already running: it has seen the cluster, and its nodes have settled.
+        await reactor.turn()
+        clock_now[0] += 30
         # The tasks, as the API records them: one TaskSubmitted each (made by the command
         # side once, then appended in big transactions: the arrivals are not what is timed).
         who = Principal(user_id="alice", is_admin=False, disabled=False, max_priority=1_000_000, may_pin=True)
@@ -183,17 +187,26 @@ def main() -> None:
     ap.add_argument("--steady-turns", type=int, default=20)
     ap.add_argument("--deferrals-per-turn", type=int, default=None,
                     help="v2.scheduler.deferrals_per_turn (default: the configured default)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="arrivals measured, each on a fresh store; the verdict takes their median "
+                         "(on a shared 2-core host one run's CPU time can be 40 %% above the next's)")
     args = ap.parse_args()
-    got = asyncio.run(run(args.waiting, args.running, args.latency_ms / 1000, args.steady_turns,
-                          args.deferrals_per_turn))
-    med, worst = statistics.median(got.steady) * 1000, max(got.steady) * 1000
-    med_cpu = statistics.median(got.steady_cpu) * 1000
+    runs = [asyncio.run(run(args.waiting, args.running, args.latency_ms / 1000, args.steady_turns,
+                            args.deferrals_per_turn)) for _ in range(args.repeat)]
+    arrival_cpu = statistics.median(r.arrival_cpu for r in runs) * 1000
+    print(f"arrival turn CPU over {len(runs)} runs: "
+          f"{', '.join(f'{r.arrival_cpu * 1000:.0f}' for r in runs)} ms (median {arrival_cpu:.0f} ms)")
+    steady = [t for r in runs for t in r.steady]
+    steady_cpu = [t for r in runs for t in r.steady_cpu]
+    med, worst = statistics.median(steady) * 1000, max(steady) * 1000
+    med_cpu = statistics.median(steady_cpu) * 1000
     print(f"steady turn: median {med:.1f} ms ({med_cpu:.1f} ms CPU), max {worst:.1f} ms "
-          f"over {len(got.steady)} turns")
+          f"over {len(steady)} turns")
+    left_for_later = max(r.left_for_later for r in runs)
     verdict = Verdict()
-    verdict.at_most("arrival turn CPU", got.arrival_cpu * 1000, 500)
-    verdict.check("every wait reason recorded in the arrival turn", got.left_for_later == 0,
-                  f"{got.left_for_later} left for later turns")
+    verdict.at_most("arrival turn CPU (median)", arrival_cpu, 500)
+    verdict.check("every wait reason recorded in the arrival turn", left_for_later == 0,
+                  f"{left_for_later} left for later turns, at most, in one run")
     verdict.at_most("steady turn CPU (median)", med_cpu, 10)
     verdict.finish()
 
