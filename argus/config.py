@@ -161,6 +161,14 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Preemption, "What a preemption costs").
     preempt_min_run_s: float = 15.0
     max_preemptions: int = 0
+    # Moving to make room (with ``preemption``): a waiting task that would wait at least
+    # this long for its gang (its reservation's estimate) gets preemptible tasks stopped
+    # where it would fit, whatever their priority, when each fits elsewhere now and more
+    # kinds of node can hold it than can hold the waiting task (a rare node is freed for
+    # the work only it holds); they start again at once, elsewhere. 0: never. On the openb
+    # trace 1 h was better than none on all of seeds 0-7, and 0 s collapsed seed 1
+    # (docs/scheduling.md, "Moving to make room").
+    move_after_s: float = 3600.0
     # How often the reactor looks for each running attempt's last checkpoint (verl's
     # latest_checkpointed_iteration.txt under its job dir; argus.reactor.checkpoints), for
     # the victims' order and the task's page (0: never).

@@ -15,11 +15,11 @@ def test_scheduler_knobs_from_the_file_reach_the_policy(tmp_path: Path) -> None:
     path = tmp_path / "argus.yaml"
     path.write_text("v2:\n  scheduler:\n    policy: fairshare\n    max_running_tasks: 5\n"
                     "    max_running_per_user: 2\n    backfill: true\n    preemption: false\n"
-                    "    preempt_grace_s: 12\n    fairshare:\n      shares: {alice: 2}\n"
+                    "    preempt_grace_s: 12\n    move_after_s: 7200\n    fairshare:\n      shares: {alice: 2}\n"
                     "      quotas: {bob: 8}\n")
     policy = PolicyConfig.from_scheduler(load_config(path, environ={}).v2.scheduler)
     assert policy == PolicyConfig(policy="fairshare", max_running_tasks=5, max_running_per_user=2,
-                                  backfill=True, preemption=False, preempt_grace_s=12,
+                                  backfill=True, preemption=False, preempt_grace_s=12, move_after_s=7200,
                                   shares={"alice": 2}, quotas={"bob": 8})
 
 

@@ -43,6 +43,9 @@ __all__ = ["sim"]
               help="Seconds a task runs before it may be stopped to make room (v2.scheduler.preempt_min_run_s).")
 @click.option("--max-preemptions", type=click.IntRange(min=0), default=0, show_default=True,
               help="Times a task may be stopped to make room (v2.scheduler.max_preemptions; 0: no cap).")
+@click.option("--move-after", type=click.FloatRange(min=0), default=3600.0, show_default=True,
+              help="With --preemption: a task that would wait this many seconds has preemptible tasks that fit "
+                   "elsewhere moved out of its way (v2.scheduler.move_after_s; 0: never).")
 @click.option("--max-wait", type=click.FloatRange(min=0), default=12 * 3600.0, show_default=True,
               help="fairshare: a task that waited this many seconds goes first, oldest first "
                    "(v2.scheduler.fairshare.max_wait_s; 0: off).")
@@ -68,8 +71,8 @@ __all__ = ["sim"]
 def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None, policies: tuple[str, ...], backfill: bool, nodes_subset: int | None,
         load: float | None, gang_mix: str | None, limit: int | None, priority_mix: str | None,
         preemptible: float, preemption: bool, seed: int, fgd: bool, eta_every: int, placement: str, estimates: str,
-        placement_lag: float, as_json: bool, min_run: float, max_preemptions: int, max_wait: float,
-        gpu_spec: str) -> None:
+        placement_lag: float, as_json: bool, min_run: float, max_preemptions: int, move_after: float,
+        max_wait: float, gpu_spec: str) -> None:
     """Run a trace through the scheduler's own policies on a virtual clock and compare
     waits, utilisation and fairness (docs/scheduling.md)."""
     from argus.config import FairShareConfig
@@ -110,7 +113,8 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
     results = [measure(simulate(trace, p, backfill=backfill, eta_every=eta_every, preemption=preemption,
                                 placement=placement, estimates=estimates, placement_lag_s=placement_lag,
                                 progress=_Progress(p, i, len(chosen)), min_run_s=min_run,
-                                max_preemptions=max_preemptions, fairshare=FairShareConfig(max_wait_s=max_wait)))
+                                max_preemptions=max_preemptions, move_after_s=move_after,
+                                fairshare=FairShareConfig(max_wait_s=max_wait)))
                for i, p in enumerate(chosen, start=1)]
     skipped = {"no_gpu": trace.skipped_no_gpu, "no_runtime": trace.skipped_no_runtime,
                "never_fits_the_cluster": trace.skipped_too_big,

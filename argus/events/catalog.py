@@ -236,7 +236,7 @@ class AttemptPreempted(EventBase, frozen=True, kw_only=True, tag="AttemptPreempt
     submission_id: str
     by_task_id: str  # the waiting task it makes room for
     by_user: str
-    reason: str  # "priority" | "fair_share" | "quota"
+    reason: str  # "priority" | "fair_share" | "quota" | "moves" (it fits elsewhere now: argus.scheduler.preempt)
     message: str  # who preempted whom and why, in words
     preempted_at: float
 

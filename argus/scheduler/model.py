@@ -108,6 +108,7 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     preemption: bool = False  # priority / fairshare may stop preemptible tasks (argus.scheduler.preempt)
     preempt_grace_s: float = 30.0  # from the stop to the kill: when the victims' GPUs are back
     max_preemptions: int = 0  # a task is stopped to make room at most this often (0: no cap)
+    move_after_s: float = 0.0  # preemption may move tasks for one that would wait this long (0: never)
     shares: dict[str, float] = {}  # fairshare: each user's share (1 when not listed)
     quotas: dict[str, float] = {}  # fairshare: GPUs guaranteed to a user
     max_wait_s: float = 12 * 3600.0  # fairshare: waited this long, it goes first (0: off)
@@ -132,7 +133,7 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
             policy=cfg.policy, max_running_tasks=cfg.max_running_tasks,
             max_running_per_user=cfg.max_running_per_user, backfill=cfg.backfill,
             default_runtime_s=cfg.default_runtime_s, preemption=cfg.preemption,
-            preempt_grace_s=cfg.preempt_grace_s, max_preemptions=cfg.max_preemptions,
+            preempt_grace_s=cfg.preempt_grace_s, max_preemptions=cfg.max_preemptions, move_after_s=cfg.move_after_s,
             shares=dict(cfg.fairshare.shares),
             quotas=dict(cfg.fairshare.quotas), max_wait_s=cfg.fairshare.max_wait_s, placement=cfg.placement)
         return cls(**{**settings, **overrides})  # type: ignore[arg-type]

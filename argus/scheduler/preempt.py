@@ -3,7 +3,11 @@
 Only tasks submitted with ``preemptible: true`` are ever stopped, that have run for
 ``preempt_min_run_s`` and were stopped fewer than ``max_preemptions`` times, and only for
 a task the policy's rule says outranks them (``priority``: a higher priority; ``fairshare``: a user
-within their quota or fair share, against a user beyond theirs).
+within their quota or fair share, against a user beyond theirs). Or, for a task that would
+wait ``move_after_s`` or more, whatever the rule says, when they can run elsewhere now and
+the waiting task has fewer nodes it fits on (``RoomPlanner._moves``): a task that fits only
+the cluster's one 128-CPU node is not kept waiting for days by one that fits on any node
+and took it while nothing waited for it (the openb trace's seed 1).
 
 The choice: candidates in order of least loss (lowest priority, then the least work since
 its last checkpoint, or since its start when none was seen: ``RunningTask.unsaved_since``,
@@ -100,35 +104,115 @@ class RoomPlanner:
         """A task admitted in this pass holds ``nodes`` in the future too."""
         self.view.take(nodes, d)
 
-    def make_room(self, demand: Demand, outranks: Callable[[RunningTask], str | None]) -> Room | None:
+    def make_room(self, demand: Demand, outranks: Callable[[RunningTask], str | None], *,
+                  long_wait: Callable[[], bool] = lambda: False) -> Room | None:
         """The fewest preemptible tasks ``outranks`` allows to stop for ``demand`` to fit
-        (``outranks`` gives the reason, or None), or None when stopping them all would not do."""
+        (``outranks`` gives the reason, or None); else, when ``long_wait()`` says the task
+        would wait long, tasks that can start again elsewhere at once (``_moves``); None
+        when neither makes room."""
         base = self.view
         nodes = base.place(demand)
+        chosen: list[tuple[RunningTask, str]] = []
         if nodes is None:
-            cap = self.max_preemptions
-            candidates = sorted(
-                ((r, why) for r in self.running
-                 if r.preemptible and r.settled and not r.stopping and r.task_id not in self.chosen
-                 and (cap <= 0 or r.preempted < cap) and (why := outranks(r)) is not None),
-                key=lambda c: (c[0].priority, -c[0].unsaved_since(), c[0].task_id))
-            chosen: list[tuple[RunningTask, str]] = []
-            for candidate in candidates:
-                chosen.append(candidate)
-                nodes = base.freed([r for r, _ in chosen]).place(demand)
-                if nodes is not None:
-                    break
-            else:
+            found = self._stops(base, demand, outranks) or (self._moves(base, demand) if long_wait() else None)
+            if found is None:
                 return None
-            for candidate in reversed(chosen[:-1]):  # give back the victims it fits without
-                fewer = [c for c in chosen if c is not candidate]
-                placed = base.freed([r for r, _ in fewer]).place(demand)
-                if placed is not None:
-                    chosen, nodes = fewer, placed
-            self.view = base.freed([r for r, _ in chosen])
+            chosen, nodes, self.view = found
             self.chosen.update(r.task_id for r, _ in chosen)
-        else:
-            chosen = []
-        assert nodes is not None
         self.view.take(nodes, demand)
         return Room(victims=tuple(chosen), nodes=nodes)
+
+    def _may_stop(self, r: RunningTask) -> bool:
+        cap = self.max_preemptions
+        return (r.preemptible and r.settled and not r.stopping and r.task_id not in self.chosen
+                and (cap <= 0 or r.preempted < cap))
+
+    def _stops(self, base: _Nodes, demand: Demand, outranks: Callable[[RunningTask], str | None]
+               ) -> tuple[list[tuple[RunningTask, str]], tuple[int, ...], _Nodes] | None:
+        """Victims ``outranks`` allows, least loss first, until ``demand`` fits; then every
+        victim it fits without given back."""
+        candidates = sorted(
+            ((r, why) for r in self.running if self._may_stop(r) and (why := outranks(r)) is not None),
+            key=lambda c: (c[0].priority, -c[0].unsaved_since(), c[0].task_id))
+        chosen: list[tuple[RunningTask, str]] = []
+        nodes = None
+        for candidate in candidates:
+            chosen.append(candidate)
+            nodes = base.freed([r for r, _ in chosen]).place(demand)
+            if nodes is not None:
+                break
+        if nodes is None:
+            return None
+        for candidate in reversed(chosen[:-1]):  # give back the victims it fits without
+            fewer = [c for c in chosen if c is not candidate]
+            placed = base.freed([r for r, _ in fewer]).place(demand)
+            if placed is not None:
+                chosen, nodes = fewer, placed
+        return chosen, nodes, base.freed([r for r, _ in chosen])
+
+    def _moves(self, base: _Nodes, demand: Demand
+               ) -> tuple[list[tuple[RunningTask, str]], tuple[int, ...], _Nodes] | None:
+        """Room made by moving: on the nodes where the fewest stops let ``demand`` fit,
+        stop the preemptible tasks of known placement in its way (those that lose the least
+        work first), when each of them fits on what is free elsewhere now and more nodes
+        could hold it than could hold ``demand``. They go back to their place in line and
+        start again at once on what they fit (this view counts them there)."""
+        index = {nid: i for i, nid in enumerate(base.ids)}
+        on: dict[int, list[RunningTask]] = {}
+        for r in self.running:
+            if self._may_stop(r) and r.node_ids and all(n in index for n in r.node_ids):
+                for n in r.node_ids:
+                    on.setdefault(index[n], []).append(r)
+        allowed = allowed_nodes(demand.gpu_types, base.types) if demand.gpu_types else None
+        homes: dict[Demand, int] = {}  # per shape: how many nodes could hold it
+        least = _homes(base, demand, homes)
+        costs: list[tuple[int, float, int, list[RunningTask]]] = []
+        for i in range(len(base.ids)):
+            if allowed is not None and i not in allowed:
+                continue
+            if base.total_gpus[i] < demand.n_gpus_per_node or base.total_cpus[i] < demand.cpus_per_node:
+                continue
+            gpus, cpus, movers = base.gpus[i], base.cpus[i], []
+            for r in sorted(on.get(i, ()), key=lambda r: (-r.unsaved_since(), r.task_id)):
+                if gpus >= demand.n_gpus_per_node and cpus >= demand.cpus_per_node:
+                    break
+                movers.append(r)
+                gpus, cpus = gpus + r.demand.n_gpus_per_node, cpus + r.demand.cpus_per_node
+            if any(_homes(base, r.demand, homes) <= least for r in movers):
+                continue  # a mover as hard to place as ``demand``: the node is as much its own
+            if gpus >= demand.n_gpus_per_node and cpus >= demand.cpus_per_node:
+                # the fewest stops, then the node whose oldest unsaved work is the newest
+                costs.append((len(movers), -min((r.unsaved_since() for r in movers), default=0.0), i, movers))
+        if len(costs) < demand.nnodes:
+            return None
+        costs.sort(key=lambda c: (c[0], c[1], base.ids[c[2]]))
+        nodes = tuple(sorted(i for _, _, i, _ in costs[: demand.nnodes]))
+        movers = list({r.task_id: r for _, _, _, rs in costs[: demand.nnodes] for r in rs}.values())
+        after = _placed_elsewhere(base, movers, nodes) if movers else None
+        return None if after is None else ([(r, "moves") for r in movers], nodes, after)
+
+
+def _placed_elsewhere(base: _Nodes, movers: Sequence[RunningTask], held: Sequence[int]) -> _Nodes | None:
+    """``base`` once ``movers`` left their nodes and started again on others, none of them
+    ``held`` (kept for the task they make room for); None when one fits nowhere else."""
+    after = base.freed(movers)
+    elsewhere = _Nodes(ids=after.ids, gpus=list(after.gpus), cpus=list(after.cpus), total_gpus=after.total_gpus,
+                       total_cpus=after.total_cpus, types=after.types)
+    for i in held:
+        elsewhere.gpus[i] = elsewhere.cpus[i] = -1.0
+    for r in movers:
+        placed = elsewhere.place(r.demand)
+        if placed is None:
+            return None
+        elsewhere.take(placed, r.demand)
+        after.take(placed, r.demand)
+    return after
+
+
+def _homes(view: _Nodes, d: Demand, known: dict[Demand, int]) -> int:
+    """How many nodes could hold one node's share of ``d`` when idle (of its GPU models)."""
+    if d not in known:
+        allowed = allowed_nodes(d.gpu_types, view.types) if d.gpu_types else None
+        known[d] = sum(1 for i in range(len(view.ids)) if (allowed is None or i in allowed)
+                       and view.total_gpus[i] >= d.n_gpus_per_node and view.total_cpus[i] >= d.cpus_per_node)
+    return known[d]

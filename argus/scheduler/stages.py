@@ -11,7 +11,8 @@ and the first that decides for it ends its turn:
    cannot delay it (``_backfill``); the first task that does not fit gets the
    reservation, the others wait (``_Pass.reserve_or_defer``);
 4. preempt: make room for a task that does not fit by stopping running tasks its policy
-   outranks (``_Pass.preempt``); asked before 3's reservation, as a room made is one.
+   outranks, or that can run elsewhere when it would wait long (``_Pass.preempt``); asked
+   before 3's reservation, as a room made is one.
 
 ``_Pass`` holds what the stages share and change within the pass: the pool, the counters,
 the cached explanations, the reservation, the room planner.
@@ -247,7 +248,8 @@ class _Pass:
                 total_gpus=[g for g, _ in pool.totals], total_cpus=[c for _, c in pool.totals],
                 max_preemptions=self.config.max_preemptions, types=pool.types, releasing=self.releasing)
         alike = (key, outranks.alike(t))
-        room = None if alike in self.no_room_alike else _make_room(t, why, planner, outranks.rule(t), self.config)
+        room = None if alike in self.no_room_alike else _make_room(
+            t, why, planner, outranks.rule(t), self.config, long_wait=lambda: self._long_wait(t))
         if room is None:
             self.no_room.add((key, outranks.same_rule(t)))  # its like would find none either
             self.no_room_alike.add(alike)
@@ -262,6 +264,16 @@ class _Pass:
             self.reserved = Reservation(task_id=t.task_id, start=self.now + self.config.preempt_grace_s,
                                         nodes=room_nodes)
         return True
+
+    def _long_wait(self, t: QueuedTask) -> bool:
+        """Whether ``t`` would wait ``move_after_s`` or more for its gang (by its
+        reservation's estimate; no start found: yes): then moving tasks out of its way is
+        worth their restart (argus.scheduler.preempt, ``RoomPlanner.make_room``)."""
+        after = self.config.move_after_s
+        if after <= 0:
+            return False
+        found = self.pool.reservation(t, self.endings, self.now)
+        return found is None or found.start - self.now >= after
 
     def reserve_or_defer(self, t: QueuedTask, key: Shape, why: Defer) -> None:
         """Stage 3 for ``t``, which does not fit (``why``) and got no room: the first such
@@ -340,10 +352,12 @@ def _shape_mix(queue: Sequence[QueuedTask], running: Sequence[RunningTask], conf
 
 
 def _make_room(t: QueuedTask, why: Defer, planner: RoomPlanner, outranks: Callable[[RunningTask], str | None],
-               config: PolicyConfig) -> tuple[Defer, list[Preempt], tuple[int, ...]] | None:
-    """Stop preemptible tasks ``outranks`` allows so ``t`` fits (argus.scheduler.preempt):
-    its deferral, the preemptions, and the nodes it will have. None: no room to make."""
-    room = planner.make_room(t.demand, outranks)
+               config: PolicyConfig, *, long_wait: Callable[[], bool]
+               ) -> tuple[Defer, list[Preempt], tuple[int, ...]] | None:
+    """Stop preemptible tasks ``outranks`` allows so ``t`` fits, or, if ``long_wait()``,
+    tasks that can run elsewhere (argus.scheduler.preempt): its deferral, the
+    preemptions, and the nodes it will have. None: no room to make."""
+    room = planner.make_room(t.demand, outranks, long_wait=long_wait)
     if room is None:
         return None
     if not room.victims:  # stops under way make it fit: wait for them
@@ -362,7 +376,8 @@ def _preempt_message(t: QueuedTask, r: RunningTask, reason: str, config: PolicyC
     why = {"priority": f"its priority {t.priority} is higher than {r.priority}",
            "quota": f"{t.user!r} is within its quota of {fmt_amount(config.quotas.get(t.user, 0))} GPUs "
                     f"and {r.user!r} borrows beyond its own",
-           "fair_share": f"{t.user!r} is under its fair share and {r.user!r} over its own"}.get(reason, reason)
+           "fair_share": f"{t.user!r} is under its fair share and {r.user!r} over its own",
+           "moves": "it fits on other nodes now, and fewer nodes can hold that task"}.get(reason, reason)
     return (f"preempted to make room for {t.task_id} ({t.user}, {needs(t.demand)}): {why}; "
             f"back to its place in line, to resume from its checkpoints")
 
