@@ -128,3 +128,54 @@ async def test_a_task_is_stopped_only_once_it_ran_the_minimum(tmp_path: Path) ->
         await settle(w, 250.0)  # 310 s since it was seen running
         await w.turn()
         assert len([e for e in await w.events(low) if isinstance(e, AttemptPreempted)]) == 1
+
+
+async def test_a_task_that_fits_elsewhere_moves_off_the_only_node_of_the_model_another_needs(tmp_path: Path) -> None:
+    """Moving to make room (v2.scheduler.move_after_s): ``anywhere`` (any GPU model) holds
+    the one H100 node while the A100 node is idle; ``h100`` needs an H100 and would wait
+    hours. The reactor stops ``anywhere`` (reason ``moves``, whatever the priorities), starts
+    ``h100`` on the H100 node and ``anywhere`` again on the A100 one."""
+    from argus.config import ArgusConfig, SchedulerConfig, ServiceConfig
+    from argus.rayjobs.fake import FakeRay, worker_nodes
+    from argus.reactor import Reactor
+    from argus.service.auth import AuthCache
+    from argus.service.commands import Commands
+    from argus.events import AttemptStarting
+    from projections import open_store
+    from tests.reactor.test_turn_on_fake import Clock, World
+
+    clock = Clock()
+    (tmp_path / "shared").mkdir()
+    sched = SchedulerConfig(policy="priority", preemption=True, move_after_s=600.0, default_runtime_s=36_000.0)
+    config = ArgusConfig(shared_root=str(tmp_path / "shared"), entrypoint_num_cpus=1.0,
+                         v2=ServiceConfig(scheduler=sched))
+    store = await open_store(tmp_path / "argus.db", synchronous="OFF")
+    commands = Commands(store, config, AuthCache(store), group_commit=False)
+    ray = FakeRay([*worker_nodes(1, gpus=4, cpus=64, prefix="a", gpu_type="A100"),
+                   *worker_nodes(1, gpus=4, cpus=64, prefix="h", gpu_type="H100")], clock=clock)
+    w = World(store, commands, ray, Reactor(store, ray, config, reactor_id="fake", clock=clock), clock, config)
+    try:
+        await w.turn()
+        clock.advance(sched.node_settle_s)
+        # bob's: a run of alice's would be the estimate of ``anywhere`` (a short one)
+        first = await submit(w, BOB, 4)  # takes the A100 node (its id sorts first)
+        first_sid = await w.running(first)
+        anywhere = await submit(w, ALICE, 4, preemptible=True)  # then the H100 one
+        await w.running(anywhere)
+        await settle(w)
+        ray.succeed(first_sid)
+        await w.turn(2)  # the A100 node is free again
+        spec = ("kind: advanced\nworkload: ppo\nnnodes: 1\nn_gpus_per_node: 4\ngpu_type: H100\n"
+                "command: python3 -m argus.examples.toy_trainer trainer.nnodes=1 trainer.n_gpus_per_node=4\n")
+        h100 = (await commands.submit(BOB, spec)).task_id
+        await w.turn()
+        preempted = [e for e in await w.events(anywhere) if isinstance(e, AttemptPreempted)]
+        assert [(p.by_task_id, p.reason) for p in preempted] == [(h100, "moves")]
+        assert "fits on other nodes now" in preempted[0].message
+        await w.turn(3)  # the stop goes out, Ray reports it STOPPED, both are admitted
+        starts = {tid: [e for e in await w.events(tid) if isinstance(e, AttemptStarting)] for tid in (h100, anywhere)}
+        assert starts[h100][-1].node_ids == ["h-01"]
+        assert len(starts[anywhere]) == 2 and starts[anywhere][-1].node_ids == ["a-01"]
+    finally:
+        await commands.close()
+        await store.close()
