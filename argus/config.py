@@ -166,8 +166,8 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # where it would fit, whatever their priority, when each fits elsewhere now and more
     # kinds of node can hold it than can hold the waiting task (a rare node is freed for
     # the work only it holds); they start again at once, elsewhere. 0: never. On the openb
-    # trace 1 h was better than none on all of seeds 0-7, and 0 s collapsed seed 1
-    # (docs/scheduling.md, "Moving to make room").
+    # trace 1 h was better than none for priority on all of seeds 0-7 (fair share: 7 of 8),
+    # and moving without a wait bound collapsed seed 1 (docs/scheduling.md, "Moving to make room").
     move_after_s: float = 3600.0
     # How often the reactor looks for each running attempt's last checkpoint (verl's
     # latest_checkpointed_iteration.txt under its job dir; argus.reactor.checkpoints), for

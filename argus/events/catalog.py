@@ -133,8 +133,8 @@ class TaskDeferred(EventBase, frozen=True, kw_only=True, tag="TaskDeferred"):
     message: str  # what was needed and what was free, in words
     needed: Demand
     # Free GPUs per node, recorded where they are the reason (no_capacity_per_node: enough
-    # in total, not on one node); elsewhere the message's totals say it (and events before
-    # 2026-11-28 have the list on every deferral).
+    # in total, not on one node); elsewhere the message's totals say it (events recorded
+    # before 2026-11-27 have the list on every deferral).
     free_gpus_per_node: list[float] = []
     # The first task that does not fit under reserve-backfill: when and where its gang is
     # expected to fit (its estimated start).

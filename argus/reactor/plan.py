@@ -46,7 +46,7 @@ def plan_turn(state: ReactorState, capacity: Sequence[NodeCapacity] | None, now:
 def wait_news(plan: AdmissionPlan, now: float, limit: int | None = None) -> list[tuple[TaskView, TaskDeferred]]:
     """The deferrals worth recording: only a changed reason or message is news. ``limit``:
     the first that many (the rest are news again next turn; an event is made only for
-    those recorded: after 10,000 arrivals all are news, and a turn records a thousand)."""
+    those recorded: after 20,000 arrivals all are news, and a turn records 10,000)."""
     news = ((task, d) for task, d in plan.deferrals if (task.wait_reason, task.wait_message) != (d.reason, d.message))
     # The free GPUs of every node, only where they are the reason: on every deferral they
     # were a list per node per waiting task (10,000 arrivals on 1,000 nodes: 40 MB of log
