@@ -82,10 +82,11 @@ def main() -> None:
          PolicyConfig(policy="reserve-backfill", max_running_tasks=500)),
         ("fairshare, fragmented", running, cluster(rng, 0.5),
          PolicyConfig(policy="fairshare", max_running_tasks=500, usage=usage)),
+        # With moving to make room as the reactor runs it (v2.scheduler.move_after_s: 1 h).
         ("fairshare + preemption, full cluster", preemptible, cluster(rng, 1.0),
-         PolicyConfig(policy="fairshare", max_running_tasks=500, usage=usage, preemption=True)),
+         PolicyConfig(policy="fairshare", max_running_tasks=500, usage=usage, preemption=True, move_after_s=3600)),
         ("priority + preemption, full cluster", preemptible, cluster(rng, 1.0),
-         PolicyConfig(policy="priority", max_running_tasks=500, preemption=True)),
+         PolicyConfig(policy="priority", max_running_tasks=500, preemption=True, move_after_s=3600)),
         ("capacity unknown", running, None, PolicyConfig()),
     ]
     print(f"{N_TASKS} queued tasks, {N_NODES} nodes, {RUNS} runs each")
