@@ -32,6 +32,7 @@ from argus.events.catalog import Demand
 
 from argus.scheduler.gpumodel import allowed_nodes
 from argus.scheduler.model import RunningTask
+from argus.scheduler.placement import homes_of
 from argus.scheduler.reserve import best_fit
 
 __all__ = ["Room", "RoomPlanner"]
@@ -163,22 +164,22 @@ class RoomPlanner:
             if self._may_stop(r) and r.node_ids and all(n in index for n in r.node_ids):
                 for n in r.node_ids:
                     on.setdefault(index[n], []).append(r)
-        allowed = allowed_nodes(demand.gpu_types, base.types) if demand.gpu_types else None
-        homes: dict[Demand, int] = {}  # per shape: how many nodes could hold it
-        least = _homes(base, demand, homes)
+        totals = tuple(zip(base.total_gpus, base.total_cpus))
+
+        def homes(d: Demand) -> frozenset[int]:  # the nodes that could hold one member of ``d`` idle
+            allowed = allowed_nodes(d.gpu_types, base.types) if d.gpu_types else None
+            return homes_of(totals, d.n_gpus_per_node, d.cpus_per_node, allowed)
+
+        mine = homes(demand)
         costs: list[tuple[int, float, int, list[RunningTask]]] = []
-        for i in range(len(base.ids)):
-            if allowed is not None and i not in allowed:
-                continue
-            if base.total_gpus[i] < demand.n_gpus_per_node or base.total_cpus[i] < demand.cpus_per_node:
-                continue
+        for i in sorted(mine):
             gpus, cpus, movers = base.gpus[i], base.cpus[i], []
             for r in sorted(on.get(i, ()), key=lambda r: (-r.unsaved_since(), r.task_id)):
                 if gpus >= demand.n_gpus_per_node and cpus >= demand.cpus_per_node:
                     break
                 movers.append(r)
                 gpus, cpus = gpus + r.demand.n_gpus_per_node, cpus + r.demand.cpus_per_node
-            if any(_homes(base, r.demand, homes) <= least for r in movers):
+            if any(len(homes(r.demand)) <= len(mine) for r in movers):
                 continue  # a mover as hard to place as ``demand``: the node is as much its own
             if gpus >= demand.n_gpus_per_node and cpus >= demand.cpus_per_node:
                 # the fewest stops, then the node whose oldest unsaved work is the newest
@@ -196,8 +197,7 @@ def _placed_elsewhere(base: _Nodes, movers: Sequence[RunningTask], held: Sequenc
     """``base`` once ``movers`` left their nodes and started again on others, none of them
     ``held`` (kept for the task they make room for); None when one fits nowhere else."""
     after = base.freed(movers)
-    elsewhere = _Nodes(ids=after.ids, gpus=list(after.gpus), cpus=list(after.cpus), total_gpus=after.total_gpus,
-                       total_cpus=after.total_cpus, types=after.types)
+    elsewhere = after.given_back(())  # a copy, to mark ``held`` as full in
     for i in held:
         elsewhere.gpus[i] = elsewhere.cpus[i] = -1.0
     for r in movers:
@@ -208,11 +208,3 @@ def _placed_elsewhere(base: _Nodes, movers: Sequence[RunningTask], held: Sequenc
         after.take(placed, r.demand)
     return after
 
-
-def _homes(view: _Nodes, d: Demand, known: dict[Demand, int]) -> int:
-    """How many nodes could hold one node's share of ``d`` when idle (of its GPU models)."""
-    if d not in known:
-        allowed = allowed_nodes(d.gpu_types, view.types) if d.gpu_types else None
-        known[d] = sum(1 for i in range(len(view.ids)) if (allowed is None or i in allowed)
-                       and view.total_gpus[i] >= d.n_gpus_per_node and view.total_cpus[i] >= d.cpus_per_node)
-    return known[d]
