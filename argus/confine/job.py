@@ -8,27 +8,40 @@ enforced in the child just before exec (``Ruleset.restrict_self`` is two system 
 from __future__ import annotations
 
 import errno
-import importlib.util
 import os
 import posixpath
-import site
 import sys
-import sysconfig
-from collections.abc import Sequence
-from typing import NamedTuple
 
 from argus.confine.landlock import NET_ABI, LandlockError, Ruleset, abi_version
 from argus.confine.rules import job_confinement, rules_for
 
+TYPE_CHECKING = False  # not typing's: the worker launcher imports this (``landlock.Rule``)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
 __all__ = ["Decision", "confinement_line", "decide", "interpreter_paths", "job_ruleset", "ray_logs_dirs"]
 
 
-class Decision(NamedTuple):
-    """Whether a job is confined on this node, and the one line that says so."""
+class Decision(tuple[bool, str, int]):
+    """Whether a job is confined on this node, and the one line that says so. (A tuple with
+    named fields for the worker launcher's start-up: see ``landlock.Rule``.)"""
 
-    confined: bool
-    line: str
-    abi: int = 0
+    __slots__ = ()
+
+    def __new__(cls, confined: bool, line: str, abi: int = 0) -> Decision:
+        return super().__new__(cls, (confined, line, abi))
+
+    @property
+    def confined(self) -> bool:
+        return self[0]
+
+    @property
+    def line(self) -> str:
+        return self[1]
+
+    @property
+    def abi(self) -> int:
+        return self[2]
 
 
 def decide(mode: str) -> Decision:
@@ -64,6 +77,8 @@ def confinement_line(mode: str) -> str:
 
 def _package_dirs() -> list[str]:
     """Argus's own code (an editable install maps it from outside site-packages)."""
+    import importlib.util  # here, not at the top: see interpreter_paths
+
     dirs: list[str] = []
     for name in ("argus", "projections"):
         spec = importlib.util.find_spec(name)
@@ -74,6 +89,11 @@ def _package_dirs() -> list[str]:
 def interpreter_paths() -> list[str]:
     """What a Python program of this interpreter reads: its prefixes, standard library and
     site-packages, and Argus's code. Not ``sys.path[0]`` (the working directory)."""
+    # Imported here, not at the top: the worker launcher imports this module before every
+    # Ray worker but never calls this (raystart hands it these paths).
+    import site
+    import sysconfig
+
     paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, posixpath.dirname(sys.executable)]
     scheme = sysconfig.get_paths()
     paths += [p for key in ("stdlib", "platstdlib", "purelib", "platlib") if (p := scheme.get(key))]

@@ -13,11 +13,14 @@ Nothing here decides *what* to allow: that is ``argus.confine.rules``.
 from __future__ import annotations
 
 import ctypes
-import enum
 import errno
 import os
-from collections.abc import Iterable
-from typing import NamedTuple
+
+# Not ``typing.TYPE_CHECKING``: typing's import (it imports ``re``) was over a quarter of
+# the worker launcher's start-up, and the launcher imports this module (see ``Rule``).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = ["Access", "ConnectDenial", "LandlockError", "NET_ABI", "Rule", "Ruleset", "abi_version", "handled_by"]
 
@@ -32,8 +35,9 @@ _PR_SET_NO_NEW_PRIVS = 38
 _SUPPORTED_MACHINES = {"x86_64", "aarch64"}
 
 
-class Access(enum.IntFlag):
-    """``LANDLOCK_ACCESS_FS_*``, with the ABI version that introduced each."""
+class Access:
+    """``LANDLOCK_ACCESS_FS_*``, with the ABI version that introduced each. Plain ints, not
+    an ``enum.IntFlag``: enum's import is a cost the worker launcher pays (see ``Rule``)."""
 
     EXECUTE = 1 << 0
     WRITE_FILE = 1 << 1
@@ -53,19 +57,19 @@ class Access(enum.IntFlag):
     IOCTL_DEV = 1 << 15  # ABI 5: ioctl on a device file (GPUs need it)
 
     @classmethod
-    def read(cls) -> Access:
+    def read(cls) -> int:
         """Read and run: open files for reading, list directories, execute."""
         return cls.EXECUTE | cls.READ_FILE | cls.READ_DIR
 
     @classmethod
-    def write(cls) -> Access:
+    def write(cls) -> int:
         """Everything a home needs: read, write, create, remove, rename, truncate."""
         return (cls.read() | cls.WRITE_FILE | cls.REMOVE_DIR | cls.REMOVE_FILE | cls.MAKE_DIR
                 | cls.MAKE_REG | cls.MAKE_SOCK | cls.MAKE_FIFO | cls.MAKE_SYM | cls.REFER
                 | cls.TRUNCATE)
 
     @classmethod
-    def device(cls) -> Access:
+    def device(cls) -> int:
         """Devices as a job uses them (GPUs, /dev/null, /dev/shm): read, write, ioctl."""
         return cls.write() | cls.IOCTL_DEV
 
@@ -73,26 +77,36 @@ class Access(enum.IntFlag):
 # Rights a rule on a regular file (not a directory) may carry; others make the kernel refuse.
 FILE_RIGHTS = Access.EXECUTE | Access.WRITE_FILE | Access.READ_FILE | Access.TRUNCATE | Access.IOCTL_DEV
 
-_RIGHTS_OF_ABI = {1: Access(0x1FFF), 2: Access(0x3FFF), 3: Access(0x7FFF), 4: Access(0x7FFF),
-                  5: Access(0xFFFF)}
+_RIGHTS_OF_ABI = {1: 0x1FFF, 2: 0x3FFF, 3: 0x7FFF, 4: 0x7FFF, 5: 0xFFFF}
 
 
-def handled_by(abi: int) -> Access:
+def handled_by(abi: int) -> int:
     """Every filesystem right an ABI version knows: all of them are denied unless allowed."""
-    return _RIGHTS_OF_ABI[min(abi, 5)] if abi >= 1 else Access(0)
+    return _RIGHTS_OF_ABI[min(abi, 5)] if abi >= 1 else 0
 
 
 class LandlockError(OSError):
     """The kernel refused a Landlock call (or has no Landlock)."""
 
 
-class Rule(NamedTuple):
-    """Allow ``access`` beneath ``path`` (a directory) or on it (a file). A NamedTuple, not
-    a msgspec Struct: the worker launcher imports this before every Ray worker starts, and
-    msgspec's import alone is two thirds of its start-up."""
+class Rule(tuple[str, int]):
+    """Allow ``access`` beneath ``path`` (a directory) or on it (a file). A tuple with named
+    fields, neither a msgspec Struct nor a ``typing.NamedTuple``: the worker launcher imports
+    this before every Ray worker starts, and msgspec's import was two thirds of its start-up,
+    typing's (with ``re``) over a quarter of what was left."""
 
-    path: str
-    access: int
+    __slots__ = ()
+
+    def __new__(cls, path: str, access: int) -> Rule:
+        return super().__new__(cls, (path, access))
+
+    @property
+    def path(self) -> str:
+        return self[0]
+
+    @property
+    def access(self) -> int:
+        return self[1]
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -179,12 +193,12 @@ class Ruleset(_Built):
         except (FileNotFoundError, NotADirectoryError):
             return False
         try:
-            access = Access(rule.access) & self.handled
+            access = rule.access & self.handled
             if not os.path.isdir(f"/proc/self/fd/{fd}"):
                 access &= FILE_RIGHTS
             if not access:
                 return False
-            attr = _PathBeneathAttr(int(access), fd)
+            attr = _PathBeneathAttr(access, fd)
             _call(_ADD_RULE, ctypes.c_int(self.fd), ctypes.c_int(_RULE_PATH_BENEATH),
                   ctypes.byref(attr), ctypes.c_uint32(0))
             return True

@@ -13,32 +13,54 @@ The cluster id keys it because job ids start again at 01000000 with every new he
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from typing import NamedTuple
 
 __all__ = ["Claim", "SYSTEM", "claim_path", "read_claim", "registry_dir", "write_claim"]
 
 SYSTEM = "-system-"  # Claim.user of Ray's own jobs (the dashboard's job supervisors)
 
 
-class Claim(NamedTuple):
+class Claim(tuple[str, str, str, int]):
     """Ray job ``job_id`` runs for ``user`` (attempt ``submission_id``), or for Ray itself.
-    (A NamedTuple and the json module: the launcher reads it before every worker starts,
-    see ``landlock.Rule``.)"""
+    (A tuple with named fields, and json imported only when needed: the launcher reads a
+    claim before every worker starts, see ``landlock.Rule`` and ``_plain_claim``.)"""
 
-    job_id: str
-    user: str
-    submission_id: str = ""
-    driver_pid: int = 0
+    __slots__ = ()
+    _fields = ("job_id", "user", "submission_id", "driver_pid")
+
+    def __new__(cls, job_id: str, user: str, submission_id: str = "", driver_pid: int = 0) -> Claim:
+        return super().__new__(cls, (job_id, user, submission_id, driver_pid))
+
+    @property
+    def job_id(self) -> str:
+        return self[0]
+
+    @property
+    def user(self) -> str:
+        return self[1]
+
+    @property
+    def submission_id(self) -> str:
+        return self[2]
+
+    @property
+    def driver_pid(self) -> int:
+        return self[3]
 
     def to_json(self) -> bytes:
-        return json.dumps(self._asdict()).encode()
+        import json  # here, not at the top: see _plain_claim
+
+        return json.dumps(dict(zip(self._fields, self))).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> Claim:
         """Raises ValueError unless ``data`` is a claim: the four fields, of their types."""
+        plain = _plain_claim(data)
+        if plain is not None:
+            return plain
+        import json  # here, not at the top: see _plain_claim
+
         fields = json.loads(data)
         if not isinstance(fields, dict) or set(fields) != set(cls._fields):
             raise ValueError("not a claim")
@@ -46,6 +68,32 @@ class Claim(NamedTuple):
         if not all(isinstance(v, str) for v in claim[:3]) or type(claim.driver_pid) is not int:
             raise ValueError("not a claim")
         return claim
+
+
+def _plain_json(job_id: str, user: str, submission_id: str, driver_pid: int) -> str:
+    """What ``Claim.to_json`` writes (``json.dumps``) when no value needs escaping."""
+    return (f'{{"job_id": "{job_id}", "user": "{user}", "submission_id": "{submission_id}", '
+            f'"driver_pid": {driver_pid}}}')
+
+
+def _plain_claim(data: bytes) -> Claim | None:
+    """The claim in ``data`` when it is exactly what ``to_json`` writes for values with
+    nothing to escape (printable ASCII: every claim of a valid user id), else None (then
+    ``from_json`` asks json). Read so because json's import (about 1 ms) would be paid by
+    every worker start. It is the claim json would read: with no backslash every ``"``
+    opens or closes a string, and the text must equal its own re-writing."""
+    try:
+        text = data.decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    parts = text.split('"')
+    if len(parts) != 15 or "\\" in text or not text.isprintable():
+        return None
+    pid = parts[14].removeprefix(": ").removesuffix("}")
+    if not pid.isdigit():
+        return None
+    claim = Claim(parts[3], parts[7], parts[11], int(pid))
+    return claim if text == _plain_json(*claim) else None
 
 
 def registry_dir(shared_root: str) -> str:

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Iterable, Sequence
-from typing import NamedTuple
 
 from argus.confine.landlock import Access, Rule
+
+TYPE_CHECKING = False  # not typing's: the worker launcher imports this (``landlock.Rule``)
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
 
 __all__ = ["Confinement", "LOG_WRITE", "SYSTEM_READ", "carve", "job_confinement", "rules_for"]
 
@@ -39,19 +41,56 @@ LOG_WRITE = Access.WRITE_FILE | Access.MAKE_REG | Access.MAKE_DIR
 SHARED_READ_ONLY = ("datasets", "hf", "common")
 
 
-class Confinement(NamedTuple):
+# The field types in quotes: ``Sequence`` is imported for the type checker only.
+class Confinement(tuple["str", "Sequence[str]", "Sequence[str]", "Sequence[str]", "Sequence[str]",
+                        "Sequence[str]", "Sequence[str]"]):
     """Where one job's processes may go. Paths are absolute; missing ones are skipped. (A
-    NamedTuple for the launcher's start-up: see ``landlock.Rule``.)"""
+    tuple with named fields for the launcher's start-up: see ``landlock.Rule``.)
 
-    home: str = ""  # the user's home: everything beneath it
-    read: Sequence[str] = ()  # read and execute beneath each (carved around ``hidden``)
-    write: Sequence[str] = ()  # everything beneath each (besides the home)
-    devices: Sequence[str] = ("/dev",)
-    logs: Sequence[str] = ()  # create and append, not read (Ray's session logs)
-    hidden: Sequence[str] = ()  # never granted through ``read``, even when inside it
-    # Nothing inside these is granted, whoever names it, but the home: other users' homes,
-    # however a path reaches them (links are resolved first).
-    forbidden: Sequence[str] = ()
+    - ``home``: the user's home: everything beneath it;
+    - ``read``: read and execute beneath each (carved around ``hidden``);
+    - ``write``: everything beneath each (besides the home);
+    - ``devices``: devices as a job uses them;
+    - ``logs``: create and append, not read (Ray's session logs);
+    - ``hidden``: never granted through ``read``, even when inside it;
+    - ``forbidden``: nothing inside these is granted, whoever names it, but the home: other
+      users' homes, however a path reaches them (links are resolved first).
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, home: str = "", read: Sequence[str] = (), write: Sequence[str] = (),
+                devices: Sequence[str] = ("/dev",), logs: Sequence[str] = (), hidden: Sequence[str] = (),
+                forbidden: Sequence[str] = ()) -> Confinement:
+        return super().__new__(cls, (home, read, write, devices, logs, hidden, forbidden))
+
+    @property
+    def home(self) -> str:
+        return self[0]
+
+    @property
+    def read(self) -> Sequence[str]:
+        return self[1]
+
+    @property
+    def write(self) -> Sequence[str]:
+        return self[2]
+
+    @property
+    def devices(self) -> Sequence[str]:
+        return self[3]
+
+    @property
+    def logs(self) -> Sequence[str]:
+        return self[4]
+
+    @property
+    def hidden(self) -> Sequence[str]:
+        return self[5]
+
+    @property
+    def forbidden(self) -> Sequence[str]:
+        return self[6]
 
 
 def _inside(path: str, root: str) -> bool:
@@ -99,10 +138,10 @@ def rules_for(conf: Confinement) -> list[Rule]:
                 or not any(_inside(p, f) for f in forbidden)]
 
     read = [path for root in allowed(_real(conf.read)) for path in carve(root, hidden + forbidden)]
-    return ([Rule(path, int(Access.read())) for path in dict.fromkeys(read)]
-            + [Rule(path, int(Access.write())) for path in home + allowed(_real(conf.write))]
-            + [Rule(path, int(Access.device())) for path in allowed(_real(conf.devices))]
-            + [Rule(path, int(LOG_WRITE)) for path in allowed(_real(conf.logs))])
+    return ([Rule(path, Access.read()) for path in dict.fromkeys(read)]
+            + [Rule(path, Access.write()) for path in home + allowed(_real(conf.write))]
+            + [Rule(path, Access.device()) for path in allowed(_real(conf.devices))]
+            + [Rule(path, LOG_WRITE) for path in allowed(_real(conf.logs))])
 
 
 def job_confinement(*, shared_root: str, user: str, needed: Sequence[str] = (),

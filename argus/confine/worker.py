@@ -2,7 +2,8 @@
 program of every Python worker a confining node's raylet starts (``argus.confine.raystart``
 puts it there). Run as a file without ``site`` (and importing only the standard library):
 it runs before every Ray worker, and Python's site set-up and msgspec's import were most of
-its start-up.
+its start-up. For the same reason it and the modules it imports leave out ``typing``,
+``enum`` and ``json`` (``python -X importtime -I -S`` on this file lists what is left).
 
 It runs before anything a job controls: the raylet sets ``RAY_JOB_ID`` in its environment,
 and a job's own ``runtime_env`` (environment variables, ``py_executable``, pip) is applied
@@ -23,8 +24,12 @@ from __future__ import annotations
 import os
 import posixpath
 import sys
-from collections.abc import Sequence
-from typing import NamedTuple
+
+# Not typing's TYPE_CHECKING, nor typing.NamedTuple below: typing's import (with ``re``)
+# was over a quarter of this launcher's start-up. Every module it imports avoids it too.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 if __name__ == "__main__" and not __package__:  # run as a file: Argus's code is two levels up
     sys.path.insert(0, posixpath.dirname(posixpath.dirname(posixpath.dirname(posixpath.abspath(__file__)))))
@@ -70,14 +75,33 @@ def worker_ruleset(decision: Decision, *, user: str, shared_root: str, session_d
     return ruleset
 
 
-class Options(NamedTuple):
+class Options(tuple[str, str, list[str], list[str], list[str]]):
     """``--shared-root DIR [--mode auto|landlock] [--read PATH]… [--hide PATH]… -- COMMAND…``"""
 
-    shared_root: str
-    mode: str
-    read: list[str]
-    hide: list[str]
-    command: list[str]
+    __slots__ = ()
+
+    def __new__(cls, shared_root: str, mode: str, read: list[str], hide: list[str], command: list[str]) -> Options:
+        return super().__new__(cls, (shared_root, mode, read, hide, command))
+
+    @property
+    def shared_root(self) -> str:
+        return self[0]
+
+    @property
+    def mode(self) -> str:
+        return self[1]
+
+    @property
+    def read(self) -> list[str]:
+        return self[2]
+
+    @property
+    def hide(self) -> list[str]:
+        return self[3]
+
+    @property
+    def command(self) -> list[str]:
+        return self[4]
 
 
 def parse(argv: Sequence[str]) -> Options:

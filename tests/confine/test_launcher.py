@@ -12,7 +12,7 @@ import pytest
 
 from argus.confine.claims import descends_from
 from argus.confine.raystart import launcher_prefix, prefix_worker_command, split_denied
-from argus.confine.registry import Claim, read_claim, write_claim
+from argus.confine.registry import Claim, _plain_claim, read_claim, write_claim
 from argus.confine import interpreter_paths, worker
 from argus.confine.worker import Options, parse, raylet_command
 from argus.nodepool.config import NodePoolConfig
@@ -47,6 +47,38 @@ def test_claims_are_written_once_whole_and_read_back(tmp_path: Path) -> None:
     assert read_claim(str(tmp_path), "cluster", "03000000", wait_s=0.05) is None
     (tmp_path / "cluster" / "04000000.json").symlink_to(path)  # a link is never followed
     assert read_claim(str(tmp_path), "cluster", "04000000") is None
+
+
+def test_a_claim_reads_back_the_same_with_or_without_json() -> None:
+    """The launcher reads a claim as written for a valid user id without importing json
+    (``registry._plain_claim``); anything else is json's to read, with the same result."""
+    plain = Claim(job_id="02000000", user="alice", submission_id="alice-t1--a01", driver_pid=42)
+    assert _plain_claim(plain.to_json()) == plain == Claim.from_json(plain.to_json())
+    odd = Claim(job_id="02000000", user='al"ice\\é\n', submission_id="", driver_pid=0)
+    assert _plain_claim(odd.to_json()) is None and Claim.from_json(odd.to_json()) == odd
+    spaced = b'{"job_id": "02000000", "user": "alice", "submission_id": "", "driver_pid": 7} '
+    assert _plain_claim(spaced) is None and Claim.from_json(spaced) == Claim("02000000", "alice", "", 7)
+    for bad in (b'{"job_id": "02000000", "user": "alice", "submission_id": "", "driver_pid": 07}',
+                b'{"job_id": "02000000", "user": "alice", "submission_id": "", "driver_pid": true}',
+                b'{"job_id": "02000000", "user": "alice", "submission_id": ""}', b"", b"[]"):
+        assert _plain_claim(bad) is None
+        with pytest.raises(ValueError):
+            Claim.from_json(bad)
+
+
+@pytest.mark.parametrize("job", ["", "02000000"])
+def test_the_launcher_imports_neither_typing_nor_enum_nor_json(tmp_path: Path, job: str) -> None:
+    """Its start-up is paid before every Ray worker: typing (with re), enum and json were
+    half of it."""
+    write_claim(str(tmp_path / "ray" / "confine"), "abc", Claim(job_id="02000000", user="alice"))
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "RAY_JOB_ID": job}
+    result = subprocess.run([sys.executable, "-X", "importtime", "-I", "-S", worker.__file__, "--shared-root",
+                             str(tmp_path), "--", "/bin/true", "--cluster-id=abc"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    imported = {line.rpartition("|")[2].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
+    assert "argus.confine.registry" in imported
+    assert not imported & {"typing", "re", "enum", "json", "collections", "functools", "importlib.util", "sysconfig"}
 
 
 def test_descends_from_follows_parents() -> None:
