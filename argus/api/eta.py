@@ -124,9 +124,14 @@ class EtaBoard:
         self._score(db, starts)
         calibration = self.calibration
         calibration.overdue(now)
-        ranges = {t: span for t, at in starts.items() if (span := calibration.range(now, at)) is not None}
+        ahead = {t.task_id for t in line.queue[:DEFAULT_HORIZON]}  # the rest's ETAs are coarse
+        ranges: dict[str, StartRange] = {}
         for task_id, at in starts.items():
-            calibration.given(task_id, now, at, ranges.get(task_id))
+            coarse = task_id not in ahead
+            span = calibration.range(now, at, coarse)
+            if span is not None:
+                ranges[task_id] = span
+            calibration.given(task_id, now, at, span, coarse)
         return Estimates(starts=starts, ranges=ranges)
 
     def _score(self, db: sqlite3.Connection, starts: dict[str, float]) -> None:
@@ -134,7 +139,7 @@ class EtaBoard:
         they ended without starting (canceled)."""
         left = [t for t in self.calibration.pending if t not in starts]
         for task_id, view in TASK_FOLD.load_many(db, left).items():
-            asked = self.calibration.pending[task_id][0]
+            asked = self.calibration.pending[task_id].given_at
             began = [a.decided_at for a in view.attempts if a.decided_at >= asked]
             if began:
                 self.calibration.started(task_id, min(began))
@@ -200,7 +205,8 @@ class EtaBoard:
             return DryRun(position, None, None)
         config = PolicyConfig.from_scheduler(sched, usage=line.usage, gpu_caps=line.gpu_caps)
         start = estimate_starts(ordered, line.running, line.capacity, now, config, in_line=True).get(new.task_id)
-        return DryRun(position, start, None if start is None else self.calibration.range(now, start))
+        coarse = place > DEFAULT_HORIZON  # past the forward run's horizon, as the board's own
+        return DryRun(position, start, None if start is None else self.calibration.range(now, start, coarse))
 
     def _coarse(self, rest: list[QueueEntry], workloads: dict[str, str], history: RuntimeHistory) -> list[QueuedTask]:
         """The line past the horizon, for the coarse estimate: from the queue entries, with

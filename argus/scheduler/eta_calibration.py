@@ -27,6 +27,14 @@ comes before that time: counted only at the start, misses reached the adjustment
 hits did, and the intervals widened too late. Until ``warmup`` scores
 are known there is no interval. The 60 s keep the scores of waits near zero finite; a wait
 below a minute is as good as none.
+
+The coarse ETAs (past the forward run's horizon: GPUs alone, each task the first span free
+for its whole run) are a different estimator with errors of their own: they are mostly an
+upper bound, and the tasks start well before them. They are scored apart from the forward
+run's, and until ``warmup`` of them have come true a coarse ETA's interval has no lower end
+(it starts from now): borrowing the forward run's errors for them put the earliest start
+after the real one for most of a long queue, all at once, since a long queue is when they
+are given (docs/scheduling.md has the figures).
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ import bisect
 import heapq
 import math
 from collections import deque
+from typing import NamedTuple
 
 import msgspec
 
@@ -80,35 +89,51 @@ class _Scores:
 
 # Predicted waits are scored apart by size (Mondrian conformal): an ETA of "in two minutes"
 # and one of "in five hours" are not wrong alike (on the trace the log-errors' middle 80 %
-# ran -0.6..0.6, -0.6..0.0 and -1.0..1.0 for these three).
+# ran -0.6..0.6, -0.6..0.0 and -1.0..1.0 for these three). Coarse ETAs have classes of
+# their own, after these.
 _WAIT_EDGES = (300.0, 3600.0)
 
 
-def _size(predicted_wait: float) -> int:
-    return bisect.bisect_right(_WAIT_EDGES, predicted_wait)
+def _kind(predicted_wait: float, coarse: bool) -> int:
+    """The class an ETA is scored in: its size, and whether it is coarse."""
+    return bisect.bisect_right(_WAIT_EDGES, predicted_wait) + (len(_WAIT_EDGES) + 1) * coarse
+
+
+class _Pending(NamedTuple):
+    """An ETA given and not yet resolved."""
+
+    given_at: float
+    eta: float
+    shown: StartRange | None  # the interval shown with it, if any
+    coarse: bool  # past the forward run's horizon
 
 
 class EtaCalibration:
-    """Scores of resolved ETAs (in all, and by the size of the predicted wait) and the ETAs
-    still pending (by task id). Not thread-safe: one owner (the API's ETA board, the
-    simulator's sampler) drives it."""
+    """Scores of resolved ETAs (in all, and by class: the size of the predicted wait, and
+    whether the ETA is coarse) and the ETAs still pending (by task id). Not thread-safe: one
+    owner (the API's ETA board, the simulator's sampler) drives it.
 
-    def __init__(self, coverage: float = 0.8, window: int = 300, warmup: int = 30, gamma: float = 0.02) -> None:
+    The defaults were chosen on the trace (seeds 0-3, reserve-backfill and fairshare, every
+    waiting task's first ETA fed in as the API does): ``window`` 1500 and ``gamma`` 0.01
+    against 300 and 0.02, since the API scores every waiting task, five times as many as
+    the simulator used to sample."""
+
+    def __init__(self, coverage: float = 0.8, window: int = 1500, warmup: int = 30, gamma: float = 0.01) -> None:
         if not 0 < coverage < 1:
             raise ValueError("coverage: a fraction between 0 and 1")
         self.coverage, self.window, self.warmup, self.gamma = coverage, window, warmup, gamma
-        # task id -> (when given, the ETA given, the interval shown with it, if any)
-        self.pending: dict[str, tuple[float, float, StartRange | None]] = {}
+        self.pending: dict[str, _Pending] = {}  # by task id
         self._all = _Scores(window, 1 - coverage)
-        self._by_size: dict[int, _Scores] = {}
+        self._by_kind: dict[int, _Scores] = {}
         self._deadlines: list[tuple[float, str]] = []  # (latest start shown, task id): a heap
         self._missed: set[str] = set()  # pending tasks whose interval's miss is already counted
 
-    def given(self, task_id: str, now: float, eta: float, shown: StartRange | None = None) -> None:
-        """``task_id`` was told ``eta`` at ``now``, with the interval ``shown``; only the
-        first ETA of a wait counts."""
+    def given(self, task_id: str, now: float, eta: float, shown: StartRange | None = None,
+              coarse: bool = False) -> None:
+        """``task_id`` was told ``eta`` at ``now`` (``coarse``: past the forward run's
+        horizon), with the interval ``shown``; only the first ETA of a wait counts."""
         if task_id not in self.pending:
-            self.pending[task_id] = (now, eta, shown)
+            self.pending[task_id] = _Pending(now, eta, shown, coarse)
             if shown is not None:
                 heapq.heappush(self._deadlines, (shown.latest, task_id))
 
@@ -121,49 +146,51 @@ class EtaCalibration:
             found = self.pending.get(task_id)
             if found is not None and task_id not in self._missed:
                 self._missed.add(task_id)
-                self._scores_for(max(0.0, found[1] - found[0])).adjust(True, 1 - self.coverage, self.gamma)
+                self._scores_for(max(0.0, found.eta - found.given_at), found.coarse).adjust(
+                    True, 1 - self.coverage, self.gamma)
 
     def started(self, task_id: str, at: float) -> None:
         """``task_id`` started at ``at``: its ETA's score is kept."""
         found = self.pending.pop(task_id, None)
         if found is None:
             return
-        asked, eta, shown = found
+        asked, eta, shown, coarse = found
         predicted = max(0.0, eta - asked)
-        size = self._by_size.setdefault(_size(predicted), _Scores(self.window, 1 - self.coverage))
+        kind = self._by_kind.setdefault(_kind(predicted, coarse), _Scores(self.window, 1 - self.coverage))
         if shown is not None and task_id not in self._missed:  # did the interval hold?
             missed = not shown.earliest <= at <= shown.latest
-            self._scores_for(predicted).adjust(missed, 1 - self.coverage, self.gamma)
+            self._scores_for(predicted, coarse).adjust(missed, 1 - self.coverage, self.gamma)
         self._missed.discard(task_id)
         score = math.log((max(0.0, at - asked) + 60.0) / (predicted + 60.0))
         self._all.add(score)
-        size.add(score)
+        kind.add(score)
 
     def forget(self, task_id: str) -> None:
         """``task_id`` stopped waiting without starting (canceled): its ETA says nothing."""
         self.pending.pop(task_id, None)
         self._missed.discard(task_id)
 
-    def _scores_for(self, predicted: float) -> _Scores:
+    def _scores_for(self, predicted: float, coarse: bool) -> _Scores:
         """The scores an interval for a predicted wait this long is taken from, and whose
-        miss rate its outcome adjusts: its size's once they are ``warmup`` (each size keeps
+        miss rate its outcome adjusts: its class's once they are ``warmup`` (each class keeps
         its own miss rate), else all of them."""
-        size = self._by_size.get(_size(predicted))
-        return size if size is not None and len(size.ordered) >= self.warmup else self._all
+        kind = self._by_kind.get(_kind(predicted, coarse))
+        return kind if kind is not None and len(kind.ordered) >= self.warmup else self._all
 
     @property
     def scores(self) -> int:
         return len(self._all.ordered)
 
-    def range(self, now: float, eta: float) -> StartRange | None:
-        """The interval around ``eta`` (given at ``now``), from the scores of predicted
-        waits of its size (of all, while those are fewer than ``warmup``); None while
-        fewer than ``warmup`` ETAs have been resolved in all."""
+    def range(self, now: float, eta: float, coarse: bool = False) -> StartRange | None:
+        """The interval around ``eta`` (given at ``now``; ``coarse``: past the forward
+        run's horizon), from the scores of its class (of all, while those are fewer than
+        ``warmup``; a coarse ETA then gets no lower end); None while fewer than ``warmup``
+        ETAs have been resolved in all."""
         predicted = max(0.0, eta - now)
-        scores = self._scores_for(predicted)
+        scores = self._scores_for(predicted, coarse)
         if len(scores.ordered) < self.warmup:
             return None
         low, high = scores.bounds()
         wait = predicted + 60.0
-        return StartRange(earliest=max(now, now + wait * math.exp(low) - 60.0),
-                          latest=max(now, now + wait * math.exp(high) - 60.0))
+        earliest = now if coarse and scores is self._all else max(now, now + wait * math.exp(low) - 60.0)
+        return StartRange(earliest=earliest, latest=max(now, now + wait * math.exp(high) - 60.0))

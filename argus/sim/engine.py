@@ -223,7 +223,7 @@ class Simulation:
                 break
         self._start_submitted(now)
         self._wake_for_what_comes(now)
-        self.etas.sample(arrived, self.reactor.state, now)
+        self.etas.sample(arrived, self.reactor.state, now, self.first_start)
         if self.observe is not None:
             state = self.reactor.state
             queue, running, _ = policy_inputs(waiting=state.waiting(), active=state.active(), capacity=None, now=now,

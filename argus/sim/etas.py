@@ -4,6 +4,8 @@ compared with its real start when the run is over."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import msgspec
 
 from argus.config import SchedulerConfig
@@ -38,11 +40,16 @@ class EtaSampler:
         self.predicted: dict[str, float] = {}  # task id -> ETA (-1: none given)
         self.coarse: set[str] = set()  # past the forward run's horizon
         self.ranges: dict[str, StartRange] = {}  # task id -> its interval, when it got one
-        # Learns from the sampled ETAs as their tasks start, online: an interval given at
-        # an instant knows only the starts before it, as the API's would.
+        # Learns online, as the API's board does, from the first ETA of every task in line
+        # at each sample (not only the sampled ones) as their tasks start: an interval given
+        # at an instant knows only the starts before it.
         self.calibration = EtaCalibration()
 
-    def sample(self, arrived: list[str], state: ReactorState, now: float) -> None:
+    def sample(self, arrived: list[str], state: ReactorState, now: float, started: Mapping[str, float]) -> None:
+        """Give ETAs to the sampled tasks among ``arrived`` that wait; ``started``: each task's
+        first start so far (the simulation's own record: the reactor's state forgets a task
+        once it ends, and a task that started and ended between two samples would never be
+        scored, and be counted as missed once its latest start passed)."""
         if not self.every:
             return
         asked = []
@@ -52,11 +59,10 @@ class EtaSampler:
                 asked.append(task_id)
         if not asked:
             return
-        for task_id, (given_at, _, _) in list(self.calibration.pending.items()):  # the starts since: scores
-            view = state.tasks.get(task_id)
-            began = [a.decided_at for a in view.attempts if a.decided_at >= given_at] if view is not None else []
-            if began:
-                self.calibration.started(task_id, min(began))
+        for task_id, given in list(self.calibration.pending.items()):  # the starts since: scores
+            at = started.get(task_id)
+            if at is not None and at >= given.given_at:
+                self.calibration.started(task_id, at)
         self.calibration.overdue(now)
         waiting, active = state.waiting(), state.active()
         queue, running, capacity = policy_inputs(
@@ -68,15 +74,18 @@ class EtaSampler:
         assert capacity is not None
         etas = estimate_starts(line, running, capacity, now, config, in_line=True)
         ahead = {q.task_id for q in line[:DEFAULT_HORIZON]}
+        sampled = set(asked)
+        for task_id, eta in etas.items():  # as the API's board: every ETA in line, the first of each wait counts
+            if eta < 0 or task_id in self.calibration.pending:
+                continue
+            coarse = task_id not in ahead
+            span = self.calibration.range(now, eta, coarse)
+            self.calibration.given(task_id, now, eta, span, coarse)
+            if task_id in sampled and span is not None:
+                self.ranges[task_id] = span
         for task_id in asked:
             eta = self.predicted[task_id] = etas.get(task_id, -1.0)
-            if eta < 0:
-                continue
-            span = self.calibration.range(now, eta)
-            if span is not None:
-                self.ranges[task_id] = span
-            self.calibration.given(task_id, now, eta, span)
-            if task_id not in ahead:
+            if eta >= 0 and task_id not in ahead:
                 self.coarse.add(task_id)
 
     def result(self, started: dict[str, float], arrivals: dict[str, float]) -> EtaFigures:
