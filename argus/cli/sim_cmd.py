@@ -134,13 +134,14 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
                + (f"; relaxed: gpu_model_set_aside {trace.relaxed_model}" if relaxed else "")
                + ("; backfill forced on every policy" if backfill else ""))
     rows = [("policy", "util", "util busy", "arriving", "wait p50", "p90", "p99", "max", "big p99", "slowdown", "Jain",
-             "Jain sd", "never", "preempted")]
+             "Jain sd", "Jain user", "worst user", "never", "preempted")]
     for m in results:
         rows.append((m.policy, f"{m.gpu_utilization:.3f}", f"{m.contended_utilization:.3f}",
                      f"{m.contended_utilization_arriving:.3f}",
                      _dur(m.wait_p50_s), _dur(m.wait_p90_s),
                      _dur(m.wait_p99_s), _dur(m.wait_max_s), _dur(m.big_gang_wait_p99_s),
                      f"{m.bounded_slowdown_avg:.1f}", f"{m.jain_fairness:.3f}", f"{m.jain_slowdown:.3f}",
+                     f"{m.jain_user_slowdown:.3f}", f"{m.worst_user_slowdown:.2f}x/{_dur(m.worst_user_mean_wait_s)}",
                      str(m.never_admitted),
                      str(m.preemptions)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

@@ -44,6 +44,13 @@ class PolicyMetrics(msgspec.Struct, frozen=True, kw_only=True):
     # over users' mean bounded slowdown: 1 = every user is slowed down alike (GPU-hours are
     # the same under every policy once every task has run; who waited is not)
     jain_slowdown: float = 1.0
+    # over users' slowdown of their work as a whole, sum(wait + run) / sum(run): what each
+    # user's work took against what it ran. The mean above is set by a few tasks of seconds
+    # that waited hours (one such task of 10 s that waited a day is a slowdown of 8,640);
+    # here a task counts by its run time. 1 = every user's work slowed alike.
+    jain_user_slowdown: float = 1.0
+    worst_user_slowdown: float = 1.0  # the most slowed user's sum(wait + run) / sum(run)
+    worst_user_mean_wait_s: float = 0.0  # the most starved user's mean wait
     decisions: int
     preemptions: int = 0  # stops to make room
     eta_samples: int = 0  # waiting tasks given an ETA at arrival (argus sim --eta N)
@@ -121,6 +128,13 @@ def measure(result: SimResult) -> PolicyMetrics:
     for (o, _), slowdown in zip(done, slowdowns):
         per_user.setdefault(o.user, []).append(slowdown)
     jain_slowdown = _jain([sum(v) / len(v) for v in per_user.values()])
+    spans: dict[str, list[float]] = {}  # user -> [sum of waits, sum of run times, tasks]
+    for o, start in done:
+        span = spans.setdefault(o.user, [0.0, 0.0, 0.0])
+        span[0] += start - o.arrival
+        span[1] += o.runtime
+        span[2] += 1
+    user_slowdowns = [(waited + ran) / ran for waited, ran, _ in spans.values() if ran > 0]
     return PolicyMetrics(
         policy=result.policy, tasks=len(result.outcomes), never_admitted=len(result.outcomes) - len(done),
         gpu_utilization=used / (result.capacity_gpus * busy) if result.capacity_gpus else 0.0,
@@ -134,7 +148,9 @@ def measure(result: SimResult) -> PolicyMetrics:
         big_gang_gpus=tuple(sorted(shapes, reverse=True)),
         big_gang_tasks=sum(1 for o in result.outcomes if o.gpus in shapes),
         bounded_slowdown_avg=sum(slowdowns) / len(slowdowns) if slowdowns else 0.0,
-        jain_fairness=jain, jain_slowdown=jain_slowdown, decisions=result.decisions, preemptions=sum(o.preempted for o in result.outcomes),
+        jain_fairness=jain, jain_slowdown=jain_slowdown, jain_user_slowdown=_jain(user_slowdowns),
+        worst_user_slowdown=max(user_slowdowns, default=1.0),
+        worst_user_mean_wait_s=max((waited / n for waited, _, n in spans.values()), default=0.0), decisions=result.decisions, preemptions=sum(o.preempted for o in result.outcomes),
         eta_samples=len(result.eta_errors), eta_unknown=result.eta_unknown,
         eta_abs_error_p50_s=_pct(result.eta_errors, 0.5) if result.eta_errors else None,
         eta_abs_error_p90_s=_pct(result.eta_errors, 0.9) if result.eta_errors else None,
