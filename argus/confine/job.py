@@ -12,6 +12,7 @@ import os
 import posixpath
 import sys
 
+from argus.confine.record import fields
 from argus.confine.landlock import NET_ABI, LandlockError, Ruleset, abi_version
 from argus.confine.rules import job_confinement, rules_for
 
@@ -22,26 +23,18 @@ if TYPE_CHECKING:
 __all__ = ["Decision", "confinement_line", "decide", "interpreter_paths", "job_ruleset", "ray_logs_dirs"]
 
 
+@fields
 class Decision(tuple[bool, str, int]):
     """Whether a job is confined on this node, and the one line that says so. (A tuple with
     named fields for the worker launcher's start-up: see ``landlock.Rule``.)"""
 
     __slots__ = ()
+    confined: bool
+    line: str
+    abi: int
 
     def __new__(cls, confined: bool, line: str, abi: int = 0) -> Decision:
         return super().__new__(cls, (confined, line, abi))
-
-    @property
-    def confined(self) -> bool:
-        return self[0]
-
-    @property
-    def line(self) -> str:
-        return self[1]
-
-    @property
-    def abi(self) -> int:
-        return self[2]
 
 
 def decide(mode: str) -> Decision:

@@ -16,6 +16,8 @@ import ctypes
 import errno
 import os
 
+from argus.confine.record import fields
+
 # Not ``typing.TYPE_CHECKING``: typing's import (it imports ``re``) was over a quarter of
 # the worker launcher's start-up, and the launcher imports this module (see ``Rule``).
 TYPE_CHECKING = False
@@ -89,24 +91,18 @@ class LandlockError(OSError):
     """The kernel refused a Landlock call (or has no Landlock)."""
 
 
+@fields
 class Rule(tuple[str, int]):
     """Allow ``access`` beneath ``path`` (a directory) or on it (a file). A tuple with named
-    fields, neither a msgspec Struct nor a ``typing.NamedTuple``: the worker launcher imports
-    this before every Ray worker starts, and msgspec's import was two thirds of its start-up,
-    typing's (with ``re``) over a quarter of what was left."""
+    fields (``argus.confine.record``), not a msgspec Struct: the worker launcher imports this
+    before every Ray worker starts, and msgspec's import was two thirds of its start-up."""
 
     __slots__ = ()
+    path: str
+    access: int
 
     def __new__(cls, path: str, access: int) -> Rule:
         return super().__new__(cls, (path, access))
-
-    @property
-    def path(self) -> str:
-        return self[0]
-
-    @property
-    def access(self) -> int:
-        return self[1]
 
 
 class _RulesetAttr(ctypes.Structure):

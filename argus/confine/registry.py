@@ -16,37 +16,28 @@ from __future__ import annotations
 import os
 import time
 
+from argus.confine.record import fields
+
 __all__ = ["Claim", "SYSTEM", "claim_path", "read_claim", "registry_dir", "write_claim"]
 
 SYSTEM = "-system-"  # Claim.user of Ray's own jobs (the dashboard's job supervisors)
 
 
+@fields
 class Claim(tuple[str, str, str, int]):
     """Ray job ``job_id`` runs for ``user`` (attempt ``submission_id``), or for Ray itself.
     (A tuple with named fields, and json imported only when needed: the launcher reads a
     claim before every worker starts, see ``landlock.Rule`` and ``_plain_claim``.)"""
 
     __slots__ = ()
-    _fields = ("job_id", "user", "submission_id", "driver_pid")
+    _fields: tuple[str, ...]  # (set by ``fields``)
+    job_id: str
+    user: str
+    submission_id: str
+    driver_pid: int
 
     def __new__(cls, job_id: str, user: str, submission_id: str = "", driver_pid: int = 0) -> Claim:
         return super().__new__(cls, (job_id, user, submission_id, driver_pid))
-
-    @property
-    def job_id(self) -> str:
-        return self[0]
-
-    @property
-    def user(self) -> str:
-        return self[1]
-
-    @property
-    def submission_id(self) -> str:
-        return self[2]
-
-    @property
-    def driver_pid(self) -> int:
-        return self[3]
 
     def to_json(self) -> bytes:
         import json  # here, not at the top: see _plain_claim

@@ -23,6 +23,7 @@ import os
 import posixpath
 
 from argus.confine.landlock import Access, Rule
+from argus.confine.record import fields
 
 TYPE_CHECKING = False  # not typing's: the worker launcher imports this (``landlock.Rule``)
 if TYPE_CHECKING:
@@ -42,55 +43,27 @@ SHARED_READ_ONLY = ("datasets", "hf", "common")
 
 
 # The field types in quotes: ``Sequence`` is imported for the type checker only.
+@fields
 class Confinement(tuple["str", "Sequence[str]", "Sequence[str]", "Sequence[str]", "Sequence[str]",
                         "Sequence[str]", "Sequence[str]"]):
     """Where one job's processes may go. Paths are absolute; missing ones are skipped. (A
-    tuple with named fields for the launcher's start-up: see ``landlock.Rule``.)
-
-    - ``home``: the user's home: everything beneath it;
-    - ``read``: read and execute beneath each (carved around ``hidden``);
-    - ``write``: everything beneath each (besides the home);
-    - ``devices``: devices as a job uses them;
-    - ``logs``: create and append, not read (Ray's session logs);
-    - ``hidden``: never granted through ``read``, even when inside it;
-    - ``forbidden``: nothing inside these is granted, whoever names it, but the home: other
-      users' homes, however a path reaches them (links are resolved first).
-    """
+    tuple with named fields for the launcher's start-up: see ``landlock.Rule``.)"""
 
     __slots__ = ()
+    home: str  # the user's home: everything beneath it
+    read: Sequence[str]  # read and execute beneath each (carved around ``hidden``)
+    write: Sequence[str]  # everything beneath each (besides the home)
+    devices: Sequence[str]  # devices as a job uses them
+    logs: Sequence[str]  # create and append, not read (Ray's session logs)
+    hidden: Sequence[str]  # never granted through ``read``, even when inside it
+    # Nothing inside these is granted, whoever names it, but the home: other users' homes,
+    # however a path reaches them (links are resolved first).
+    forbidden: Sequence[str]
 
     def __new__(cls, home: str = "", read: Sequence[str] = (), write: Sequence[str] = (),
                 devices: Sequence[str] = ("/dev",), logs: Sequence[str] = (), hidden: Sequence[str] = (),
                 forbidden: Sequence[str] = ()) -> Confinement:
         return super().__new__(cls, (home, read, write, devices, logs, hidden, forbidden))
-
-    @property
-    def home(self) -> str:
-        return self[0]
-
-    @property
-    def read(self) -> Sequence[str]:
-        return self[1]
-
-    @property
-    def write(self) -> Sequence[str]:
-        return self[2]
-
-    @property
-    def devices(self) -> Sequence[str]:
-        return self[3]
-
-    @property
-    def logs(self) -> Sequence[str]:
-        return self[4]
-
-    @property
-    def hidden(self) -> Sequence[str]:
-        return self[5]
-
-    @property
-    def forbidden(self) -> Sequence[str]:
-        return self[6]
 
 
 def _inside(path: str, root: str) -> bool:

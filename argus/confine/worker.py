@@ -36,6 +36,7 @@ if __name__ == "__main__" and not __package__:  # run as a file: Argus's code is
 
 from argus.confine.job import Decision, decide
 from argus.confine.landlock import Ruleset
+from argus.confine.record import fields
 from argus.confine.registry import SYSTEM, read_claim, registry_dir
 from argus.confine.rules import job_confinement, rules_for
 
@@ -75,33 +76,19 @@ def worker_ruleset(decision: Decision, *, user: str, shared_root: str, session_d
     return ruleset
 
 
+@fields
 class Options(tuple[str, str, list[str], list[str], list[str]]):
     """``--shared-root DIR [--mode auto|landlock] [--read PATH]… [--hide PATH]… -- COMMAND…``"""
 
     __slots__ = ()
+    shared_root: str
+    mode: str
+    read: list[str]
+    hide: list[str]
+    command: list[str]
 
     def __new__(cls, shared_root: str, mode: str, read: list[str], hide: list[str], command: list[str]) -> Options:
         return super().__new__(cls, (shared_root, mode, read, hide, command))
-
-    @property
-    def shared_root(self) -> str:
-        return self[0]
-
-    @property
-    def mode(self) -> str:
-        return self[1]
-
-    @property
-    def read(self) -> list[str]:
-        return self[2]
-
-    @property
-    def hide(self) -> list[str]:
-        return self[3]
-
-    @property
-    def command(self) -> list[str]:
-        return self[4]
 
 
 def parse(argv: Sequence[str]) -> Options:
