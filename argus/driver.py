@@ -38,7 +38,8 @@ from typing import Any, Callable
 import msgspec
 
 from argus.confine import LandlockError, Ruleset, decide, job_ruleset
-from argus.confine.claims import ClaimWatcher, descends_from
+from argus.confine.claims import CLAIM_SECRET_KEY, ClaimWatcher, first_job_judge
+from argus.confine.desk import ClaimRequest, desk_is_open, request_claim, withdraw_request
 from argus.confine.registry import Claim, registry_dir
 from argus.nodepool.process import die_with_parent
 from argus.procs import signal_group
@@ -152,7 +153,6 @@ def _landlock(ctx: DriverContext, path: Path, env: dict[str, str]) -> tuple[Rule
 # Ray's supervisor hands the entrypoint its job config in this variable, and ``ray.init``
 # copies the config's metadata into the GCS's job table (ray._private.worker).
 RAY_JOB_CONFIG = "RAY_JOB_CONFIG_JSON_ENV_VAR"
-CLAIM_SECRET_KEY = "argus_claim_secret"
 
 
 def with_claim_secret(env: dict[str, str], secret: str) -> None:
@@ -178,36 +178,29 @@ def with_claim_secret(env: dict[str, str], secret: str) -> None:
 
 def claim_judge(ctx: DriverContext, command_pid: int, secret: str,
                 say: Callable[[str], None]) -> Callable[[str, Any], Claim | None]:
-    """Who gets this user's claim: the first Ray job that names this attempt, shows
-    ``secret`` (``with_claim_secret``) and whose driver process is one of the command's.
-    One job: a second Ray job of the same command gets no claim (its workers no user's
-    files)."""
-    claimed: list[str] = []
-
-    def judge(job_id: str, info: Any) -> Claim | None:
-        metadata = info.config.metadata
-        if metadata.get("job_submission_id") != ctx.submission_id:
-            return None
-        if metadata.get(CLAIM_SECRET_KEY) != secret or claimed:
-            say(f"Ray job {job_id} names this attempt, but it is not the first Ray job of this "
-                "command (its secret is missing or already claimed): its workers get no user's files")
-            return None
-        if not descends_from(int(info.driver_pid), command_pid):
-            say(f"Ray job {job_id} names this attempt, but its driver (pid {info.driver_pid}) is "
-                "not one of this command's processes: its workers get no user's files")
-            return None
-        claimed.append(job_id)
-        return Claim(job_id=job_id, user=ctx.user, submission_id=ctx.submission_id,
-                     driver_pid=int(info.driver_pid))
-
-    return judge
+    """Who gets this user's claim (``argus.confine.claims.first_job_judge``)."""
+    return first_job_judge(submission_id=ctx.submission_id, user=ctx.user, command_pid=command_pid,
+                           secret=secret, say=say)
 
 
-def _watch_claims(ctx: DriverContext, command_pid: int, secret: str, log: Any) -> ClaimWatcher | None:
+class _DeskRequest:
+    """A claim handed to this host's claim desk (``argus.confine.desk``): withdrawn when
+    the command ends."""
+
+    def __init__(self, registry: str, submission_id: str) -> None:
+        self.registry, self.submission_id = registry, submission_id
+
+    def stop(self) -> None:
+        withdraw_request(self.registry, self.submission_id)
+
+
+def _watch_claims(ctx: DriverContext, command_pid: int, secret: str, log: Any) -> ClaimWatcher | _DeskRequest | None:
     """Claim for this user the Ray job the command starts (``claim_judge``), so that the
-    node's launcher confines that job's Ray workers the same way (argus.confine.worker).
-    Started after the command: a thread importing Ray while ``Popen`` forks could leave the
-    child's ``preexec_fn`` waiting on a lock. None outside Ray (no ``RAY_ADDRESS``)."""
+    node's launcher confines that job's Ray workers the same way (argus.confine.worker):
+    through this host's claim desk when it is open (the node's watchdog keeps Ray's client
+    for every job), else with a watcher of its own, which imports Ray. Started after the
+    command: a thread importing Ray while ``Popen`` forks could leave the child's
+    ``preexec_fn`` waiting on a lock. None outside Ray (no ``RAY_ADDRESS``)."""
     address = os.environ.get("RAY_ADDRESS", "")
     if not address or address == "auto":
         return None
@@ -215,7 +208,15 @@ def _watch_claims(ctx: DriverContext, command_pid: int, secret: str, log: Any) -
     def say(line: str) -> None:  # one write: the log is O_APPEND, shared with the tee
         log.write(f"[argus.driver] {line}\n".encode())
 
-    watcher = ClaimWatcher(registry=registry_dir(ctx.shared_root), gcs_address=address,
+    registry = registry_dir(ctx.shared_root)
+    if desk_is_open(registry):
+        try:
+            request_claim(registry, ClaimRequest(submission_id=ctx.submission_id, user=ctx.user, secret=secret,
+                                                 command_pid=command_pid, made_at=time.time()))
+            return _DeskRequest(registry, ctx.submission_id)
+        except OSError as exc:  # the desk's folder is not writable: watch for ourselves
+            say(f"cannot hand the claim to this host's claim desk ({exc}); watching Ray's jobs itself")
+    watcher = ClaimWatcher(registry=registry, gcs_address=address,
                            judge=claim_judge(ctx, command_pid, secret, say),
                            submission_id=ctx.submission_id, on_error=say)
     watcher.start()

@@ -14,17 +14,21 @@ import importlib
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from argus.confine.registry import SYSTEM, Claim, write_claim
 
-__all__ = ["ClaimWatcher", "DASHBOARD_NAMESPACE", "claim_dashboard_job", "descends_from"]
+__all__ = ["CLAIM_SECRET_KEY", "ClaimWatcher", "DASHBOARD_NAMESPACE", "claim_dashboard_job", "descends_from",
+           "first_job_judge", "jobs_in_order"]
 
 # The watcher thread's nice value (0-19; higher yields more).
 WATCHER_NICE = 10
 # The namespace of the driver Ray's dashboard connects to run job supervisors.
 DASHBOARD_NAMESPACE = "_ray_internal_dashboard"
+# The job config's metadata key of the secret a job driver gives its command
+# (argus.driver.with_claim_secret).
+CLAIM_SECRET_KEY = "argus_claim_secret"
 
 
 def descends_from(pid: int, ancestor: int) -> bool:
@@ -45,6 +49,40 @@ def descends_from(pid: int, ancestor: int) -> bool:
 
 
 Judge = Callable[[str, Any], Claim | None]
+
+
+def first_job_judge(*, submission_id: str, user: str, command_pid: int, secret: str,
+                    say: Callable[[str], None]) -> Judge:
+    """Who gets ``user``'s claim: the first Ray job that names the attempt
+    ``submission_id``, shows ``secret`` and whose driver process is one of the command's
+    (``command_pid`` and below, on this host). One job: a second Ray job of the same
+    command gets no claim (its workers no user's files)."""
+    claimed: list[str] = []
+
+    def judge(job_id: str, info: Any) -> Claim | None:
+        metadata = info.config.metadata
+        if metadata.get("job_submission_id") != submission_id:
+            return None
+        if metadata.get(CLAIM_SECRET_KEY) != secret or claimed:
+            say(f"Ray job {job_id} names this attempt, but it is not the first Ray job of this "
+                "command (its secret is missing or already claimed): its workers get no user's files")
+            return None
+        if not descends_from(int(info.driver_pid), command_pid):
+            say(f"Ray job {job_id} names this attempt, but its driver (pid {info.driver_pid}) is "
+                "not one of this command's processes: its workers get no user's files")
+            return None
+        claimed.append(job_id)
+        return Claim(job_id=job_id, user=user, submission_id=submission_id, driver_pid=int(info.driver_pid))
+
+    return judge
+
+
+def jobs_in_order(jobs: Mapping[Any, Any]) -> list[tuple[str, Any]]:
+    """The job table's entries (job id object -> info) as (hex job id, info), in the order
+    the GCS numbered them (a job id is a little-endian counter): a job registered later
+    never goes before one registered earlier."""
+    ordered = sorted(jobs.items(), key=lambda kv: int.from_bytes(kv[0].binary(), "little"))
+    return [(job_id.hex(), info) for job_id, info in ordered]
 
 
 class ClaimWatcher(threading.Thread):
@@ -94,10 +132,7 @@ class ClaimWatcher(threading.Thread):
             except Exception as exc:  # the GCS restarting: try again
                 self.on_error(f"reading Ray's jobs: {exc}")
                 jobs = {}
-            # In the order the GCS numbered them (a job id is a little-endian counter): a
-            # job registered later never goes before one registered earlier.
-            for job_id, info in sorted(jobs.items(), key=lambda kv: int.from_bytes(kv[0].binary(), "little")):
-                hexid = job_id.hex()
+            for hexid, info in jobs_in_order(jobs):
                 if hexid in seen:
                     continue
                 seen.add(hexid)

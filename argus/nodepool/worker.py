@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import time
 
+from argus.confine.desk import ClaimDesk
+from argus.confine.registry import registry_dir
 from argus.nodepool.config import RAY_AGENT_LISTEN_PORT, RAY_CLIENT_PORT, NodePoolConfig
 from argus.nodepool.discovery import HeadRecord, read_head_record
 from argus.nodepool.logline import DecisionLog
@@ -68,6 +70,10 @@ class WorkerWatchdog:
         self.not_before = 0.0  # monotonic time before which no start is attempted
         self._wait_reason = ""
         self._ray_log = self.log.open_aux("ray.log")
+        # This host's claim desk (argus.confine.desk), while Ray runs here for a head, on a
+        # node that confines its workers: one GCS client claims every job's Ray job, so
+        # that no job driver imports Ray to do it.
+        self.desk: ClaimDesk | None = None
 
     def run(self) -> int:
         cfg = self.cfg
@@ -117,12 +123,27 @@ class WorkerWatchdog:
         self.log.info("ray_start", pid=self.child.pid, head=record.gcs_address,
                       head_id=record.head_id, node_ip=node_ip, attempt=self.failures + 1,
                       argv=" ".join(argv), limits=describe_limits(env))
+        self._open_desk(record)
+
+    def _open_desk(self, record: HeadRecord) -> None:
+        self._close_desk()
+        if not self.cfg.confines_workers():
+            return
+        self.desk = ClaimDesk(registry=registry_dir(self.cfg.shared_root), gcs_address=record.gcs_address,
+                              on_line=lambda line: self.log.info("claims", said=line))
+        self.desk.start()
+
+    def _close_desk(self) -> None:
+        if self.desk is not None:
+            self.desk.stop()
+            self.desk = None
 
     def _child_exited(self) -> None:
         assert self.child is not None
         child = self.child
         rc = child.poll()
         ran_s = child.runtime_s
+        self._close_desk()
         # Reap stragglers of the group (an agent that outlived the raylet holds ports).
         child.stop(0)
         self.child = None
@@ -147,6 +168,7 @@ class WorkerWatchdog:
         if same and record.withdrawn:
             self.log.info("head_withdrawn", head=record.gcs_address, head_id=record.head_id,
                           action="stop_ray_and_wait")
+            self._close_desk()
             rc = self.child.stop(min(_HEAD_GONE_GRACE_S, self.cfg.stop_grace_s))
             self.log.info("ray_stopped", rc=rc, reason="head_withdrawn")
             self.child = None
@@ -170,6 +192,7 @@ class WorkerWatchdog:
     def _shutdown(self) -> int:
         self.log.info("stop_requested", signal=self.stop.signum,
                       pid=self.child.pid if self.child else None)
+        self._close_desk()
         if self.child is not None:
             rc = self.child.stop(self.cfg.stop_grace_s)
             self.log.info("ray_stopped", rc=rc, reason="stop_requested")

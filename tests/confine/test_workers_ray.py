@@ -149,7 +149,11 @@ def test_every_process_of_a_job_reaches_only_its_users_files(up: tuple[ArgusConf
             assert f"{who} door {port} DENIED errno=13" in results, log[-4000:]
     assert sorted(p.name for p in (shared / "users" / "bob").iterdir()) == ["secret.txt"]
     # Who was whose: the dashboard's own job (unconfined: it runs every entrypoint), and
-    # the job the command started, claimed for alice by her driver.
+    # the job the command started, claimed for alice.
     claims = [Claim.from_json(p.read_bytes())
               for p in Path(registry_dir(config.shared_root)).glob("*/*.json")]
     assert sorted(c.user for c in claims) == sorted([SYSTEM, "alice"]), claims
+    # alice's was claimed by the node's claim desk (argus.confine.desk), not by a watcher of
+    # her driver's own, which would have imported Ray beside her command.
+    node_log = (Path(config.v2.sqlite.db_path).parent / "logs" / "worker.log").read_text()
+    assert "claimed Ray job" in node_log and "for alice (alice-t1--a01)" in node_log, node_log[-3000:]
