@@ -19,8 +19,8 @@ from typing import Any
 
 from argus.confine.registry import SYSTEM, Claim, write_claim
 
-__all__ = ["CLAIM_SECRET_KEY", "ClaimWatcher", "DASHBOARD_NAMESPACE", "claim_dashboard_job", "descends_from",
-           "first_job_judge", "jobs_in_order"]
+__all__ = ["CLAIM_SECRET_KEY", "ClaimWatcher", "DASHBOARD_NAMESPACE", "claim_dashboard_job", "connect_gcs",
+           "descends_from", "first_job_judge", "jobs_in_order", "yield_to_jobs"]
 
 # The watcher thread's nice value (0-19; higher yields more).
 WATCHER_NICE = 10
@@ -29,6 +29,21 @@ DASHBOARD_NAMESPACE = "_ray_internal_dashboard"
 # The job config's metadata key of the secret a job driver gives its command
 # (argus.driver.with_claim_secret).
 CLAIM_SECRET_KEY = "argus_claim_secret"
+
+
+def yield_to_jobs() -> None:
+    """Lower the calling thread's priority (nice ``WATCHER_NICE``): Ray's import (a quarter
+    second of CPU) and the polls would otherwise take a core from a job's own start on a
+    small node. (Linux: a thread's nice value is its own, set through its thread id.)"""
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WATCHER_NICE)
+
+
+def connect_gcs(address: str) -> Any:
+    """Ray's GCS client for the cluster at ``address`` (imports Ray: about a second)."""
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]
+
+    return GcsClient(address=address)
 
 
 def descends_from(pid: int, ancestor: int) -> bool:
@@ -107,17 +122,11 @@ class ClaimWatcher(threading.Thread):
         self.stopping.set()
 
     def run(self) -> None:
-        # This thread yields to the job it watches: Ray's import (a quarter second of CPU)
-        # and the polls would otherwise take a core from the job's own start on a small
-        # node. (Linux: a thread's nice value is its own, set through its thread id.)
-        with contextlib.suppress(OSError, AttributeError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WATCHER_NICE)
+        yield_to_jobs()
         try:
-            # A second's import, off the caller's path. Only safe where nothing else imports
-            # Ray meanwhile (the job driver's main thread only copies output).
-            from ray._raylet import GcsClient  # type: ignore[attr-defined]
-
-            gcs = GcsClient(address=self.gcs_address)
+            # Ray's import, off the caller's path. Only safe where nothing else imports Ray
+            # meanwhile (the job driver's main thread only copies output).
+            gcs = connect_gcs(self.gcs_address)
             cluster = gcs.cluster_id.hex()
         except Exception as exc:  # no Ray here, or no GCS: nothing to claim for
             self.on_error(f"cannot watch Ray's jobs at {self.gcs_address}: {exc}")

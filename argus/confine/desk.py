@@ -34,7 +34,7 @@ from typing import Any
 
 import msgspec
 
-from argus.confine.claims import WATCHER_NICE, first_job_judge, jobs_in_order
+from argus.confine.claims import connect_gcs, first_job_judge, jobs_in_order, yield_to_jobs
 from argus.confine.registry import write_claim
 
 __all__ = ["ClaimDesk", "ClaimRequest", "desk_is_open", "request_claim", "withdraw_request"]
@@ -137,11 +137,9 @@ class ClaimDesk(threading.Thread):
         self.stopping.set()
 
     def run(self) -> None:
-        # The desk yields to the jobs it serves (as the drivers' own watchers did).
-        with contextlib.suppress(OSError, AttributeError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WATCHER_NICE)
+        yield_to_jobs()  # as the drivers' own watchers did
         try:
-            gcs = self._connect()
+            gcs = (self.connect or connect_gcs)(self.gcs_address)
             cluster = gcs.cluster_id.hex()
         except Exception as exc:  # no Ray here, or no GCS: drivers watch for themselves
             self.on_line(f"claim desk closed: cannot reach Ray's GCS at {self.gcs_address}: {exc}")
@@ -163,13 +161,6 @@ class ClaimDesk(threading.Thread):
             self.stopping.wait(POLL_S if requests else IDLE_S)
         with contextlib.suppress(OSError):
             os.unlink(os.path.join(_desk_dir(self.registry), "open"))
-
-    def _connect(self) -> Any:
-        if self.connect is not None:
-            return self.connect(self.gcs_address)
-        from ray._raylet import GcsClient  # type: ignore[attr-defined]
-
-        return GcsClient(address=self.gcs_address)
 
     def _say_open(self) -> None:
         path = os.path.join(_desk_dir(self.registry), "open")
