@@ -213,6 +213,7 @@ def _watch_claims(ctx: DriverContext, command_pid: int, secret: str, log: Any) -
         try:
             request_claim(registry, ClaimRequest(submission_id=ctx.submission_id, user=ctx.user, secret=secret,
                                                  command_pid=command_pid, made_at=time.time()))
+            say("its Ray job is claimed by this host's claim desk (the node's log says when)")
             return _DeskRequest(registry, ctx.submission_id)
         except OSError as exc:  # the desk's folder is not writable: watch for ourselves
             say(f"cannot hand the claim to this host's claim desk ({exc}); watching Ray's jobs itself")

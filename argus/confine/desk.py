@@ -132,6 +132,7 @@ class ClaimDesk(threading.Thread):
         self.ready = threading.Event()  # connected, and said open
         self._judges: dict[str, Callable[[str, Any], Any]] = {}  # by request file
         self._seen: dict[str, set[str]] = {}  # job ids judged, by request file
+        self._last_error = ""
 
     def stop(self) -> None:
         self.stopping.set()
@@ -185,9 +186,12 @@ class ClaimDesk(threading.Thread):
             jobs = gcs.get_all_job_info(job_or_submission_id=request.submission_id,
                                         skip_submission_job_info_field=True, skip_is_running_tasks_field=True,
                                         timeout=5)
-        except Exception as exc:  # the GCS restarting: try again
-            self.on_line(f"claim desk: reading Ray's jobs: {exc}")
+        except Exception as exc:  # the GCS restarting: try again (said once, not every poll)
+            if str(exc) != self._last_error:
+                self._last_error = str(exc)
+                self.on_line(f"claim desk: reading Ray's jobs: {exc}")
             return
+        self._last_error = ""
         for job_id, info in jobs_in_order(jobs):
             if job_id in seen:
                 continue
