@@ -15,14 +15,23 @@ __all__ = ["fields"]
 
 
 def fields(cls: type[Record]) -> type[Record]:
-    """Give ``cls`` (a tuple subclass with ``__slots__ = ()`` and a ``__new__`` that builds
-    the tuple in order) a read-only property for each name annotated in its body, the
-    first item first, and ``_fields``, the names in order."""
+    """Give ``cls`` (a tuple subclass with ``__slots__ = ()`` and a ``__new__`` that takes
+    the fields in order and builds the tuple of them) a read-only property for each name
+    annotated in its body, the first item first, ``_fields``, the names in order, and what
+    pickle and copy need to rebuild it."""
     names = tuple(name for name in cls.__dict__.get("__annotations__", {}) if not name.startswith("_"))
     for index, name in enumerate(names):
         setattr(cls, name, _item(index))
     setattr(cls, "_fields", names)
+    # pickle and copy rebuild a tuple subclass as cls.__new__(cls, *__getnewargs__()):
+    # tuple's own gives the whole tuple as one argument, which ``__new__`` would take for
+    # its first field.
+    setattr(cls, "__getnewargs__", _items)
     return cls
+
+
+def _items(self: tuple[object, ...]) -> tuple[object, ...]:
+    return tuple(self)
 
 
 def _item(index: int) -> property:

@@ -172,3 +172,19 @@ def test_only_the_first_ray_job_showing_the_commands_secret_is_claimed() -> None
     # Once shown in the job table, the secret is anyone's to copy: no second claim.
     assert judge("05000000", job(me, job_submission_id="alice-t--a01", **{CLAIM_SECRET_KEY: "s3cret"})) is None
     assert len(said) == 3
+
+
+def test_the_launchers_records_keep_their_fields_through_pickle_and_copy() -> None:
+    import copy
+    import pickle
+
+    from argus.confine.job import Decision
+    from argus.confine.landlock import Rule
+    from argus.confine.rules import Confinement
+
+    for record in (Claim(job_id="02000000", user="alice", submission_id="alice-t1--a01", driver_pid=7),
+                   Rule("/home", 3), Decision(True, "confined", 7), Confinement(home="/h", read=("/usr",)),
+                   Options("/shared", "auto", ["/r"], [], ["python"])):
+        for again in (pickle.loads(pickle.dumps(record)), copy.copy(record), copy.deepcopy(record)):
+            assert again == record and type(again) is type(record)
+            assert [getattr(again, name) for name in record._fields] == list(record)  # type: ignore[attr-defined]
