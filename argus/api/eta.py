@@ -124,14 +124,7 @@ class EtaBoard:
         self._score(db, starts)
         calibration = self.calibration
         calibration.overdue(now)
-        ahead = {t.task_id for t in line.queue[:DEFAULT_HORIZON]}  # the rest's ETAs are coarse
-        ranges: dict[str, StartRange] = {}
-        for task_id, at in starts.items():
-            coarse = task_id not in ahead
-            span = calibration.range(now, at, coarse)
-            if span is not None:
-                ranges[task_id] = span
-            calibration.given(task_id, now, at, span, coarse)
+        ranges = calibration.give_line(now, starts, ahead={t.task_id for t in line.queue[:DEFAULT_HORIZON]})
         return Estimates(starts=starts, ranges=ranges)
 
     def _score(self, db: sqlite3.Connection, starts: dict[str, float]) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from argus.confine.registry import SYSTEM, Claim, write_claim
 
-__all__ = ["CLAIM_SECRET_KEY", "ClaimWatcher", "DASHBOARD_NAMESPACE", "claim_dashboard_job", "connect_gcs",
+__all__ = ["CLAIM_SECRET_KEY", "ClaimWatcher", "DASHBOARD_NAMESPACE", "Judge", "claim_dashboard_job", "connect_gcs",
            "descends_from", "first_job_judge", "jobs_in_order", "yield_to_jobs"]
 
 # The watcher thread's nice value (0-19; higher yields more).

@@ -34,8 +34,8 @@ from typing import Any
 
 import msgspec
 
-from argus.confine.claims import connect_gcs, first_job_judge, jobs_in_order, yield_to_jobs
-from argus.confine.registry import write_claim
+from argus.confine.claims import Judge, connect_gcs, first_job_judge, jobs_in_order, yield_to_jobs
+from argus.confine.registry import write_claim, write_private
 
 __all__ = ["ClaimDesk", "ClaimRequest", "desk_is_open", "request_claim", "withdraw_request"]
 
@@ -61,14 +61,15 @@ class ClaimRequest(msgspec.Struct, frozen=True, kw_only=True):
     made_at: float
 
 
-def _host() -> str:
-    """This host's folder name under ``desks/`` (several watchdogs of one host share it:
-    they judge the same jobs alike, and a claim is written whole)."""
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in socket.gethostname()) or "host"
+def _safe(name: str) -> str:
+    """``name`` as one file name (anything but letters, digits, ``-_.`` becomes ``_``)."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
 def _desk_dir(registry: str) -> str:
-    return os.path.join(registry, "desks", _host())
+    """This host's desk folder (several watchdogs of one host share it: they judge the same
+    jobs alike, and a claim is written whole)."""
+    return os.path.join(registry, "desks", _safe(socket.gethostname()) or "host")
 
 
 def desk_is_open(registry: str, now: float | None = None) -> bool:
@@ -81,19 +82,12 @@ def desk_is_open(registry: str, now: float | None = None) -> bool:
 
 
 def _request_path(registry: str, submission_id: str) -> str:
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in submission_id)
-    return os.path.join(_desk_dir(registry), "requests", f"{safe}.json")
+    return os.path.join(_desk_dir(registry), "requests", f"{_safe(submission_id)}.json")
 
 
 def request_claim(registry: str, request: ClaimRequest) -> None:
     """Hand ``request`` to this host's desk (written whole, readable by this Unix user only)."""
-    path = _request_path(registry, request.submission_id)
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(msgspec.json.encode(request))
-    os.replace(tmp, path)
+    write_private(_request_path(registry, request.submission_id), msgspec.json.encode(request))
 
 
 def withdraw_request(registry: str, submission_id: str) -> None:
@@ -102,21 +96,22 @@ def withdraw_request(registry: str, submission_id: str) -> None:
         os.unlink(_request_path(registry, submission_id))
 
 
-def _read_requests(folder: str) -> dict[str, ClaimRequest]:
-    """The requests in ``folder`` by file name (links and unreadable files skipped)."""
-    found: dict[str, ClaimRequest] = {}
+def _read_request(path: str) -> ClaimRequest | None:
+    """The request at ``path`` (None: a link, unreadable, or not a request)."""
     try:
-        names = [n for n in os.listdir(folder) if n.endswith(".json")]
-    except OSError:
-        return found
-    for name in names:
-        try:
-            fd = os.open(os.path.join(folder, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-            with os.fdopen(fd, "rb") as f:
-                found[name] = msgspec.json.decode(f.read(4096), type=ClaimRequest)
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-            continue
-    return found
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            return msgspec.json.decode(f.read(4096), type=ClaimRequest)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+class _Served:
+    """A request the desk is serving: what it asks, its judge, and the jobs judged."""
+
+    def __init__(self, request: ClaimRequest, judge: Judge) -> None:
+        self.request, self.judge = request, judge
+        self.seen: set[str] = set()
 
 
 class ClaimDesk(threading.Thread):
@@ -130,8 +125,9 @@ class ClaimDesk(threading.Thread):
         self.connect = connect
         self.stopping = threading.Event()
         self.ready = threading.Event()  # connected, and said open
-        self._judges: dict[str, Callable[[str, Any], Any]] = {}  # by request file
-        self._seen: dict[str, set[str]] = {}  # job ids judged, by request file
+        self.folder = _desk_dir(registry)
+        # By request file name: a request is written once, so each file is read once.
+        self._serving: dict[str, _Served | None] = {}  # None: not a request
         self._last_error = ""
 
     def stop(self) -> None:
@@ -145,26 +141,37 @@ class ClaimDesk(threading.Thread):
         except Exception as exc:  # no Ray here, or no GCS: drivers watch for themselves
             self.on_line(f"claim desk closed: cannot reach Ray's GCS at {self.gcs_address}: {exc}")
             return
-        folder = os.path.join(_desk_dir(self.registry), "requests")
-        os.makedirs(folder, mode=0o700, exist_ok=True)
+        requests = os.path.join(self.folder, "requests")
+        os.makedirs(requests, mode=0o700, exist_ok=True)
         said_open = 0.0
         while not self.stopping.is_set():
             if time.monotonic() - said_open >= HEARTBEAT_S:
                 self._say_open()
                 said_open = time.monotonic()
                 self.ready.set()
-            requests = _read_requests(folder)
-            for name in set(self._judges) - set(requests):  # withdrawn or done
-                self._judges.pop(name, None)
-                self._seen.pop(name, None)
-            for name, request in requests.items():
-                self._serve(gcs, cluster, os.path.join(folder, name), name, request)
-            self.stopping.wait(POLL_S if requests else IDLE_S)
+            try:
+                names = {n for n in os.listdir(requests) if n.endswith(".json")}
+            except OSError:
+                names = set()
+            for name in set(self._serving) - names:  # withdrawn or done
+                del self._serving[name]
+            for name in names - set(self._serving):
+                request = _read_request(os.path.join(requests, name))
+                self._serving[name] = None if request is None else _Served(request, self._judge(request))
+            serving = [s for s in self._serving.values() if s is not None]
+            for served in serving:
+                self._serve(gcs, cluster, served)
+            self.stopping.wait(POLL_S if serving else IDLE_S)
         with contextlib.suppress(OSError):
-            os.unlink(os.path.join(_desk_dir(self.registry), "open"))
+            os.unlink(os.path.join(self.folder, "open"))
+
+    def _judge(self, request: ClaimRequest) -> Judge:
+        return first_job_judge(submission_id=request.submission_id, user=request.user,
+                               command_pid=request.command_pid, secret=request.secret,
+                               say=lambda line: self.on_line(f"{request.submission_id}: {line}"))
 
     def _say_open(self) -> None:
-        path = os.path.join(_desk_dir(self.registry), "open")
+        path = os.path.join(self.folder, "open")
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             os.close(fd)
@@ -172,16 +179,11 @@ class ClaimDesk(threading.Thread):
         except OSError as exc:
             self.on_line(f"claim desk: cannot say it is open at {path}: {exc}")
 
-    def _serve(self, gcs: Any, cluster: str, path: str, name: str, request: ClaimRequest) -> None:
+    def _serve(self, gcs: Any, cluster: str, served: _Served) -> None:
+        request = served.request
         if time.time() - request.made_at > REQUEST_TTL_S:
             withdraw_request(self.registry, request.submission_id)
             return
-        judge = self._judges.get(name)
-        if judge is None:
-            judge = self._judges[name] = first_job_judge(
-                submission_id=request.submission_id, user=request.user, command_pid=request.command_pid,
-                secret=request.secret, say=lambda line: self.on_line(f"{request.submission_id}: {line}"))
-        seen = self._seen.setdefault(name, set())
         try:
             jobs = gcs.get_all_job_info(job_or_submission_id=request.submission_id,
                                         skip_submission_job_info_field=True, skip_is_running_tasks_field=True,
@@ -193,13 +195,13 @@ class ClaimDesk(threading.Thread):
             return
         self._last_error = ""
         for job_id, info in jobs_in_order(jobs):
-            if job_id in seen:
+            if job_id in served.seen:
                 continue
-            seen.add(job_id)
-            claim = judge(job_id, info)
+            served.seen.add(job_id)
+            claim = served.judge(job_id, info)
             if claim is not None:
                 write_claim(self.registry, cluster, claim)
                 self.on_line(f"claimed Ray job {job_id} for {request.user} ({request.submission_id})")
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)  # done: a later job of the same command gets no claim anyway
+                # Done: a later job of the same command gets no claim anyway.
+                withdraw_request(self.registry, request.submission_id)
                 return

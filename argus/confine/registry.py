@@ -18,7 +18,7 @@ import time
 
 from argus.confine.record import fields
 
-__all__ = ["Claim", "SYSTEM", "claim_path", "read_claim", "registry_dir", "write_claim"]
+__all__ = ["Claim", "SYSTEM", "claim_path", "read_claim", "registry_dir", "write_claim", "write_private"]
 
 SYSTEM = "-system-"  # Claim.user of Ray's own jobs (the dashboard's job supervisors)
 
@@ -99,12 +99,18 @@ def claim_path(registry: str, cluster_id: str, job_id: str) -> str:
 
 def write_claim(registry: str, cluster_id: str, claim: Claim) -> None:
     """Write once, atomically, readable by this Unix user only."""
-    path = claim_path(registry, cluster_id, claim.job_id)
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    tmp = os.path.join(os.path.dirname(path), f".{claim.job_id}.{os.getpid()}.tmp")
+    write_private(claim_path(registry, cluster_id, claim.job_id), claim.to_json())
+
+
+def write_private(path: str, data: bytes) -> None:
+    """Write ``path`` whole (a temporary file renamed over it), readable by this Unix user
+    only, its folder made if missing (0700)."""
+    folder, name = os.path.split(path)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as f:
-        f.write(claim.to_json())
+        f.write(data)
     os.replace(tmp, path)
 
 

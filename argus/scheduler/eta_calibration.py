@@ -43,6 +43,7 @@ import bisect
 import heapq
 import math
 from collections import deque
+from collections.abc import Container, Mapping
 from typing import NamedTuple
 
 import msgspec
@@ -136,6 +137,19 @@ class EtaCalibration:
             self.pending[task_id] = _Pending(now, eta, shown, coarse)
             if shown is not None:
                 heapq.heappush(self._deadlines, (shown.latest, task_id))
+
+    def give_line(self, now: float, starts: Mapping[str, float], ahead: Container[str]) -> dict[str, StartRange]:
+        """The intervals of a line's ETAs (``starts``, by task id), each given as shown
+        now (``ahead``: the tasks the forward run placed; the others' ETAs are coarse):
+        what the API's board shows, and what the simulator's sampler judges."""
+        ranges: dict[str, StartRange] = {}
+        for task_id, at in starts.items():
+            coarse = task_id not in ahead
+            span = self.range(now, at, coarse)
+            if span is not None:
+                ranges[task_id] = span
+            self.given(task_id, now, at, span, coarse)
+        return ranges
 
     def overdue(self, now: float) -> None:
         """Count as missed, now, the intervals whose latest start has passed while their

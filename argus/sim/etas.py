@@ -74,17 +74,11 @@ class EtaSampler:
         assert capacity is not None
         etas = estimate_starts(line, running, capacity, now, config, in_line=True)
         ahead = {q.task_id for q in line[:DEFAULT_HORIZON]}
-        sampled = set(asked)
-        for task_id, eta in etas.items():  # as the API's board: every ETA in line, the first of each wait counts
-            if eta < 0 or task_id in self.calibration.pending:
-                continue
-            coarse = task_id not in ahead
-            span = self.calibration.range(now, eta, coarse)
-            self.calibration.given(task_id, now, eta, span, coarse)
-            if task_id in sampled and span is not None:
-                self.ranges[task_id] = span
+        ranges = self.calibration.give_line(now, etas, ahead)  # every ETA in line, as the API's board
         for task_id in asked:
             eta = self.predicted[task_id] = etas.get(task_id, -1.0)
+            if task_id in ranges:
+                self.ranges[task_id] = ranges[task_id]
             if eta >= 0 and task_id not in ahead:
                 self.coarse.add(task_id)
 
