@@ -46,6 +46,9 @@ __all__ = ["sim"]
 @click.option("--move-after", type=click.FloatRange(min=0), default=3600.0, show_default=True,
               help="With --preemption: a task that would wait this many seconds has preemptible tasks that fit "
                    "elsewhere moved out of its way (v2.scheduler.move_after_s; 0: never).")
+@click.option("--checkpoint-every", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="With --preemption: a task saves a checkpoint every this many seconds of its work, and a "
+                   "stopped task runs again what it did since its last one (0: it resumes where it stopped).")
 @click.option("--max-wait", type=click.FloatRange(min=0), default=12 * 3600.0, show_default=True,
               help="fairshare: a task that waited this many seconds goes first, oldest first "
                    "(v2.scheduler.fairshare.max_wait_s; 0: off).")
@@ -72,7 +75,7 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
         load: float | None, gang_mix: str | None, limit: int | None, priority_mix: str | None,
         preemptible: float, preemption: bool, seed: int, fgd: bool, eta_every: int, placement: str, estimates: str,
         placement_lag: float, as_json: bool, min_run: float, max_preemptions: int, move_after: float,
-        max_wait: float, gpu_spec: str) -> None:
+        max_wait: float, gpu_spec: str, checkpoint_every: float) -> None:
     """Run a trace through the scheduler's own policies on a virtual clock and compare
     waits, utilisation and fairness (docs/scheduling.md)."""
     from argus.config import FairShareConfig
@@ -114,6 +117,7 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
                                 placement=placement, estimates=estimates, placement_lag_s=placement_lag,
                                 progress=_Progress(p, i, len(chosen)), min_run_s=min_run,
                                 max_preemptions=max_preemptions, move_after_s=move_after,
+                                checkpoint_every_s=checkpoint_every,
                                 fairshare=FairShareConfig(max_wait_s=max_wait)))
                for i, p in enumerate(chosen, start=1)]
     skipped = {"no_gpu": trace.skipped_no_gpu, "no_runtime": trace.skipped_no_runtime,
@@ -134,7 +138,7 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
                + (f"; relaxed: gpu_model_set_aside {trace.relaxed_model}" if relaxed else "")
                + ("; backfill forced on every policy" if backfill else ""))
     rows = [("policy", "util", "util busy", "arriving", "wait p50", "p90", "p99", "max", "big p99", "slowdown", "Jain",
-             "Jain sd", "Jain user", "worst user", "never", "preempted")]
+             "Jain sd", "Jain user", "worst user", "never", "preempted", "lost")]
     for m in results:
         rows.append((m.policy, f"{m.gpu_utilization:.3f}", f"{m.contended_utilization:.3f}",
                      f"{m.contended_utilization_arriving:.3f}",
@@ -143,7 +147,7 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
                      f"{m.bounded_slowdown_avg:.1f}", f"{m.jain_fairness:.3f}", f"{m.jain_slowdown:.3f}",
                      f"{m.jain_user_slowdown:.3f}", f"{m.worst_user_slowdown:.2f}x/{_dur(m.worst_user_mean_wait_s)}",
                      str(m.never_admitted),
-                     str(m.preemptions)))
+                     str(m.preemptions), _lost(m.lost_gpu_hours, m.used_gpu_hours)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths)))
@@ -189,6 +193,11 @@ class _Progress:
         self.shown = time.monotonic()
         click.echo(f"  {self.policy} ({self.number} of {self.policies}): {started} of {total} tasks started, "
                    f"{_dur(now)} of trace time, {self.shown - self.began:.0f} s", err=True)
+
+
+def _lost(lost: float, used: float) -> str:
+    """GPU-hours stops threw away, and as a share of the work done."""
+    return f"{lost:.0f} GPU-h ({lost / used:.2%})" if used > 0 else f"{lost:.0f} GPU-h"
 
 
 def _dur(seconds: float) -> str:

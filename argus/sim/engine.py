@@ -13,6 +13,13 @@ median of the same user's finished runs of the same shape so far, else
 ``default_runtime_s`` (``estimates="exact"``: each task's run time, as an exact time limit).
 ``placement_lag_s``: a job's gang is placed that long after it started (verl reserves its
 GPUs after loading its models), so Ray's free count lags, and the ledger has to hold it.
+
+What a stop costs (``checkpoint_every_s``): 0 resumes a stopped task where it was stopped
+(a checkpoint at every stop: the optimistic model). C > 0: a task saves a checkpoint
+after every C seconds of its own work, counted across its attempts as verl counts steps;
+a stopped task resumes from its last one and runs the rest again. Each save is recorded
+as the reactor would see it (``CheckpointObserved``), so the policy's least-loss choice of
+victims works on the same facts it has in a real cluster.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 import msgspec
 
 from argus.config import FairShareConfig, SchedulerConfig
-from argus.events import NodeCapacity, TaskSubmitted
+from argus.events import CheckpointObserved, NodeCapacity, TaskSubmitted, task_stream
 from argus.lifecycle import AttemptStatus
 from argus.rayjobs.fake import FakeRay
 from argus.reactor.state import ReactorState
@@ -40,7 +47,7 @@ __all__ = ["SimResult", "Simulation", "TaskOutcome", "Turner", "sim_config", "si
 
 Observer = Callable[[float, list[QueuedTask], list[RunningTask]], None]
 Progress = Callable[[float, int, int], None]  # (virtual now, tasks started, tasks in all)
-_END, _ARRIVAL, _WAKE = 0, 1, 2  # at one instant: ends, then arrivals, then the turns
+_END, _ARRIVAL, _WAKE, _SAVE = 0, 1, 2, 3  # at one instant: ends, then arrivals, then the turns
 _MAX_TURNS = 8  # turns at one instant (the reactor's appends wake it again at once)
 
 
@@ -54,6 +61,7 @@ class TaskOutcome(msgspec.Struct, frozen=True, kw_only=True):
     start: float | None = None  # None: never admitted (the first start, when it was preempted)
     end: float | None = None
     preempted: int = 0  # times it was stopped to make room
+    lost_s: float = 0.0  # its own seconds of work stops threw away (run again after its last checkpoint)
 
 
 class SimResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -108,13 +116,14 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
              preemption: bool = False, grace_s: float = 30.0, fairshare: FairShareConfig | None = None,
              observe: Observer | None = None, placement: str = "bestfit", estimates: str = "history",
              placement_lag_s: float = 0.0, progress: Progress | None = None, min_run_s: float = 15.0,
-             max_preemptions: int = 0, move_after_s: float = 3600.0) -> SimResult:
+             max_preemptions: int = 0, move_after_s: float = 3600.0, checkpoint_every_s: float = 0.0) -> SimResult:
     """Run ``trace`` through ``policy`` on the trace's nodes; every task's start and end.
     ``eta_every`` N > 0: every Nth arriving task that has to wait is given an ETA
     (``argus.scheduler.eta``, as a user would see it) to compare with its real start.
     ``preemption``: the policy may stop preemptible tasks; a victim stops ``grace_s``
     later, goes back to its place in line and later runs only what it had left (it
-    resumes from a checkpoint taken at the stop: an optimistic model of lost work), only
+    resumes from a checkpoint taken at the stop, or with ``checkpoint_every_s`` C > 0 from
+    its last save, one every C seconds of its work: the module says more), only
     once it ran ``min_run_s``, at most ``max_preemptions`` times (0: no cap); for a task that
     would wait ``move_after_s`` or more, tasks that fit elsewhere are moved (0: never).
     ``observe(now, waiting, running)``: called after each instant's turns (tests);
@@ -126,7 +135,7 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
                        preemption=preemption, grace_s=grace_s, fairshare=fairshare, placement=placement,
                        min_run_s=min_run_s, max_preemptions=max_preemptions, move_after_s=move_after_s)
     run = Simulation(trace, sched, exact=estimates == "exact", lag=placement_lag_s, eta_every=eta_every,
-                     observe=observe, progress=progress)
+                     observe=observe, progress=progress, checkpoint_every_s=checkpoint_every_s)
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # the usual case: no event loop here yet
@@ -157,8 +166,10 @@ class Simulation:
 
     def __init__(self, trace: Trace, sched: SchedulerConfig, *, exact: bool = False, lag: float = 0.0,
                  eta_every: int = 0, observe: Observer | None = None, progress: Progress | None = None,
-                 make_reactor: Callable[[FakeRay, SchedulerConfig], Turner] | None = None) -> None:
+                 make_reactor: Callable[[FakeRay, SchedulerConfig], Turner] | None = None,
+                 checkpoint_every_s: float = 0.0) -> None:
         self.trace, self.sched, self.exact, self.observe, self.progress = trace, sched, exact, observe, progress
+        self.checkpoint_every_s = checkpoint_every_s
         self.now = 0.0
         self.tasks = {t.task_id: t for t in trace.tasks}
         nodes = [NodeCapacity(node_id=n.node_id, ip="", total_gpus=n.gpus, free_gpus=n.gpus, total_cpus=n.cpus,
@@ -170,6 +181,8 @@ class Simulation:
         self.began: dict[str, float] = {}  # submission id -> when its job started
         self.attempts: dict[str, list[str]] = {}  # task id -> its jobs' submission ids
         self.first_start: dict[str, float] = {}
+        self.from_work: dict[str, float] = {}  # submission id -> the task's saved work it began from
+        self.lost: dict[str, float] = {}  # task id -> seconds of its work stops threw away
         self.etas = EtaSampler(eta_every, sched)
         self.capacity_gpus = sum(n.gpus for n in trace.nodes)
         self.instants: list[float] = []
@@ -208,15 +221,21 @@ class Simulation:
         """Everything that happens at ``now``: ends and arrivals, then the reactor's turns,
         then Ray starts what was submitted."""
         arrived: list[str] = []
+        changed = False  # anything but saves: saves alone change no decision until the next turn
         while self.events and self.events[0][0] == now:
             _, kind, number, task_id = heapq.heappop(self.events)
-            if kind == _ARRIVAL:
+            changed = changed or kind != _SAVE
+            if kind == _SAVE:  # (task_id: the attempt's submission id; number: the step)
+                self._saved(task_id, number, now)
+            elif kind == _ARRIVAL:
                 await self.reactor.arrive(self._submitted(self.tasks[task_id], now), now)
                 arrived.append(task_id)
             elif kind == _END:
                 job = self.ray.jobs.get(task_id)  # an end carries its submission id
                 if job is not None and job.status is AttemptStatus.RUNNING:  # not stopped meanwhile
                     self.ray.succeed(task_id)
+        if not changed:
+            return
         self.instants.append(now)
         for _ in range(_MAX_TURNS):
             if not await self.reactor.turn(now):
@@ -244,16 +263,54 @@ class Simulation:
             if self.ray.jobs[sid].status is not AttemptStatus.PENDING:
                 continue
             task_id = self.ray.jobs[sid].payload.metadata["argus_task_id"]
+            done = self._resumes_from(task_id)
             self.ray.start(sid)
             self.began[sid] = now
+            self.from_work[sid] = done
             self.first_start.setdefault(task_id, now)
             self.attempts.setdefault(task_id, []).append(sid)
-            heapq.heappush(self.events, (now + self._left(task_id), _END, 0, sid))
+            heapq.heappush(self.events, (now + max(0.0, self.tasks[task_id].runtime - done), _END, 0, sid))
+            self._next_save(sid, task_id, done, now)
 
-    def _left(self, task_id: str) -> float:
-        ran = sum(end - self.began[sid] for sid in self.attempts.get(task_id, ())
-                  if (end := self.ray.jobs[sid].end_time) is not None)
-        return max(0.0, self.tasks[task_id].runtime - ran)
+    def _resumes_from(self, task_id: str) -> float:
+        """The seconds of ``task_id``'s work its next attempt starts from: what its last
+        attempt had done when stopped, down to its last checkpoint (the rest is lost)."""
+        attempts = self.attempts.get(task_id)
+        if not attempts:
+            return 0.0
+        sid = attempts[-1]
+        end = self.ray.jobs[sid].end_time
+        done = self.from_work[sid] + (end - self.began[sid] if end is not None else 0.0)
+        every = self.checkpoint_every_s
+        kept = max(self.from_work[sid], done // every * every) if every > 0 else done
+        self.lost[task_id] = self.lost.get(task_id, 0.0) + done - kept
+        return kept
+
+    def _next_save(self, sid: str, task_id: str, done: float, now: float) -> None:
+        """Schedule the attempt's next checkpoint (after every ``checkpoint_every_s`` of its
+        task's work), when it can be stopped at all and will not have ended first."""
+        every, task = self.checkpoint_every_s, self.tasks[task_id]
+        if every <= 0 or not (self.sched.preemption and task.preemptible):
+            return
+        step = int(done // every) + 1
+        if step * every < task.runtime:
+            heapq.heappush(self.events, (now + step * every - done, _SAVE, step, sid))
+
+    def _saved(self, sid: str, step: int, now: float) -> None:
+        """The attempt ``sid`` saved checkpoint ``step``, if it still runs: recorded as the
+        reactor records what it finds (``CheckpointObserved``), and the next one scheduled."""
+        job = self.ray.jobs.get(sid)
+        if job is None or job.status is not AttemptStatus.RUNNING or not isinstance(self.reactor, SimReactor):
+            return
+        task_id = job.payload.metadata["argus_task_id"]
+        view = self.reactor.state.tasks.get(task_id)
+        attempt = view.latest_attempt if view is not None else None
+        if attempt is None or attempt.submission_id != sid:
+            return
+        self.reactor.record(task_stream(task_id), [CheckpointObserved(
+            task_id=task_id, attempt_no=attempt.attempt_no, submission_id=sid, step=step,
+            folder=f"checkpoints/global_step_{step}", saved_at=now, observed_at=now)], now)
+        self._next_save(sid, task_id, step * self.checkpoint_every_s, now)
 
     def _wake_for_what_comes(self, now: float) -> None:
         """Instants the clock alone changes something at: a stop's grace ends, a gang is
@@ -276,4 +333,5 @@ class Simulation:
                 stops[task_id] = stops.get(task_id, 0) + 1
         return [TaskOutcome(task_id=t.task_id, user=t.user, nnodes=t.demand.nnodes, gpus=t.demand.total_gpus,
                             arrival=t.arrival, runtime=t.runtime, start=self.first_start.get(t.task_id),
-                            end=ends.get(t.task_id), preempted=stops.get(t.task_id, 0)) for t in self.trace.tasks]
+                            end=ends.get(t.task_id), preempted=stops.get(t.task_id, 0),
+                            lost_s=self.lost.get(t.task_id, 0.0)) for t in self.trace.tasks]

@@ -53,6 +53,10 @@ class PolicyMetrics(msgspec.Struct, frozen=True, kw_only=True):
     worst_user_mean_wait_s: float = 0.0  # the most starved user's mean wait
     decisions: int
     preemptions: int = 0  # stops to make room
+    # GPU-hours of work those stops threw away (run again from the last checkpoint: 0 when
+    # every stop saves, the simulator's default; argus sim --checkpoint-every)
+    lost_gpu_hours: float = 0.0
+    used_gpu_hours: float = 0.0  # the tasks' own work, each counted once
     eta_samples: int = 0  # waiting tasks given an ETA at arrival (argus sim --eta N)
     eta_abs_error_p50_s: float | None = None
     eta_abs_error_p90_s: float | None = None
@@ -151,6 +155,8 @@ def measure(result: SimResult) -> PolicyMetrics:
         jain_fairness=jain, jain_slowdown=jain_slowdown, jain_user_slowdown=_jain(user_slowdowns),
         worst_user_slowdown=max(user_slowdowns, default=1.0),
         worst_user_mean_wait_s=max((waited / n for waited, _, n in spans.values()), default=0.0), decisions=result.decisions, preemptions=sum(o.preempted for o in result.outcomes),
+        lost_gpu_hours=sum(o.gpus * o.lost_s for o in result.outcomes) / 3600,
+        used_gpu_hours=sum(o.gpus * o.runtime for o, _ in done) / 3600,
         eta_samples=len(result.eta_errors), eta_unknown=result.eta_unknown,
         eta_abs_error_p50_s=_pct(result.eta_errors, 0.5) if result.eta_errors else None,
         eta_abs_error_p90_s=_pct(result.eta_errors, 0.9) if result.eta_errors else None,
