@@ -232,7 +232,8 @@ class QueueMemo:
         q = QueuedTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), seq=t.seq,
                        priority=t.priority, user=t.user, next_run_at=t.next_run_at,
                        estimate_s=history.estimate(t, default)[0], limited=t.time_limit_s is not None,
-                       preempting_since=t.preempting_since, waiting_since=t.waiting_since)
+                       preempting_since=t.preempting_since, waiting_since=t.waiting_since,
+                       preemptible=t.preemptible)
         self.queued[t.task_id] = (t, history.version, driver_cpus, q)
         return q
 

@@ -28,6 +28,8 @@ class Reason:
     NEVER_FITS = "never_fits"
     BEHIND_RESERVATION = "behind_reservation"
     PREEMPTING = "preempting"  # preemptible tasks are being stopped to make room for it
+    # it may not be preempted, and fits now only on rare nodes it does not need (Pool.keeps_off)
+    KEEPS_OFF_RARE = "keeps_off_rare_nodes"
 
     @staticmethod
     def is_per_node(reason: str) -> bool:
@@ -55,6 +57,7 @@ class QueuedTask(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     # free in turn (one grace period each), so each goes to the task it was made for.
     preempting_since: float | None = None
     waiting_since: float | None = None  # since when it waits (fair share's age term)
+    preemptible: bool = True  # may be stopped once it runs (false: it keeps off rare nodes it does not need)
 
 
 class RunningTask(msgspec.Struct, frozen=True, kw_only=True):

@@ -78,6 +78,19 @@ def homes_of(totals: tuple[tuple[float, float], ...], gpus: int, cpus: float,
                      and (allowed is None or i in allowed))
 
 
+@functools.lru_cache(maxsize=64)
+def rare_nodes(totals: tuple[tuple[float, float], ...], types: tuple[str, ...]) -> frozenset[int]:
+    """The nodes few others match: at most 5 % of the nodes (of its GPU model) have as many
+    GPUs and as many CPUs. A gang member that needs what only they have waits for them
+    alone. None on a cluster of fewer than 20 nodes (keeping one of a few nodes for larger
+    work would cost a large part of it) or of equal nodes."""
+    few = len(totals) // 20
+    if few == 0 or len(set(zip(totals, types))) == 1:
+        return frozenset()
+    return frozenset(i for i, (g, c) in enumerate(totals)
+                     if sum(1 for j, (g2, c2) in enumerate(totals) if g2 >= g and c2 >= c and types[j] == types[i]) <= few)
+
+
 def needs(d: Demand) -> str:
     model = f"{models_of(d)} " if d.gpu_types else ""
     return (f"needs {d.nnodes} node{'s' if d.nnodes != 1 else ''} × {d.n_gpus_per_node} {model}GPUs "
@@ -107,11 +120,12 @@ class Pool:
         self.types = tuple(n.gpu_type for n in ordered)  # each node's GPU model ("" unlabelled)
         # never_fits' answers by shape; public so that a pass over 10,000 tasks can look a
         # shape up without a call per task
-        self.never_known: dict[tuple[int, int, float, tuple[str, ...]], Defer | None] = {}
+        self.never_known: dict[tuple[object, ...], Defer | None] = {}
         self._make_mix = mix
         self._mix: ShapeMix | None = None
         self._waiting = waiting
         self._spared: frozenset[int] | None = None  # made on the first placement
+        self._rare: frozenset[int] | None = None  # made when a task that may not be preempted asks
 
     def spared(self) -> frozenset[int]:
         """The nodes that are every home a waiting gang's shape has (the only nodes with
@@ -141,11 +155,25 @@ class Pool:
             return sorted(fits, key=lambda i: (i in spared, gpus[i], cpus[i], ids[i]))
         return sorted(fits, key=lambda i: (gpus[i], cpus[i], ids[i]))  # best-fit
 
+    def keeps_off(self, d: Demand) -> frozenset[int]:
+        """The nodes a task of ``d`` that may not be preempted keeps off: the rare nodes
+        (``rare_nodes``), unless too few others could ever hold its gang. Such a task
+        cannot be moved once it runs: on the trace (seed 1, half the tasks preemptible) a
+        1-GPU task of 287 h took a GPU of the one 128-CPU node of 60, and the 8-GPU tasks
+        with 120 CPUs that arrived next waited up to 284 h (docs/scheduling.md)."""
+        if self._rare is None:
+            self._rare = rare_nodes(self._totals_key, self.types)
+        rare = self._rare
+        if not rare:
+            return rare
+        homes = homes_of(self._totals_key, d.n_gpus_per_node, d.cpus_per_node, self.allowed(d))
+        return frozenset() if len(homes - rare) < d.nnodes else rare
+
     def allowed(self, d: Demand) -> frozenset[int] | None:
         """The nodes (indices) whose GPU model ``d`` accepts; None: every node."""
         return allowed_nodes(d.gpu_types, self.types) if d.gpu_types else None
 
-    def never_fits(self, d: Demand, key: tuple[int, int, float, tuple[str, ...]]) -> Defer | None:
+    def never_fits(self, d: Demand, key: tuple[object, ...]) -> Defer | None:
         """Why ``d`` could not be placed even on idle nodes (by their totals), or None.
         ``key``: the shape, ``(nnodes, n_gpus_per_node, cpus_per_node, gpu_types)`` (the pass has it)."""
         found = self.never_known.get(key, NOT_ASKED)
@@ -184,12 +212,16 @@ class Pool:
         self._cache[key] = result
         return result
 
-    def reservation(self, t: QueuedTask, endings: Endings, now: float) -> Reservation | None:
+    def reservation(self, t: QueuedTask, endings: Endings, now: float,
+                    avoid: frozenset[int] = frozenset()) -> Reservation | None:
         """The earliest start of ``t``'s gang as ``endings`` free resources (see reserve.py)."""
+        allowed = self.allowed(t.demand)
+        if avoid:
+            allowed = frozenset(range(len(self.ids)) if allowed is None else allowed) - avoid
         found = earliest_start(
             t.demand, now=now, ids=self.ids, free_gpus=self.gpus, free_cpus=self.cpus,
             total_gpus=[g for g, _ in self.totals], total_cpus=[c for _, c in self.totals], endings=endings,
-            allowed=self.allowed(t.demand))
+            allowed=allowed)
         return None if found is None else Reservation(task_id=t.task_id, start=found[0], nodes=found[1],
                                                       firm=found[2])
 

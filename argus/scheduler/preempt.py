@@ -72,8 +72,10 @@ class _Nodes(msgspec.Struct, kw_only=True):
         return _Nodes(ids=self.ids, gpus=gpus, cpus=cpus, total_gpus=self.total_gpus, total_cpus=self.total_cpus,
                       types=self.types)
 
-    def place(self, d: Demand) -> tuple[int, ...] | None:
+    def place(self, d: Demand, avoid: frozenset[int] = frozenset()) -> tuple[int, ...] | None:
         allowed = allowed_nodes(d.gpu_types, self.types) if d.gpu_types else None
+        if avoid:
+            allowed = frozenset(range(len(self.ids)) if allowed is None else allowed) - avoid
         return best_fit(self.gpus, self.cpus, self.ids, d, allowed)
 
     def take(self, nodes: Sequence[int], d: Demand) -> None:
@@ -106,16 +108,18 @@ class RoomPlanner:
         self.view.take(nodes, d)
 
     def make_room(self, demand: Demand, outranks: Callable[[RunningTask], str | None], *,
-                  long_wait: Callable[[], bool] = lambda: False) -> Room | None:
+                  long_wait: Callable[[], bool] = lambda: False, avoid: frozenset[int] = frozenset()) -> Room | None:
         """The fewest preemptible tasks ``outranks`` allows to stop for ``demand`` to fit
         (``outranks`` gives the reason, or None); else, when ``long_wait()`` says the task
         would wait long, tasks that can start again elsewhere at once (``_moves``); None
-        when neither makes room."""
+        when neither makes room. Never on the nodes ``avoid`` names (a task that may not
+        be stopped keeps off the rare nodes: ``Pool.keeps_off``)."""
         base = self.view
-        nodes = base.place(demand)
+        nodes = base.place(demand, avoid)
         chosen: list[tuple[RunningTask, str]] = []
         if nodes is None:
-            found = self._stops(base, demand, outranks) or (self._moves(base, demand) if long_wait() else None)
+            found = (self._stops(base, demand, outranks, avoid)
+                     or (self._moves(base, demand, avoid) if long_wait() else None))
             if found is None:
                 return None
             chosen, nodes, self.view = found
@@ -128,8 +132,8 @@ class RoomPlanner:
         return (r.preemptible and r.settled and not r.stopping and r.task_id not in self.chosen
                 and (cap <= 0 or r.preempted < cap))
 
-    def _stops(self, base: _Nodes, demand: Demand, outranks: Callable[[RunningTask], str | None]
-               ) -> tuple[list[tuple[RunningTask, str]], tuple[int, ...], _Nodes] | None:
+    def _stops(self, base: _Nodes, demand: Demand, outranks: Callable[[RunningTask], str | None],
+               avoid: frozenset[int]) -> tuple[list[tuple[RunningTask, str]], tuple[int, ...], _Nodes] | None:
         """Victims ``outranks`` allows, least loss first, until ``demand`` fits; then every
         victim it fits without given back."""
         candidates = sorted(
@@ -139,19 +143,19 @@ class RoomPlanner:
         nodes = None
         for candidate in candidates:
             chosen.append(candidate)
-            nodes = base.freed([r for r, _ in chosen]).place(demand)
+            nodes = base.freed([r for r, _ in chosen]).place(demand, avoid)
             if nodes is not None:
                 break
         if nodes is None:
             return None
         for candidate in reversed(chosen[:-1]):  # give back the victims it fits without
             fewer = [c for c in chosen if c is not candidate]
-            placed = base.freed([r for r, _ in fewer]).place(demand)
+            placed = base.freed([r for r, _ in fewer]).place(demand, avoid)
             if placed is not None:
                 chosen, nodes = fewer, placed
         return chosen, nodes, base.freed([r for r, _ in chosen])
 
-    def _moves(self, base: _Nodes, demand: Demand
+    def _moves(self, base: _Nodes, demand: Demand, avoid: frozenset[int]
                ) -> tuple[list[tuple[RunningTask, str]], tuple[int, ...], _Nodes] | None:
         """Room made by moving: on the nodes where the fewest stops let ``demand`` fit,
         stop the preemptible tasks of known placement in its way (those that lose the least
@@ -172,7 +176,7 @@ class RoomPlanner:
 
         mine = homes(demand)
         costs: list[tuple[int, float, int, list[RunningTask]]] = []
-        for i in sorted(mine):
+        for i in sorted(mine - avoid):
             gpus, cpus, movers = base.gpus[i], base.cpus[i], []
             for r in sorted(on.get(i, ()), key=lambda r: (-r.unsaved_since(), r.task_id)):
                 if gpus >= demand.n_gpus_per_node and cpus >= demand.cpus_per_node:

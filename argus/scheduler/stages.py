@@ -25,12 +25,13 @@ from typing import Protocol
 
 from msgspec.structs import replace
 
+from argus.events.catalog import Demand
 from argus.scheduler.fragmentation import MIX_SAMPLE, ShapeMix
 from argus.scheduler.model import (
     Admit, Capacity, Decision, Defer, PolicyConfig, Preempt, QueuedTask, Reason, RunningTask,
 )
 from argus.scheduler.order import arrival_only
-from argus.scheduler.placement import NOT_ASKED, Pool, fmt_amount, needs
+from argus.scheduler.placement import Pool, fmt_amount, needs
 from argus.scheduler.preempt import RoomPlanner
 from argus.scheduler.reserve import Ending, Endings, Reservation, fmt_clock
 
@@ -43,8 +44,10 @@ STOP_SLACK_S = 60.0
 _BLOCKED_MSG = "waiting in line: an earlier task that does not fit yet is at the head of the FIFO queue"
 _UNKNOWN_MSG = "cluster capacity is unknown (Ray unreachable); nothing is admitted until it is observed"
 
-# (nnodes, n_gpus_per_node, cpus_per_node, gpu_types): what placement depends on
-Shape = tuple[int, int, float, tuple[str, ...]]
+# (nnodes, n_gpus_per_node, cpus_per_node, gpu_types), and True for a task that keeps off
+# the rare nodes (Pool.keeps_off): what placement depends on
+Shape = tuple[object, ...]
+_NONE: frozenset[int] = frozenset()
 
 
 class Outranks(Protocol):
@@ -91,10 +94,10 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
                 break
             continue
         d = t.demand
-        key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node, d.gpu_types)
-        never = never_known.get(key, NOT_ASKED)
-        if never is NOT_ASKED:
-            never = pool.never_fits(d, key)
+        key: Shape = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node, d.gpu_types)
+        if same_rule is not None and not t.preemptible and pool.keeps_off(d):  # the policy stops tasks
+            key = (*key, True)  # it may not be stopped: placed, explained, reserved for apart from its shape
+        never = never_known[key] if key in never_known else pool.never_fits(d, key)
         if never is not None:  # waiting in line for it would only block everyone behind it
             append(replace(never, task_id=t.task_id))
             continue
@@ -195,15 +198,18 @@ class _Pass:
             if self.config.waits or t.preempting_since is not None:
                 self.out.append(_behind(t, pool, self.reserved))  # type: ignore[arg-type]
             return None
-        picked = pool.place(d)
+        off = self.off(t, key)
+        picked = pool.place_avoiding(d, off) if off else pool.place(d)
         if picked is None:
             # Explained once per shape and pass: the message shows the free resources at the
             # moment the shape was first found not to fit (they only shrink afterwards).
-            why = self.explained[key] = pool.explain(d, self.config.waits)
+            rare = off and pool.place(d) is not None  # it would fit there
+            why = self.explained[key] = (_keeps_off(d, pool, off, self.config.waits) if rare
+                                         else pool.explain(d, self.config.waits))
             return why
         note = ""
         if self.reserved is not None:
-            fits, note = _backfill(t, picked, pool, self.reserved, self.now, self.config)
+            fits, note = _backfill(t, picked, pool, self.reserved, self.now, self.config, off)
             if fits is None:
                 if not t.limited:
                     self.behind.add(key)
@@ -213,6 +219,10 @@ class _Pass:
             picked = fits
         self.admit(t, picked, note)
         return None
+
+    def off(self, t: QueuedTask, key: Shape) -> frozenset[int]:
+        """The nodes ``t`` keeps off (it may not be preempted: ``Pool.keeps_off``)."""
+        return self.pool.keeps_off(t.demand) if len(key) > 4 else _NONE
 
     def admit(self, t: QueuedTask, picked: tuple[int, ...], note: str) -> None:
         """``t`` starts on ``picked`` (node indices): everything later in the pass sees it run."""
@@ -248,8 +258,9 @@ class _Pass:
                 total_gpus=[g for g, _ in pool.totals], total_cpus=[c for _, c in pool.totals],
                 max_preemptions=self.config.max_preemptions, types=pool.types, releasing=self.releasing)
         alike = (key, outranks.alike(t))
+        off = self.off(t, key)
         room = None if alike in self.no_room_alike else _make_room(
-            t, why, planner, outranks.rule(t), self.config, long_wait=lambda: self._long_wait(t))
+            t, why, planner, outranks.rule(t), self.config, long_wait=lambda: self._long_wait(t, off), avoid=off)
         if room is None:
             self.no_room.add((key, outranks.same_rule(t)))  # its like would find none either
             self.no_room_alike.add(alike)
@@ -265,14 +276,14 @@ class _Pass:
                                         nodes=room_nodes)
         return True
 
-    def _long_wait(self, t: QueuedTask) -> bool:
+    def _long_wait(self, t: QueuedTask, off: frozenset[int]) -> bool:
         """Whether ``t`` would wait ``move_after_s`` or more for its gang (by its
         reservation's estimate; no start found: yes): then moving tasks out of its way is
         worth their restart (argus.scheduler.preempt, ``RoomPlanner.make_room``)."""
         after = self.config.move_after_s
         if after <= 0:
             return False
-        found = self.pool.reservation(t, self.endings, self.now)
+        found = self.pool.reservation(t, self.endings, self.now, off)
         return found is None or found.start - self.now >= after
 
     def reserve_or_defer(self, t: QueuedTask, key: Shape, why: Defer) -> None:
@@ -280,7 +291,7 @@ class _Pass:
         task gets the reservation (with ``reserve``), the others wait."""
         told = self.config.waits or t.preempting_since is not None
         if self.config.reserve and self.reserved is None and key not in self.no_start:  # reserve for it
-            reserved = self.reserved = self.pool.reservation(t, self.endings, self.now)
+            reserved = self.reserved = self.pool.reservation(t, self.endings, self.now, self.off(t, key))
             if reserved is None:
                 self.no_start.add(key)
             else:  # said even in a quiet pass (without words): it is a promise
@@ -324,6 +335,15 @@ def _over_gpu_cap(t: QueuedTask, held: float, cap: float) -> Defer:
         f"(an admin sets the cap: argus users set {t.user} --max-gpus N)"))
 
 
+def _keeps_off(d: Demand, pool: Pool, off: frozenset[int], words: bool) -> Defer:
+    """A task that may not be preempted fits now only on rare nodes it does not need."""
+    nodes = ", ".join(pool.ids[i] for i in sorted(off))
+    return Defer(task_id="", reason=Reason.KEEPS_OFF_RARE, free_gpus_per_node=pool.free_gpus(), message=(
+        f"{needs(d)}; it fits now only on {nodes}, which few nodes match and larger tasks need: a task that may "
+        f"not be preempted keeps off them while other nodes could hold it, and starts when one of those has room "
+        f"(a preemptible task may use them now)") if words else "")
+
+
 def _blocked(t: QueuedTask, pool: Pool) -> Defer:
     """Strict FIFO: ``t`` waits behind a head that does not fit."""
     return Defer(task_id=t.task_id, reason=Reason.BLOCKED_BY_HEAD, message=_BLOCKED_MSG,
@@ -352,12 +372,12 @@ def _shape_mix(queue: Sequence[QueuedTask], running: Sequence[RunningTask], conf
 
 
 def _make_room(t: QueuedTask, why: Defer, planner: RoomPlanner, outranks: Callable[[RunningTask], str | None],
-               config: PolicyConfig, *, long_wait: Callable[[], bool]
+               config: PolicyConfig, *, long_wait: Callable[[], bool], avoid: frozenset[int]
                ) -> tuple[Defer, list[Preempt], tuple[int, ...]] | None:
     """Stop preemptible tasks ``outranks`` allows so ``t`` fits, or, if ``long_wait()``,
     tasks that can run elsewhere (argus.scheduler.preempt): its deferral, the
     preemptions, and the nodes it will have. None: no room to make."""
-    room = planner.make_room(t.demand, outranks, long_wait=long_wait)
+    room = planner.make_room(t.demand, outranks, long_wait=long_wait, avoid=avoid)
     if room is None:
         return None
     if not room.victims:  # stops under way make it fit: wait for them
@@ -383,14 +403,14 @@ def _preempt_message(t: QueuedTask, r: RunningTask, reason: str, config: PolicyC
 
 
 def _backfill(t: QueuedTask, picked: tuple[int, ...], pool: Pool, reserved: Reservation, now: float,
-              config: PolicyConfig) -> tuple[tuple[int, ...] | None, str]:
+              config: PolicyConfig, off: frozenset[int] = frozenset()) -> tuple[tuple[int, ...] | None, str]:
     """May ``t``, which fits now on ``picked``, start without delaying ``reserved``? Yes if
     it fits on nodes the reservation does not need, or if its time limit ends it before
     the reservation starts. A run time that is only an estimate (history, the default)
     does not let it onto the reservation's nodes: estimates run over, each overrun moved
     the reservation later, and in the trace a gang so passed again and again waited for
     days (docs/scheduling.md). Returns its nodes and why, or None (``_behind`` says why)."""
-    avoid = frozenset(reserved.nodes)
+    avoid = frozenset(reserved.nodes) | off
     elsewhere = picked if avoid.isdisjoint(picked) else pool.place_avoiding(t.demand, avoid)
     if elsewhere is not None:
         return elsewhere, f"backfilled on nodes the reservation of {reserved.task_id} does not need"
