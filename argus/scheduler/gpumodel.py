@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from argus.events.catalog import Demand
 
-__all__ = ["ACCELERATOR_PREFIX", "allowed_nodes", "gpu_type_of", "models_of", "models_present", "normalize", "wants"]
+__all__ = ["ACCELERATOR_PREFIX", "allowed_nodes", "except_nodes", "gpu_type_of", "models_of", "models_present", "normalize", "wants"]
 
 ACCELERATOR_PREFIX = "accelerator_type:"
 
@@ -47,6 +47,13 @@ def allowed_nodes(gpu_types: tuple[str, ...], node_types: tuple[str, ...]) -> fr
         return None
     wanted = {g.casefold() for g in gpu_types}
     return frozenset(i for i, t in enumerate(node_types) if t.casefold() in wanted)
+
+
+def except_nodes(allowed: frozenset[int] | None, n_nodes: int, avoid: frozenset[int]) -> frozenset[int] | None:
+    """``allowed`` (None: all ``n_nodes`` nodes) without the nodes ``avoid`` names."""
+    if not avoid:
+        return allowed
+    return frozenset(range(n_nodes) if allowed is None else allowed) - avoid
 
 
 def models_of(d: Demand) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from argus.events.catalog import Demand, NodeCapacity
 from argus.scheduler.fragmentation import ShapeMix
-from argus.scheduler.gpumodel import allowed_nodes, models_of, models_present, wants
+from argus.scheduler.gpumodel import allowed_nodes, except_nodes, models_of, models_present, wants
 from argus.scheduler.model import Defer, QueuedTask, Reason
 from argus.scheduler.reserve import Endings, Reservation, earliest_start
 
@@ -215,13 +215,10 @@ class Pool:
     def reservation(self, t: QueuedTask, endings: Endings, now: float,
                     avoid: frozenset[int] = frozenset()) -> Reservation | None:
         """The earliest start of ``t``'s gang as ``endings`` free resources (see reserve.py)."""
-        allowed = self.allowed(t.demand)
-        if avoid:
-            allowed = frozenset(range(len(self.ids)) if allowed is None else allowed) - avoid
         found = earliest_start(
             t.demand, now=now, ids=self.ids, free_gpus=self.gpus, free_cpus=self.cpus,
             total_gpus=[g for g, _ in self.totals], total_cpus=[c for _, c in self.totals], endings=endings,
-            allowed=allowed)
+            allowed=except_nodes(self.allowed(t.demand), len(self.ids), avoid))
         return None if found is None else Reservation(task_id=t.task_id, start=found[0], nodes=found[1],
                                                       firm=found[2])
 

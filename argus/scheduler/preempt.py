@@ -30,7 +30,7 @@ import msgspec
 
 from argus.events.catalog import Demand
 
-from argus.scheduler.gpumodel import allowed_nodes
+from argus.scheduler.gpumodel import allowed_nodes, except_nodes
 from argus.scheduler.model import RunningTask
 from argus.scheduler.placement import homes_of
 from argus.scheduler.reserve import best_fit
@@ -74,9 +74,7 @@ class _Nodes(msgspec.Struct, kw_only=True):
 
     def place(self, d: Demand, avoid: frozenset[int] = frozenset()) -> tuple[int, ...] | None:
         allowed = allowed_nodes(d.gpu_types, self.types) if d.gpu_types else None
-        if avoid:
-            allowed = frozenset(range(len(self.ids)) if allowed is None else allowed) - avoid
-        return best_fit(self.gpus, self.cpus, self.ids, d, allowed)
+        return best_fit(self.gpus, self.cpus, self.ids, d, except_nodes(allowed, len(self.ids), avoid))
 
     def take(self, nodes: Sequence[int], d: Demand) -> None:
         for i in nodes:

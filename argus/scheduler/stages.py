@@ -403,7 +403,7 @@ def _preempt_message(t: QueuedTask, r: RunningTask, reason: str, config: PolicyC
 
 
 def _backfill(t: QueuedTask, picked: tuple[int, ...], pool: Pool, reserved: Reservation, now: float,
-              config: PolicyConfig, off: frozenset[int] = frozenset()) -> tuple[tuple[int, ...] | None, str]:
+              config: PolicyConfig, off: frozenset[int]) -> tuple[tuple[int, ...] | None, str]:
     """May ``t``, which fits now on ``picked``, start without delaying ``reserved``? Yes if
     it fits on nodes the reservation does not need, or if its time limit ends it before
     the reservation starts. A run time that is only an estimate (history, the default)

@@ -156,7 +156,7 @@ def measure(result: SimResult) -> PolicyMetrics:
         worst_user_slowdown=max(user_slowdowns, default=1.0),
         worst_user_mean_wait_s=max((waited / n for waited, _, n in spans.values()), default=0.0), decisions=result.decisions, preemptions=sum(o.preempted for o in result.outcomes),
         lost_gpu_hours=sum(o.gpus * o.lost_s for o in result.outcomes) / 3600,
-        used_gpu_hours=sum(o.gpus * o.runtime for o, _ in done) / 3600,
+        used_gpu_hours=sum(hours.values()),
         eta_samples=len(result.eta_errors), eta_unknown=result.eta_unknown,
         eta_abs_error_p50_s=_pct(result.eta_errors, 0.5) if result.eta_errors else None,
         eta_abs_error_p90_s=_pct(result.eta_errors, 0.9) if result.eta_errors else None,

@@ -7,12 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from argus.events import Demand
-from argus.rayjobs.fake import FakeRay
-from argus.config import SchedulerConfig
 from argus.sim.engine import Simulation, sim_config
 from argus.sim.trace import SimNode, SimTask, Trace
-from projections import open_store
-from tests.sim.test_sim_core_vs_reactor import RealReactor
+from tests.sim.test_sim_core_vs_reactor import through_the_reactor
 
 # 19 nodes of 8 GPUs and 64 CPUs, and one of 128 CPUs: the only home of a task with more
 NODES = [SimNode(node_id=f"s{i:02d}", gpus=8.0, cpus=64.0) for i in range(19)] + [
@@ -35,19 +32,7 @@ async def test_the_rare_node_goes_to_movable_or_needing_tasks_in_the_reactor_too
     trace = Trace(tasks=TASKS, nodes=NODES)
     sched = sim_config("priority", preemption=True, grace_s=30.0)
     simulated = await Simulation(trace, sched).run("priority")
-    (tmp_path / "shared").mkdir()
-    store = await open_store(tmp_path / "argus.db", synchronous="OFF")
-    real: list[RealReactor] = []
-
-    def make(ray: FakeRay, s: SchedulerConfig) -> RealReactor:
-        real.append(RealReactor(store, ray, s, tmp_path / "shared"))
-        return real[0]
-
-    try:
-        await Simulation(trace, sched, make_reactor=make).run("priority")
-        log = await real[0].log()
-    finally:
-        await store.close()
+    _, log = await through_the_reactor(trace, sched, "priority", tmp_path)
     assert simulated.decision_log == log
     on_big = [(task_id, kind) for _, task_id, kind, nodes in log if "big" in nodes or kind == "preempted"]
     # the 20th pinned task waited for a small node rather than take the big one; the

@@ -18,8 +18,8 @@ from argus.rayjobs.fake import FakeRay
 from argus.reactor import Reactor
 from argus.reactor.state import ReactorState
 from argus.sim import GangMix, load_openb
-from argus.sim.engine import Simulation, sim_config
-from argus.sim.trace import Marks
+from argus.sim.engine import SimResult, Simulation, sim_config
+from argus.sim.trace import Marks, Trace
 from argus.store import EventStore
 from projections import open_store
 
@@ -70,16 +70,10 @@ class RealReactor:
         return [d for _, d in sorted(out)]
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-@pytest.mark.parametrize("policy", ["reserve-backfill", "priority"])
-async def test_the_simulator_decides_as_the_reactor_does(tmp_path: Path, seed: int, policy: str) -> None:
-    if not TRACE.is_dir():
-        pytest.skip("the openb trace is not next to this checkout")
-    trace = load_openb(TRACE / "openb_pod_list_default.csv", TRACE / "openb_node_list_gpu_node.csv",
-                       nodes_subset=6, load=1.5, gang_mix=GangMix.parse("0.1:2x4"),
-                       marks=Marks.parse("0.3:10", 0.5), seed=seed, limit=70)
-    sched = sim_config(policy, preemption=True, grace_s=30.0)
-    simulated = await Simulation(trace, sched).run(policy)
+async def through_the_reactor(trace: Trace, sched: SchedulerConfig, policy: str,
+                              tmp_path: Path) -> tuple[SimResult, list[Decision]]:
+    """``trace`` simulated with the real ``Reactor`` turning (on a SQLite log under
+    ``tmp_path``): the result, and the reactor's decisions as read back from its log."""
     (tmp_path / "shared").mkdir()
     store = await open_store(tmp_path / "argus.db", synchronous="OFF")
     real: list[RealReactor] = []
@@ -90,9 +84,22 @@ async def test_the_simulator_decides_as_the_reactor_does(tmp_path: Path, seed: i
 
     try:
         reacted = await Simulation(trace, sched, make_reactor=make).run(policy)
-        log = await real[0].log()
+        return reacted, await real[0].log()
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("policy", ["reserve-backfill", "priority"])
+async def test_the_simulator_decides_as_the_reactor_does(tmp_path: Path, seed: int, policy: str) -> None:
+    if not TRACE.is_dir():
+        pytest.skip("the openb trace is not next to this checkout")
+    trace = load_openb(TRACE / "openb_pod_list_default.csv", TRACE / "openb_node_list_gpu_node.csv",
+                       nodes_subset=6, load=1.5, gang_mix=GangMix.parse("0.1:2x4"),
+                       marks=Marks.parse("0.3:10", 0.5), seed=seed, limit=70)
+    sched = sim_config(policy, preemption=True, grace_s=30.0)
+    simulated = await Simulation(trace, sched).run(policy)
+    reacted, log = await through_the_reactor(trace, sched, policy, tmp_path)
     assert len(simulated.decision_log) > 40  # the subset is contended: decisions to compare
     assert simulated.decision_log == log
     assert [o.start for o in simulated.outcomes] == [o.start for o in reacted.outcomes]
