@@ -115,21 +115,29 @@ class OneWorkerCluster(RayCluster):
 
     def start(self) -> None:
         port, dash_port = self.address.split(":")[1], self.job_server_url.rsplit(":", 1)[1]
-        self.head.args = self._ray() + [
+        ports = _node_ports()
+        self.head.args = self._plain_ray() + [
             "--head", "--num-gpus=0", "--num-cpus=0", f"--port={port}", "--include-dashboard=true",
             "--dashboard-host=127.0.0.1", f"--dashboard-port={dash_port}",
-            f"--ray-client-server-port={self._client_port}", *_node_ports()]
+            f"--ray-client-server-port={self._client_port}", *ports]
         self.head.proc = self._spawn(self.head.args, "head")
         self._wait_http(f"{self.job_server_url}/api/version")
         self.workers.append(WorkerNode(name="worker0", args=[]))
         self.start_worker(self.workers[0])
         self.wait_workers_alive(1)
 
+    def _plain_ray(self) -> list[str]:
+        """``ray start`` as a user of Ray alone runs it (no Argus confinement: jobs sent
+        straight to Ray are nobody's, and a confining node gives them no files)."""
+        return [sys.executable, "-m", "ray.scripts.scripts", "start", "--block", "--disable-usage-stats",
+                "--node-ip-address=127.0.0.1", f"--temp-dir={self.temp_dir}", "--object-store-memory=80000000"]
+
     def start_worker(self, worker: WorkerNode) -> None:
-        worker.args = self._ray() + [
+        ports = _node_ports()
+        worker.args = self._plain_ray() + [
             f"--address={self.address}", f"--num-gpus={self.gpus}", f"--num-cpus={self.cpus}",
             f"--resources={json.dumps({'worker_node': WORKER_NODE_RESOURCE})}",
-            "--include-log-monitor=false", *_node_ports()]
+            "--include-log-monitor=false", *ports]
         worker.proc = self._spawn(worker.args, worker.name)
 
 
