@@ -129,6 +129,22 @@ class FairShareConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_wait_s: float = 12 * 3600.0
 
 
+class StallConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """When a running attempt that reports its steps counts as stalled (docs/runs.md): no
+    new step for ``step_multiple`` times its own median step time, at least ``floor_s``
+    (``default_s`` > 0: that instead; a spec's ``stall_timeout``: that, at most
+    ``max_s``); before its first step, ``before_first_step_s`` (models load slowly).
+    A stalled attempt is stopped and resumed from its last checkpoint (STALLED, a
+    transient kind). ``enabled`` false: never."""
+
+    enabled: bool = True
+    step_multiple: float = 10.0
+    floor_s: float = 900.0
+    default_s: float = 0.0
+    max_s: float = 86_400.0
+    before_first_step_s: float = 3600.0
+
+
 class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     retry_interval_s: float = 60.0
     retry_backoff: float = 2.0
@@ -137,6 +153,10 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # task's max_attempts, until it has waited this long since submission; then it FAILS
     # with the reason. 0: retry for ever.
     max_pending_s: float = 24 * 3600.0
+    # Transient faults (NCCL timeouts, CUDA and host OOM: FailureKind.is_transient) resume
+    # from the last checkpoint up to this many times per task; the same kind at the same
+    # step twice ends the task FAILED at once (it is a bug, not bad luck). 0: never.
+    transient_retries: int = 3
     max_running_tasks: int = 8
     max_running_per_user: int = 0  # 0: no per-user limit
     # Let tasks behind a head that does not fit start if they fit (better use of GPUs;
@@ -173,6 +193,15 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # latest_checkpointed_iteration.txt under its job dir; argus.reactor.checkpoints), for
     # the victims' order and the task's page (0: never).
     checkpoint_check_s: float = 30.0
+    # How often the reactor reads each running attempt's progress report (its driver's:
+    # argus.rayjobs.reports), and the least time between two AttemptProgressed events of
+    # one attempt (the step is recorded when it moved; 0 for either: never).
+    progress_check_s: float = 5.0
+    progress_record_s: float = 10.0
+    # The driver's exit report ends an attempt without waiting for the next look at Ray:
+    # the reactor looks for new ones this often (one stat of one folder, however many run).
+    exit_watch_s: float = 0.05
+    stall: StallConfig = msgspec.field(default_factory=StallConfig)
     fairshare: FairShareConfig = msgspec.field(default_factory=FairShareConfig)
     lease_ttl_s: float = 15.0
     poll_interval_s: float = 1.0

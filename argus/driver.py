@@ -21,6 +21,7 @@ has one, moved (a rename: no copy) into its own job dir, so verl's ``resume_mode
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import secrets
@@ -41,6 +42,7 @@ from argus.confine import LandlockError, Ruleset, decide, job_ruleset
 from argus.confine.claims import CLAIM_SECRET_KEY, ClaimWatcher, first_job_judge
 from argus.confine.desk import ClaimRequest, desk_is_open, request_claim, withdraw_request
 from argus.confine.registry import Claim, registry_dir
+from argus.rayjobs.reports import ProgressTracker
 from argus.nodepool.process import die_with_parent
 from argus.procs import signal_group
 from argus.rayjobs.sandbox import bwrap_argv
@@ -234,15 +236,35 @@ def _failed_to_start(ctx: DriverContext, started: float, why: str, log: Any, out
         hostname=socket.gethostname(), ray_node_id=_ray_node_id())
 
 
+def job_env(ctx: DriverContext, path: Path, base: dict[str, str]) -> dict[str, str]:
+    """The command's environment: ``base`` (the driver's own), what says which attempt of
+    which task it is, and, unless set already, a W&B run that every attempt of the task
+    logs to (a resumed run continues its curves instead of starting a new run)."""
+    env = dict(base)
+    env.update(ARGUS_JOB_DIR=str(path), ARGUS_SUBMISSION_ID=ctx.submission_id,
+               ARGUS_TASK_ID=ctx.task_id, ARGUS_USER=ctx.user, ARGUS_ATTEMPT=str(ctx.attempt_no),
+               ARGUS_ATTEMPT_NO=str(ctx.attempt_no), PYTHONUNBUFFERED="1")
+    env.setdefault("WANDB_RUN_ID", wandb_run_id(ctx.task_id))
+    env.setdefault("WANDB_RESUME", "allow")
+    for name in ("BASH_ENV", "ENV"):  # files a non-interactive bash would source first
+        env.pop(name, None)
+    return env
+
+
+def wandb_run_id(task_id: str) -> str:
+    """A W&B run id for the task: W&B allows letters, digits, ``-`` and ``_``, 64 at most.
+    A task id is made of those already (``argus.service.ids``); a longer one keeps its
+    start and a hash of the whole (its unique part is at the end)."""
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "_" for c in task_id)
+    if len(safe) <= 64:
+        return safe
+    return f"{safe[:55]}-{hashlib.sha256(task_id.encode()).hexdigest()[:8]}"
+
+
 def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult:
     """Run the command in ``path``, tee its output, and return how it ended."""
     out = out if out is not None else sys.stdout.buffer
-    env = dict(os.environ)
-    env.update(ARGUS_JOB_DIR=str(path), ARGUS_SUBMISSION_ID=ctx.submission_id,
-               ARGUS_TASK_ID=ctx.task_id, ARGUS_USER=ctx.user,
-               ARGUS_ATTEMPT_NO=str(ctx.attempt_no), PYTHONUNBUFFERED="1")
-    for name in ("BASH_ENV", "ENV"):  # files a non-interactive bash would source first
-        env.pop(name, None)
+    env = job_env(ctx, path, dict(os.environ))
     secret = secrets.token_hex(16)
     with_claim_secret(env, secret)
     started = time.time()
@@ -293,7 +315,9 @@ def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult
         assert child.stdout is not None
         fd = child.stdout.fileno()
         reaped = False
+        progress = ProgressTracker(ctx.shared_root, ctx.submission_id)
         while True:
+            progress.tick()
             # select with a timeout: a background grandchild holding the pipe open must
             # not keep the driver alive after the command itself has exited.
             try:
@@ -308,6 +332,7 @@ def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult
             chunk = os.read(fd, 65_536)
             if not chunk:
                 break
+            progress.feed(chunk)
             log.write(chunk)
             try:
                 out.write(chunk)
@@ -315,10 +340,11 @@ def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult
             except (BrokenPipeError, ValueError):
                 pass  # Ray's log pipe went away; driver.log still has everything
         code = child.wait()
+        sig = -code if code < 0 else None
+        progress.exited(128 + sig if sig else code)  # first: the reactor ends the attempt on it
         signal_group(child, signal.SIGKILL)  # nothing of the command may outlive it
         if watcher is not None:
             watcher.stop()
-    sig = -code if code < 0 else None
     return DriverResult(
         submission_id=ctx.submission_id, exit_code=128 + sig if sig else code, signal=sig,
         forwarded_signal=forwarded[0] if forwarded else None, started_at=started,

@@ -28,6 +28,9 @@ class TaskState(str, enum.Enum):
     SUBMITTED = "SUBMITTED"
     RUNNING = "RUNNING"
     SUCCEEDED = "SUCCEEDED"
+    # The command exited 0 before its last training step (or a resume trained none): an
+    # under-trained model is not a success (verl #7401). Terminal, like SUCCEEDED.
+    INCOMPLETE = "INCOMPLETE"
     FAILED = "FAILED"
     CANCELING = "CANCELING"
     CANCELED = "CANCELED"
@@ -36,7 +39,7 @@ class TaskState(str, enum.Enum):
     # (40,000 times in a turn after 10,000 arrivals): compared by identity with module
     # constants, as an enum member named through its class is a descriptor call each time.
     def is_terminal(self) -> bool:
-        return self is _SUCCEEDED or self is _FAILED or self is _CANCELED
+        return self is _SUCCEEDED or self is _FAILED or self is _CANCELED or self is _INCOMPLETE
 
     def is_waiting(self) -> bool:
         """In the queue: not yet handed to Ray (or handed back for a retry)."""
@@ -50,7 +53,8 @@ class TaskState(str, enum.Enum):
 _QUEUED, _PENDING_RESOURCES = TaskState.QUEUED, TaskState.PENDING_RESOURCES
 _SUBMITTING, _SUBMITTED, _RUNNING = TaskState.SUBMITTING, TaskState.SUBMITTED, TaskState.RUNNING
 _SUCCEEDED, _FAILED, _CANCELED = TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELED
-_TERMINAL = frozenset({_SUCCEEDED, _FAILED, _CANCELED})
+_INCOMPLETE = TaskState.INCOMPLETE
+_TERMINAL = frozenset({_SUCCEEDED, _INCOMPLETE, _FAILED, _CANCELED})
 
 
 class AttemptStatus(enum.StrEnum):
@@ -115,8 +119,10 @@ TRANSITIONS: dict[str, dict[TaskState, TaskState]] = {
     "AttemptRunning": {S.SUBMITTED: S.RUNNING, S.SUBMITTING: S.RUNNING, S.CANCELING: S.CANCELING},
     "AttemptTimeLimitReached": {S.RUNNING: S.RUNNING},
     "AttemptPlacementTimedOut": {S.RUNNING: S.RUNNING},
+    "AttemptStalled": {S.RUNNING: S.RUNNING},
     "AttemptPreempted": {S.SUBMITTED: S.SUBMITTED, S.RUNNING: S.RUNNING},
     "CheckpointObserved": {S.RUNNING: S.RUNNING},
+    "AttemptProgressed": {S.RUNNING: S.RUNNING},
     # The attempt's end is recorded first; the task's own outcome follows as its own event.
     "AttemptEnded": {
         S.SUBMITTING: S.SUBMITTING,
@@ -130,6 +136,7 @@ TRANSITIONS: dict[str, dict[TaskState, TaskState]] = {
         S.RUNNING: S.PENDING_RESOURCES,
     },
     "TaskSucceeded": {S.SUBMITTED: S.SUCCEEDED, S.RUNNING: S.SUCCEEDED, S.CANCELING: S.SUCCEEDED},
+    "TaskIncomplete": {S.SUBMITTED: S.INCOMPLETE, S.RUNNING: S.INCOMPLETE, S.CANCELING: S.INCOMPLETE},
     "TaskFailed": {
         S.SUBMITTING: S.FAILED,
         S.SUBMITTED: S.FAILED,

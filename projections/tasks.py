@@ -18,7 +18,9 @@ from argus.events import (
     AttemptRunning,
     AttemptTimeLimitReached,
     AttemptPlacementTimedOut,
+    AttemptStalled,
     AttemptPreempted,
+    AttemptProgressed,
     CheckpointObserved,
     AttemptStarting,
     AttemptSubmitted,
@@ -31,6 +33,7 @@ from argus.events import (
     TaskDeferred,
     TaskFailed,
     TaskSubmitted,
+    TaskIncomplete,
     TaskSucceeded,
 )
 from argus.lifecycle import NEXT_STATE, AttemptStatus, TaskState, next_state
@@ -56,11 +59,14 @@ TASK_EVENT_TYPES = frozenset(
         "AttemptRunning",
         "AttemptTimeLimitReached",
         "AttemptPlacementTimedOut",
+        "AttemptStalled",
         "AttemptPreempted",
         "CheckpointObserved",
+        "AttemptProgressed",
         "AttemptEnded",
         "RetryScheduled",
         "TaskSucceeded",
+        "TaskIncomplete",
         "TaskFailed",
         "TaskCancelRequested",
         "TaskCanceled",
@@ -86,6 +92,7 @@ class AttemptView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defa
     time_limit_reached_at: float | None = None  # its Ray job is being stopped at the time limit
     running_seen_at: float | None = None  # when the reactor first saw it RUNNING
     placement_timed_out_at: float | None = None  # its Ray job is being stopped: placement groups PENDING too long
+    stalled_at: float | None = None  # its Ray job is being stopped: no new step for its bound (AttemptStalled)
     stop_reason: str = ""  # why the reactor is stopping it (the evidence its end will carry)
     preempted_by: str = ""  # the task it is stopped to make room for (AttemptPreempted)
     node_ids: tuple[str, ...] = ()  # where the scheduler placed its gang (AttemptStarting)
@@ -94,6 +101,13 @@ class AttemptView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defa
     driver_node_ip: str = ""
     checkpoint_step: int | None = None  # its last checkpoint a resume can use (CheckpointObserved)
     checkpointed_at: float | None = None
+    ended_at_step: int | None = None  # the training step it ended at, where known (AttemptEnded.step)
+    # Its training's progress as its driver reported it (AttemptProgressed).
+    step: int | None = None
+    step_at: float | None = None
+    first_step: int | None = None
+    total_steps: int | None = None
+    step_time_s: float | None = None
 
     @property
     def ended(self) -> bool:
@@ -130,6 +144,7 @@ class TaskView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_default
     name: str = ""  # the spec's optional ``name:``, shown beside the id
     total_steps: int | None = None  # training steps asked for, when the spec says
     time_limit_s: float | None = None  # how long one attempt may run
+    stall_timeout_s: float | None = None  # no new step for this long: stalled (the spec's stall_timeout)
     expected_start: float | None = None  # its reservation (reserve-backfill): the estimated start
     # ... and when it starts at the latest, while the tasks it waits for have time limits
     start_at_latest: float | None = None
@@ -184,6 +199,7 @@ def evolve_task(view: TaskView | None, rec: Recorded) -> TaskView:
         total_steps=_total_steps(event),
         time_limit_s=event.time_limit_s,
         preemptible=event.preemptible,
+        stall_timeout_s=event.stall_timeout_s,
     )
 
 
@@ -243,7 +259,7 @@ def _running(view: TaskView, e: AttemptRunning, state: TaskState, rec: Recorded)
 def _ended(view: TaskView, e: AttemptEnded, state: TaskState, rec: Recorded) -> TaskView:
     attempts = _with_attempt(
         view, e.attempt_no, ray_status=e.ray_status, failure_kind=e.failure_kind,
-        evidence=e.evidence, exit_code=e.exit_code, ended_at=e.ended_at,
+        evidence=e.evidence, exit_code=e.exit_code, ended_at=e.ended_at, ended_at_step=e.step,
     )
     return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
                     attempts=attempts)
@@ -264,9 +280,23 @@ def _succeeded(view: TaskView, e: TaskSucceeded, state: TaskState, rec: Recorded
                     failure_kind=None, error_summary="")
 
 
+def _incomplete(view: TaskView, e: TaskIncomplete, state: TaskState, rec: Recorded) -> TaskView:
+    return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
+                    failure_kind=None, error_summary=e.reason)
+
+
 def _time_limit(view: TaskView, e: AttemptTimeLimitReached, state: TaskState, rec: Recorded) -> TaskView:
     attempts = _with_attempt(view, e.attempt_no, time_limit_reached_at=e.reached_at, stop_reason=(
         f"stopped at its time limit of {e.time_limit_s:g} s after running {e.ran_s:.0f} s"))
+    return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
+                    attempts=attempts)
+
+
+def _stalled(view: TaskView, e: AttemptStalled, state: TaskState, rec: Recorded) -> TaskView:
+    at = f"after step {e.step}" if e.step is not None else "before its first step"
+    attempts = _with_attempt(view, e.attempt_no, stalled_at=e.reached_at, stop_reason=(
+        f"stalled: no new step for {e.reached_at - e.since:.0f} s {at} (bound {e.bound_s:.0f} s: {e.why}); "
+        "stopped, to resume from its last checkpoint"))
     return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
                     attempts=attempts)
 
@@ -288,6 +318,13 @@ def _preempted(view: TaskView, e: AttemptPreempted, state: TaskState, rec: Recor
 
 def _checkpoint(view: TaskView, e: CheckpointObserved, state: TaskState, rec: Recorded) -> TaskView:
     attempts = _with_attempt(view, e.attempt_no, checkpoint_step=e.step, checkpointed_at=e.saved_at)
+    return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
+                    attempts=attempts)
+
+
+def _progressed(view: TaskView, e: AttemptProgressed, state: TaskState, rec: Recorded) -> TaskView:
+    attempts = _with_attempt(view, e.attempt_no, step=e.step, step_at=e.step_at, first_step=e.first_step,
+                             total_steps=e.total_steps, step_time_s=e.step_time_s)
     return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
                     attempts=attempts)
 
@@ -315,11 +352,14 @@ _EVOLVE: dict[str, Callable[[TaskView, Any, TaskState, Recorded], TaskView]] = {
     "AttemptRunning": _running,
     "AttemptTimeLimitReached": _time_limit,
     "AttemptPlacementTimedOut": _placement_timeout,
+    "AttemptStalled": _stalled,
     "AttemptPreempted": _preempted,
     "CheckpointObserved": _checkpoint,
+    "AttemptProgressed": _progressed,
     "AttemptEnded": _ended,
     "RetryScheduled": _retry,
     "TaskSucceeded": _succeeded,
+    "TaskIncomplete": _incomplete,
     "TaskFailed": _failed,
     "TaskCancelRequested": _cancel_requested,
     "TaskCanceled": _canceled,

@@ -57,7 +57,7 @@ class TaskSummary(msgspec.Struct, kw_only=True):
     gpus: int = 0  # the whole gang: nnodes × n_gpus_per_node
     started_at: float | None = None  # the latest attempt's
     ended_at: float | None = None
-    step: int | None = None  # last training step seen in a running task's log
+    step: int | None = None  # the latest attempt's last training step, as its driver reported it
     total_steps: int | None = None
     # While it waits: its estimated start and the 80 % interval (as the task's own page;
     # set by the API, which runs the policy forward)
@@ -77,7 +77,7 @@ class TaskPage(msgspec.Struct, kw_only=True):
     next_cursor: str | None = None
 
 
-def summarize(v: TaskView, step: int | None = None) -> TaskSummary:
+def summarize(v: TaskView) -> TaskSummary:
     latest = v.latest_attempt
     return TaskSummary(
         task_id=v.task_id, user=v.user, workload=v.workload, kind=v.kind, state=v.state.value,
@@ -86,7 +86,8 @@ def summarize(v: TaskView, step: int | None = None) -> TaskSummary:
         error_summary=v.error_summary or None, wait_reason=v.wait_reason,
         wait_message=v.wait_message, name=v.name, gpus=v.demand.total_gpus,
         started_at=latest.started_at if latest else None,
-        ended_at=latest.ended_at if latest else None, step=step, total_steps=v.total_steps)
+        ended_at=latest.ended_at if latest else None, step=latest.step if latest else None,
+        total_steps=v.total_steps or (latest.total_steps if latest else None))
 
 
 def task_view(db: sqlite3.Connection, task_id: str) -> TaskView | None:

@@ -31,7 +31,7 @@ from argus.safefs import FILE_FLAGS, Refused, walk
 from argus.api.schemas import FileEntry
 
 __all__ = [
-    "MAX_LISTING", "Refused", "last_step", "list_dir", "parse_progress", "read_chunks",
+    "MAX_LISTING", "Refused", "list_dir", "parse_progress", "read_chunks",
     "read_new", "tail_lines", "walk",
 ]
 
@@ -157,18 +157,6 @@ def read_new(path: Path, offset: int, limit: int = 1 << 20) -> tuple[bytes, int]
 def _numbers(d: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in d.items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)}
-
-
-def _tail_bytes(fd: int, limit: int) -> bytes:
-    """The last ``limit`` bytes of ``fd``, from the first whole line; closes ``fd``."""
-    try:
-        size = os.fstat(fd).st_size
-        data = os.pread(fd, limit, max(0, size - limit))
-    finally:
-        os.close(fd)
-    if size > limit:
-        data = data[data.find(b"\n") + 1:]
-    return data
 
 
 class _Points:
@@ -311,14 +299,3 @@ def parse_progress(directory: Path) -> list[tuple[int, dict[str, float]]]:
     return points.result()
 
 
-_LAST_STEP = re.compile(rb"(?:^|\s)step:(\d+)\s+-")
-
-
-def last_step(log: Path, window: int = 65536) -> int | None:
-    """The last ``step:N - …`` in the final ``window`` bytes of a driver log: what a task
-    list shows for a running task without reading the whole log (bounded work per row)."""
-    fd = _open_job_file(log)
-    if fd is None:
-        return None
-    found = _LAST_STEP.findall(_tail_bytes(fd, window))
-    return int(found[-1]) if found else None

@@ -181,12 +181,8 @@ class TasksController(Controller):
             raise HTTPException(status_code=400, detail=f"cursor: {exc}") from exc
         views, total, next_page = await reads.task_page(user=user, states=states, limit=limit, after=after,
                                                         offset=offset)
-        # Running tasks only (at most max_running_tasks): a bounded read of each log's end.
-        running = {v.task_id: _log_path(state, v, None) for v in views if v.state is TaskState.RUNNING}
-        steps = await asyncio.to_thread(
-            lambda: {t: jobfiles.last_step(p) if p else None for t, p in running.items()}) if running else {}
         hide = await redactor_for(reads, who)
-        items = [summarize(v, steps.get(v.task_id)) for v in views]
+        items = [summarize(v) for v in views]
         if any(v.state.is_waiting() for v in views):
             etas = await state.etas.estimates()
             items = [with_estimates(item, etas) for item in items]
@@ -265,9 +261,11 @@ class TasksController(Controller):
         except jobfiles.Refused as exc:  # the attempt's folder is a link a job planted
             raise HTTPException(status_code=exc.status, detail=exc.detail) from exc
         total = (await reads.submitted(v)).spec.get("total_training_steps")
+        if not isinstance(total, int):  # what the trainer said, as its driver reported
+            total = chosen.total_steps if chosen else None
         return ProgressOut(
             task_id=task_id, attempt_no=chosen.attempt_no if chosen else None,
-            total_steps=total if isinstance(total, int) else None,
+            total_steps=total,
             last_step=points[-1][0] if points else None,
             points=[ProgressPoint(step=s, metrics=m) for s, m in points])
 

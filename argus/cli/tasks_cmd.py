@@ -13,7 +13,7 @@ from argus.cli.client import Client, client_options, fmt_age, fmt_eta, fmt_start
 
 __all__ = ["cancel", "logs", "show", "spec", "submit", "tasks", "watch"]
 
-_END_EVENTS = {"TaskSucceeded", "TaskFailed", "TaskCanceled"}
+_END_EVENTS = {"TaskSucceeded", "TaskIncomplete", "TaskFailed", "TaskCanceled"}
 
 
 @click.command()

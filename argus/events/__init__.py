@@ -2,6 +2,7 @@
 
 from argus.events.catalog import *  # noqa: F403
 from argus.events.catalog import __all__ as _catalog_all
+from argus.events.cancel import cancel_events
 from argus.events.envelope import EventMeta, Recorded
 from argus.events.codec import (
     EventDecodeError,
@@ -17,6 +18,7 @@ __all__ = [
     "EventMeta",
     "Recorded",
     "UnknownEventType",
+    "cancel_events",
     "decode_event",
     "encode_event",
     "register_upcaster",

@@ -28,6 +28,8 @@ __all__ = [
     "AttemptSubmitted",
     "AttemptPlacementTimedOut",
     "AttemptPreempted",
+    "AttemptStalled",
+    "AttemptProgressed",
     "AttemptTimeLimitReached",
     "CapacityObserved",
     "CheckpointObserved",
@@ -45,6 +47,7 @@ __all__ = [
     "TaskCanceled",
     "TaskDeferred",
     "TaskFailed",
+    "TaskIncomplete",
     "TaskSubmitted",
     "TaskSucceeded",
     "TokenIssued",
@@ -83,12 +86,29 @@ class FailureKind(str, enum.Enum):
     CANCELED = "CANCELED"
     TIME_LIMIT = "TIME_LIMIT"  # stopped at the spec's time_limit: not retried (it would run as long again)
     PREEMPTED = "PREEMPTED"  # stopped to make room: back to its place in line, not counted
+    # What large training runs hit now and then, and a resume from the last checkpoint
+    # often gets past: a collective that timed out (a peer stalled, a link flapped), a GPU
+    # or a host out of memory (fragmentation, a long sequence, a neighbour on the node).
+    NCCL_TIMEOUT = "NCCL_TIMEOUT"  # PyTorch's NCCL watchdog caught a collective timing out
+    STALLED = "STALLED"  # no new step for its bound (Argus's stall watchdog stopped it)
+    CUDA_OOM = "CUDA_OOM"  # PyTorch's caching allocator: CUDA out of memory
+    HOST_OOM = "HOST_OOM"  # Ray's memory monitor killed a worker: the node ran low on memory
     UNKNOWN = "UNKNOWN"
 
     def is_retryable(self) -> bool:
-        """Resource races and lost clusters are worth another attempt; user and runtime
-        errors are not (retrying would hide the error, seed 002 §2.1)."""
-        return self in (FailureKind.INSUFFICIENT_RESOURCES, FailureKind.CLUSTER_LOST, FailureKind.PREEMPTED)
+        """Resource races, lost clusters and transient faults are worth another attempt;
+        user and runtime errors are not (retrying would hide the error, seed 002 §2.1)."""
+        return self in (FailureKind.INSUFFICIENT_RESOURCES, FailureKind.CLUSTER_LOST, FailureKind.PREEMPTED,
+                        *TRANSIENT_KINDS)
+
+    def is_transient(self) -> bool:
+        """A fault of the run itself that a resume from its last checkpoint often gets
+        past: retried up to ``v2.scheduler.transient_retries`` times, never twice at one step."""
+        return self in TRANSIENT_KINDS
+
+
+TRANSIENT_KINDS = frozenset({FailureKind.NCCL_TIMEOUT, FailureKind.CUDA_OOM, FailureKind.HOST_OOM,
+                             FailureKind.STALLED})
 
 
 class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", gc=False):
@@ -121,6 +141,7 @@ class TaskSubmitted(EventBase, frozen=True, kw_only=True, tag="TaskSubmitted"):
     warnings: list[str] = []
     time_limit_s: float | None = None  # how long one attempt may run (the spec's time_limit)
     preemptible: bool = False  # may be stopped to make room (the spec's preemptible)
+    stall_timeout_s: float | None = None  # no new step for this long: stalled (the spec's stall_timeout)
     submitted_at: float
 
 
@@ -195,6 +216,21 @@ class AttemptTimeLimitReached(EventBase, frozen=True, kw_only=True, tag="Attempt
     reached_at: float
 
 
+class AttemptStalled(EventBase, frozen=True, kw_only=True, tag="AttemptStalled"):
+    """The running attempt made no new step for ``bound_s`` (reactor's stall watchdog,
+    docs/runs.md): its last ``step`` (None: none yet) came at ``since``. Its Ray job is
+    being stopped; its end will be STALLED, resumed from its last checkpoint."""
+
+    task_id: str
+    attempt_no: int
+    submission_id: str
+    step: int | None = None
+    since: float
+    bound_s: float
+    why: str  # how the bound was set, in words
+    reached_at: float
+
+
 class AttemptPlacementTimedOut(EventBase, frozen=True, kw_only=True, tag="AttemptPlacementTimedOut"):
     """The running attempt's placement groups stayed PENDING for ``placement_timeout_s``
     (reactor): verl >= 0.6 would wait for them for ever. Its Ray job is being stopped; its
@@ -207,6 +243,23 @@ class AttemptPlacementTimedOut(EventBase, frozen=True, kw_only=True, tag="Attemp
     pending_s: float
     timeout_s: float
     reached_at: float
+
+
+class AttemptProgressed(EventBase, frozen=True, kw_only=True, tag="AttemptProgressed"):
+    """How far the running attempt's training got (reactor), from its driver's report
+    (``argus.rayjobs.reports``): the last ``step`` it printed and when, the ``total_steps``
+    it said it will train, and the median time of its recent steps. Recorded when the step
+    moved, at most every ``v2.scheduler.progress_record_s`` per attempt."""
+
+    task_id: str
+    attempt_no: int
+    submission_id: str
+    step: int | None = None  # None: its trainer announced its total, and has printed no step yet
+    step_at: float | None = None  # when the driver saw the step printed
+    first_step: int | None = None  # the first step this attempt printed (a resume starts past 1)
+    total_steps: int | None = None
+    step_time_s: float | None = None
+    observed_at: float
 
 
 class CheckpointObserved(EventBase, frozen=True, kw_only=True, tag="CheckpointObserved"):
@@ -252,6 +305,13 @@ class AttemptEnded(EventBase, frozen=True, kw_only=True, tag="AttemptEnded"):
     failure_kind: FailureKind | None = None
     evidence: str = ""  # the message excerpt that decided failure_kind
     ended_at: float
+    # The last training step its log showed (verl's ``step:N`` lines), else its last
+    # checkpoint's: where a transient fault struck (the same kind at the same step twice
+    # is not transient). None: not known.
+    step: int | None = None
+    # Who said it ended: "driver" (its driver's exit report: argus.rayjobs.reports), or
+    # "" (Ray, or Argus for an attempt that never reached Ray).
+    reported_by: str = ""
 
 
 class RetryScheduled(EventBase, frozen=True, kw_only=True, tag="RetryScheduled"):
@@ -267,6 +327,18 @@ class RetryScheduled(EventBase, frozen=True, kw_only=True, tag="RetryScheduled")
 class TaskSucceeded(EventBase, frozen=True, kw_only=True, tag="TaskSucceeded"):
     task_id: str
     attempt_no: int
+    finished_at: float
+
+
+class TaskIncomplete(EventBase, frozen=True, kw_only=True, tag="TaskIncomplete"):
+    """Terminal: the command exited 0 short of its last training step (``step`` of
+    ``total_steps``), or a resumed attempt exited 0 without training a step (docs/runs.md)."""
+
+    task_id: str
+    attempt_no: int
+    step: int | None = None  # the last step reached (None: none this attempt nor saved before)
+    total_steps: int | None = None
+    reason: str
     finished_at: float
 
 
@@ -409,11 +481,14 @@ Event = Union[
     AttemptRunning,
     AttemptTimeLimitReached,
     AttemptPlacementTimedOut,
+    AttemptStalled,
     AttemptPreempted,
+    AttemptProgressed,
     CheckpointObserved,
     AttemptEnded,
     RetryScheduled,
     TaskSucceeded,
+    TaskIncomplete,
     TaskFailed,
     TaskCancelRequested,
     TaskCanceled,

@@ -52,6 +52,10 @@ class ToyConfig(msgspec.Struct, kw_only=True):
     step_sleep_s: float = 0.0
     init_sleep_s: float = 0.0
     fail_at_step: int = 0
+    # Hang (sleep for ever, in _hang_here) at the start of this step, on attempt
+    # hang_on_attempt only (the driver's ARGUS_ATTEMPT; 0: every attempt): a stalled run.
+    hang_at_step: int = 0
+    hang_on_attempt: int = 1
     max_colocate_count: int = 3  # verl's ResourcePoolManager default
     train_files: list[str] = []
     train_batch_size: int = 16
@@ -77,6 +81,8 @@ _KEYS = {
     "trainer.step_sleep_s": "step_sleep_s",
     "trainer.init_sleep_s": "init_sleep_s",
     "trainer.fail_at_step": "fail_at_step",
+    "trainer.hang_at_step": "hang_at_step",
+    "trainer.hang_on_attempt": "hang_on_attempt",
     "trainer.max_colocate_count": "max_colocate_count",
     "data.train_files": "train_files",
     "data.train_batch_size": "train_batch_size",
@@ -233,9 +239,12 @@ def _task_runner_cls() -> Any:
                 weights = np.load(ckpt_root / f"global_step_{start}" / "policy.npy")
                 print(f"resumed from checkpoint global_step_{start}", flush=True)
             log = open(metrics_path, "wb", buffering=0) if metrics_path else None
+            print(f"Total training steps: {cfg.total_training_steps}", flush=True)  # as verl's RayPPOTrainer says it
             rng = np.random.default_rng(cfg.seed)
             for step in range(start + 1, cfg.total_training_steps + 1):
                 t0 = time.time()
+                if cfg.hang_at_step and step == cfg.hang_at_step:
+                    _hang_here(step)
                 if cfg.fail_at_step and step == cfg.fail_at_step:
                     raise RuntimeError(f"toy_trainer: failing at step {step} as asked (trainer.fail_at_step)")
                 idx = rng.choice(len(samples), size=min(cfg.train_batch_size, len(samples)), replace=False)
@@ -272,6 +281,13 @@ def _task_runner_cls() -> Any:
     return TaskRunner
 
 
+def _hang_here(step: int) -> None:
+    """A stalled run: no further step, no error (what verl users see as "stuck at step N")."""
+    print(f"toy_trainer: hanging at step {step} as asked (trainer.hang_at_step)", flush=True)
+    while True:
+        time.sleep(3600)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--make-dataset"]:  # helper for demos: write the example dataset
@@ -296,6 +312,9 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     cfg.train_files = [os.path.abspath(p) for p in cfg.train_files]
     cfg.default_local_dir = os.path.abspath(cfg.default_local_dir)
+    # Which attempt this is, known here (the driver's environment), not in the actors.
+    if cfg.hang_on_attempt not in (0, int(os.environ.get("ARGUS_ATTEMPT", "1"))):
+        cfg.hang_at_step = 0
     if cfg.reward_path:
         cfg.reward_path = os.path.abspath(cfg.reward_path)
     metrics_path = _metrics_path(cfg) if "file" in cfg.logger else None

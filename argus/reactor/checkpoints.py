@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 from argus import safefs
-from argus.events import CheckpointObserved
 from argus.lifecycle import TaskState
 from argus.rayjobs import job_dir
 from projections import TaskView
@@ -122,36 +121,28 @@ def _tracker(dir_fd: int, folder: str) -> Found | None:
 
 
 class CheckpointWatch:
-    """Looks for each running attempt's checkpoint every ``every_s`` seconds (0: never) and
-    says which ones are news (a step not yet recorded)."""
+    """Looks for each running attempt's checkpoint every ``every_s`` seconds (0: never)."""
 
     def __init__(self, shared_root: str, every_s: float, clock: Callable[[], float]) -> None:
         self.shared_root, self.every_s, self.clock = shared_root, every_s, clock
         self._looked: dict[str, float] = {}  # submission id -> when last looked at
 
-    async def news(self, active: Iterable[TaskView]) -> list[tuple[TaskView, CheckpointObserved]]:
-        """The CheckpointObserved events worth recording for ``active``'s running attempts."""
+    async def found(self, active: Iterable[TaskView]) -> dict[str, Found]:
+        """The newest checkpoint of each of ``active``'s running attempts that is due a
+        look (by submission id); which are news is the turn's to decide."""
         if self.every_s <= 0:
-            return []
+            return {}
         now = self.clock()
+        active = list(active)
         due = [t for t in active if t.state is TaskState.RUNNING and t.latest_attempt is not None
                and now - self._looked.get(t.latest_attempt.submission_id, -1e18) >= self.every_s]
         due = due[:MAX_LOOKS_PER_TURN]
         if not due:
-            return []
+            return {}
         running = {t.latest_attempt.submission_id for t in active if t.latest_attempt is not None}
         self._looked = {sid: at for sid, at in self._looked.items() if sid in running}
         looks = [(t.user, t.latest_attempt.submission_id) for t in due if t.latest_attempt is not None]
-        found = await asyncio.to_thread(lambda: [find_checkpoint(self.shared_root, u, s) for u, s in looks])
-        news = []
-        for task, hit in zip(due, found):
-            attempt = task.latest_attempt
-            assert attempt is not None
-            self._looked[attempt.submission_id] = now
-            if hit is None or hit.step == attempt.checkpoint_step:
-                continue
-            began = attempt.started_at or attempt.decided_at
-            news.append((task, CheckpointObserved(
-                task_id=task.task_id, attempt_no=attempt.attempt_no, submission_id=attempt.submission_id,
-                step=hit.step, folder=hit.folder, saved_at=min(max(hit.mtime, began), now), observed_at=now)))
-        return news
+        hits = await asyncio.to_thread(lambda: [find_checkpoint(self.shared_root, u, s) for u, s in looks])
+        for _, sid in looks:
+            self._looked[sid] = now
+        return {sid: hit for (_, sid), hit in zip(looks, hits) if hit is not None}

@@ -9,7 +9,12 @@ Order matters and is deliberate:
 3. verl's fail-fast GPU check is looked for first among the texts: it is the one failure the
    service retries on purpose (seed 002 §6.3), and it appears inside a RayTaskError whose
    traceback also mentions actors, so cluster patterns must not shadow it.
-4. Cluster loss (supervisor/node/GCS gone) is retryable and not the user's fault.
+4. Transient faults of the run, by the words of the code that reports them, before cluster
+   loss: a rank whose NCCL watchdog fired, or that ran out of memory, takes its actor down,
+   and Ray then reports the actor dead ("died unexpectedly"), which is a consequence. An
+   out-of-memory on one rank makes the others time out in their next collective, so the
+   OOMs are looked for first.
+   Cluster loss (supervisor/node/GCS gone) is retryable and not the user's fault.
 5. No usable GPU where the job needed one (a CPU-only torch, no driver, no NCCL): a runtime
    error, named as such. verl on a node without GPUs gets through Hydra, its TaskRunner and
    its placement groups, then fails here; it would fail the same way again.
@@ -29,7 +34,7 @@ from argus.events.catalog import FailureKind
 from argus.lifecycle import AttemptStatus
 from argus.rayjobs.gateway import is_duplicate_submission  # re-exported: classify's callers use it
 
-__all__ = ["BY_ERROR_TYPE", "EVIDENCE_MAX", "classify_failure", "is_duplicate_submission"]
+__all__ = ["BY_ERROR_TYPE", "EVIDENCE_MAX", "classify_failure", "is_duplicate_submission", "last_step"]
 
 EVIDENCE_MAX = 500
 
@@ -61,6 +66,36 @@ _INSUFFICIENT = [
     re.compile(r"Total available GPUs \d+(?:\.\d+)? is less than total desired GPUs \d+"),
     # Ray could not place the driver itself (no free worker_node slot) before its timeout.
     re.compile(r"Job supervisor actor failed to start within"),
+]
+
+# Each kind's texts, with the source that prints them.
+_TRANSIENT: list[tuple[FailureKind, list[re.Pattern[str]]]] = [
+    (FailureKind.CUDA_OOM, [
+        # PyTorch c10/cuda/CUDACachingAllocator.cpp (malloc): TORCH_CHECK_WITH(OutOfMemoryError,
+        # false, "CUDA out of memory. Tried to allocate ", ...), raised in Python as
+        # torch.OutOfMemoryError (torch.cuda.OutOfMemoryError before 2.5).
+        re.compile(r"CUDA out of memory\. Tried to allocate"),
+        # c10/cuda/CUDAException.h C10_CUDA_CHECK on cudaErrorMemoryAllocation (a kernel's
+        # or NCCL's own allocation): "CUDA error: out of memory".
+        re.compile(r"CUDA error: out of memory"),
+    ]),
+    (FailureKind.HOST_OOM, [
+        # Ray's memory monitor (src/ray/raylet/node_manager.cc, worker killing policy):
+        # Ray 2.60 "%d worker(s) were killed due to the node running low on memory.";
+        # Ray < 2.56 "Task was killed due to the node running low on memory."; both raised
+        # to the caller as ray.exceptions.OutOfMemoryError (python/ray/exceptions.py).
+        re.compile(r"killed due to the node running low on memory"),
+        re.compile(r"ray\.exceptions\.OutOfMemoryError"),
+    ]),
+    (FailureKind.NCCL_TIMEOUT, [
+        # PyTorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (WorkNCCL::checkTimeout):
+        # c10::str(logPrefix(), "Watchdog caught collective operation timeout: ", *this,
+        # " ran for ", ms, " milliseconds before timing out.") as a DistBackendError.
+        re.compile(r"Watchdog caught collective operation timeout"),
+        # The same file's heartbeat monitor, when the watchdog itself hangs in a collective:
+        # "ProcessGroupNCCL's watchdog got stuck for N seconds without making progress ...".
+        re.compile(r"watchdog got stuck for \d+ seconds without making progress"),
+    ]),
 ]
 
 _CLUSTER_LOST = [
@@ -168,6 +203,10 @@ def classify_failure(
     hit = _search(_INSUFFICIENT, log_tail, message)
     if hit:
         return FailureKind.INSUFFICIENT_RESOURCES, hit
+    for kind, patterns in _TRANSIENT:
+        hit = _search(patterns, log_tail, message)
+        if hit:
+            return kind, hit
     hit = _search(_CLUSTER_LOST, message, log_tail)
     if hit:
         return FailureKind.CLUSTER_LOST, hit
@@ -216,3 +255,14 @@ def _exception_line(text: str) -> str:
         return inner
     found = _EXC_LINE.findall(text)
     return found[-1].strip()[:EVIDENCE_MAX] if found else ""
+
+
+# verl's console logger (verl/utils/tracking.py, ``LocalLogger``/``console`` backend):
+# ``step:12 - actor/loss:0.31 - ...`` after each training step; the toy trainer prints the same.
+_STEP_LINE = re.compile(r"(?:^|[\s(])step:(\d{1,9})\b", re.M)
+
+
+def last_step(log_tail: str) -> int | None:
+    """The last training step the log shows (None: none shown)."""
+    found = _STEP_LINE.findall(log_tail or "")
+    return int(found[-1]) if found else None

@@ -15,6 +15,7 @@ from argus.config import SchedulerConfig
 from argus.events import AttemptRunning, EventBase, FailureKind, NodeCapacity, TaskDeferred
 from argus.lifecycle import AttemptStatus
 from argus.rayjobs.gateway import JobObservation
+from argus.rayjobs.reports import ExitReport
 from argus.reactor.attempts import outcome_events
 from argus.reactor.state import ReactorState
 from argus.scheduler import Reason
@@ -66,10 +67,11 @@ class Classify(msgspec.Struct, frozen=True):
     log (``argus.reactor.classify``), which the caller fetches."""
 
 
-def attempt_step(task: TaskView, observed: JobObservation | None, now: float, sched: SchedulerConfig
-                 ) -> list[EventBase] | Classify:
+def attempt_step(task: TaskView, observed: JobObservation | None, now: float, sched: SchedulerConfig,
+                 exit_report: ExitReport | None = None) -> list[EventBase] | Classify:
     """What the observed state of the task's latest (SUBMITTED or RUNNING) attempt means:
-    its end (lost, succeeded, or stopped by us, and why), that it runs, or nothing new."""
+    its end (lost, succeeded or incomplete, or stopped by us, and why), that it runs, or
+    nothing new. ``exit_report``: its driver's, where there is one (how far it got)."""
     attempt = task.attempts[-1]
     if observed is None:
         return outcome_events(task, ray_status=AttemptStatus.LOST, exit_code=None, kind=FailureKind.CLUSTER_LOST,
@@ -78,15 +80,17 @@ def attempt_step(task: TaskView, observed: JobObservation | None, now: float, sc
     if observed.is_terminal:
         if observed.status == AttemptStatus.SUCCEEDED:
             return outcome_events(task, ray_status=observed.status, exit_code=observed.driver_exit_code, kind=None,
-                                  evidence="", now=now, config=sched)
+                                  evidence="", now=now, config=sched,
+                                  step=exit_report.step if exit_report else None, exit_report=exit_report)
         if not attempt.stop_reason:
             return Classify()
         kind = (FailureKind.TIME_LIMIT if attempt.time_limit_reached_at is not None
-                else FailureKind.PREEMPTED if attempt.preempted_by else FailureKind.INSUFFICIENT_RESOURCES)
+                else FailureKind.PREEMPTED if attempt.preempted_by
+                else FailureKind.STALLED if attempt.stalled_at is not None else FailureKind.INSUFFICIENT_RESOURCES)
         return outcome_events(task, ray_status=observed.status, exit_code=observed.driver_exit_code, kind=kind,
                               evidence=f"{attempt.stop_reason} (Ray: {observed.status})", now=now, config=sched)
     if observed.status == AttemptStatus.RUNNING and attempt.ray_status == AttemptStatus.SUBMITTED:
         return [AttemptRunning(task_id=task.task_id, attempt_no=attempt.attempt_no,
-                               submission_id=attempt.submission_id, started_at=observed.start_time or now,
+                               submission_id=attempt.submission_id, started_at=observed.start_time if observed.start_time is not None else now,
                                seen_at=now, driver_node_id=observed.driver_node_id or "")]
     return []

@@ -1,8 +1,10 @@
 """The reactor: the single leader that turns the log into Ray actions and Ray into events.
 
-One loop, in this order each turn: renew the lease, fold new events, look at the cluster,
-follow the attempts it believes active, handle cancels, run the admission policy. It wakes
-at once on an append in this process, else every ``poll_interval_s``.
+One loop, each turn: renew the lease, fold new events, observe Ray (its count, the
+followed attempts, their placement groups and checkpoints), then carry out what
+``argus.reactor.turn.decide_turn`` decides, stage by stage: the decisions are written there
+once, for this reactor and for ``argus sim``. It wakes at once on an append in this
+process, else every ``poll_interval_s``.
 
 Exactly-once submission (DESIGN.md §4): ``AttemptStarting`` (the intent, with the full
 payload) is appended before Ray is called, the outcome after. An intent without an outcome
@@ -22,38 +24,20 @@ import time
 import uuid
 from typing import Callable
 
-import msgspec
-
 from argus.config import ArgusConfig
 from argus.events import (
-    AttemptPreempted,
-    AttemptRunning,
-    AttemptTimeLimitReached,
-    CapacityObserved,
-    ClusterUnreachable,
-    EventBase,
-    EventMeta,
-    NodeCapacity,
-    ReactorLeaderElected,
-    ReactorLeaderReleased,
-    TaskCanceled,
-    TaskDeferred,
-    TaskSubmitted,
-    reactor_stream,
-    task_stream,
-    cluster_stream,
+    EventBase, EventMeta, NodeCapacity, ReactorLeaderElected, ReactorLeaderReleased, TaskSubmitted, cluster_stream,
+    reactor_stream, task_stream,
 )
 from argus.gcpause import collector_paused
-from argus.lifecycle import AttemptStatus, TaskState
+from argus.lifecycle import AttemptStatus
 from argus.rayjobs import RayPort, RayUnavailable
-from argus.reactor.plan import Classify, attempt_step, plan_turn, wait_news
-from argus.reactor.attempts import outcome_events
 from argus.reactor.checkpoints import CheckpointWatch
-from argus.reactor.classify import classify_failure
-from argus.scheduler import Preempt
-from argus.reactor.submitting import Submitting
-from argus.reactor.watchdog import PlacementWatchdog
+from argus.reactor.reports import ReportWatch
 from argus.reactor.state import ReactorState
+from argus.reactor.submitting import Submitting
+from argus.reactor.turn import Append, Observations, TurnMemory, TurnPlan, decide_turn, followed
+from argus.reactor.watchdog import PlacementWatchdog
 from argus.store import AppendBatch, ConcurrencyConflict, EventStore, InvariantViolation, LogUnreachable
 from projections import TaskView
 
@@ -93,13 +77,12 @@ class Reactor(Submitting):
         self.capacity: list[NodeCapacity] | None = None  # None: unknown (Ray unreachable)
         self.is_leader = False
         self._stopping = asyncio.Event()
-        self._stop_sent: set[str] = set()
         self._submitted_events: dict[str, TaskSubmitted] = {}
         self._crash_at = os.environ.get("ARGUS_REACTOR_CRASH_AT", "")
         self.watchdog = PlacementWatchdog(self.sched)
         self.checkpoints = CheckpointWatch(config.shared_root, self.sched.checkpoint_check_s, clock)
-        self._planned_on: tuple[int, tuple[NodeCapacity, ...] | None] | None = None
-        self._plan_expires_at = 0.0
+        self.reports = ReportWatch(config.shared_root, self.sched.progress_check_s, clock)
+        self.memory = TurnMemory()
 
     # ------------------------------------------------------------------ run / leadership
     async def run(self) -> None:
@@ -160,15 +143,27 @@ class Reactor(Submitting):
                 log.exception("reactor turn failed; trying again after %.1f s", self.sched.poll_interval_s)
                 self.state = await self.store.read_snapshot(self._load_state)
                 self.capacity = None
-            try:
-                await asyncio.wait_for(signal_.wait(), self.sched.poll_interval_s)
-            except asyncio.TimeoutError:
-                pass
+                self.memory.forget()
+            await self._wait_for_news(signal_)
         await self.store.append(
             reactor_stream, None,
             [ReactorLeaderReleased(reactor_id=self.reactor_id, released_at=self.clock())], meta=self.meta,
         )
         await self.store.release_lease(LEASE_NAME, self.reactor_id)
+
+    async def _wait_for_news(self, appended: asyncio.Event) -> None:
+        """Until something was appended in this process, a job's driver reported its
+        command's exit (a stat every ``exit_watch_s``), or ``poll_interval_s`` passed."""
+        waiter = asyncio.ensure_future(appended.wait())
+        deadline = time.monotonic() + self.sched.poll_interval_s
+        slice_s = self.sched.exit_watch_s if self.sched.exit_watch_s > 0 else self.sched.poll_interval_s
+        try:
+            while (left := deadline - time.monotonic()) > 0:
+                done, _ = await asyncio.wait({waiter}, timeout=min(left, slice_s))
+                if done or (self.sched.exit_watch_s > 0 and self.reports.exits_changed()):
+                    return
+        finally:
+            waiter.cancel()
 
     async def turn(self) -> None:
         """One pass of the loop (also called directly by tests)."""
@@ -181,16 +176,11 @@ class Reactor(Submitting):
         # otherwise keep every task's spec and command it ever started.
         for task_id in self._submitted_events.keys() - self.state.tasks.keys():
             del self._submitted_events[task_id]
-        was_reachable = self.capacity is not None
-        await self._observe_cluster()
-        if self.capacity is not None and not was_reachable:
-            await self._resolve_intents()  # Ray is back: settle what was left hanging
-        if self.capacity is not None:
-            await self._follow_attempts()
-        for task, event in await self.checkpoints.news(self.state.active()):
-            await self._append(task, [event], expect=True)
-        await self._handle_cancels()
-        await self._schedule()
+        now = self.clock()  # read once: every decision of the turn is made at this instant
+        obs = await self._observe(now)
+        for plan in decide_turn(self.state, obs, now, self.sched, self.memory,
+                                driver_cpus=self.config.entrypoint_num_cpus):
+            await self._carry_out(plan, obs, now)
 
     async def _sleep(self, seconds: float) -> None:
         try:
@@ -240,8 +230,15 @@ class Reactor(Submitting):
             log.warning("fault injection: SIGKILL at %s", point)
             os.kill(os.getpid(), signal.SIGKILL)
 
-    # ------------------------------------------------------------------ cluster
-    async def _observe_cluster(self) -> None:
+    # ------------------------------------------------------------------ observing
+    async def _observe(self, now: float) -> Observations:
+        """What the turn decides on: the drivers' exit reports, Ray's count, then (Ray
+        answering) the intents left open settled, what Ray says of each followed attempt,
+        their placement groups, checkpoints and progress. Ray stopping to answer midway
+        leaves the rest unasked."""
+        was_reachable = self.capacity is not None
+        # Looked at first, in every turn: what the wait between turns compares against.
+        exits = await self.reports.exits([t.attempts[-1].submission_id for t in followed(self.state)])
         try:
             # A GCS that does not answer can block inside Ray's client for a minute; the
             # loop must not: past the timeout, capacity is unknown for this turn.
@@ -249,149 +246,74 @@ class Reactor(Submitting):
             nodes = sorted(await asyncio.wait_for(self.gateway.capacity(), timeout), key=lambda n: n.node_id)
         except (RayUnavailable, asyncio.TimeoutError) as exc:
             self.capacity = None
-            if self.state.cluster_reachable is not False:
-                await self._record([AppendBatch(stream=cluster_stream, expected_version=None, events=[
-                    ClusterUnreachable(error=(str(exc) or type(exc).__name__)[:500], observed_at=self.clock())])])
-            return
+            return Observations(capacity=None, unreachable=str(exc) or type(exc).__name__)
         self.capacity = nodes
-        # Recorded when it changed, and while the ledger holds ended attempts: this
-        # observation is what releases them, and a replay must see it too.
-        if (self.state.cluster_reachable is not True or tuple(nodes) != self.state.last_capacity
-                or self.state.releasing):
-            await self._record([AppendBatch(stream=cluster_stream, expected_version=None,
-                                            events=[CapacityObserved(nodes=nodes, observed_at=self.clock())])])
-
-    # ------------------------------------------------------------------ following Ray
-    async def _follow_attempts(self) -> None:
-        """Ask Ray about the attempts believed active (and only those), all in one call."""
-        followed = [
-            (task, attempt) for task in self.state.active()
-            if (attempt := task.latest_attempt) is not None
-            and attempt.ray_status in (AttemptStatus.SUBMITTED, AttemptStatus.RUNNING)
-        ]
-        if not followed:
-            return
+        if not was_reachable:
+            await self._resolve_intents(now)  # Ray is back: settle what was left hanging
+        obs = Observations(capacity=tuple(nodes), answering=self.capacity is not None, exits=exits)
+        tasks = followed(self.state)
+        if not obs.answering or not tasks:
+            return obs
         try:
-            states = await self.gateway.statuses([attempt.submission_id for _, attempt in followed])
+            obs.jobs = await self.gateway.statuses([t.attempts[-1].submission_id for t in tasks])
         except RayUnavailable:
-            self.capacity = None
-            return
-        await self._watch_placements([t for t, a in followed if a.ray_status == AttemptStatus.RUNNING
-                                      and (o := states.get(a.submission_id)) is not None and not o.is_terminal])
-        for task, attempt in followed:
-            observed = states.get(attempt.submission_id)
-            now = self.clock()
-            task = self.state.tasks.get(task.task_id, task)  # a watchdog event may have moved it
-            attempt = task.attempts[-1]
-            limit = task.time_limit_s
-            if (limit is not None and attempt.started_at is not None and attempt.time_limit_reached_at is None
-                    and observed is not None and not observed.is_terminal and now - attempt.started_at >= limit):
-                if not await self._append(task, [AttemptTimeLimitReached(
-                        task_id=task.task_id, attempt_no=attempt.attempt_no, submission_id=attempt.submission_id,
-                        time_limit_s=limit, ran_s=now - attempt.started_at, reached_at=now)], expect=True):
-                    continue  # the task moved on meanwhile: decided again next turn
-                task = self.state.tasks[task.task_id]
-                attempt = task.attempts[-1]
-            stopping = task.state is TaskState.CANCELING or bool(attempt.stop_reason)
-            try:
-                if stopping and attempt.submission_id not in self._stop_sent:
-                    await self.gateway.stop(attempt.submission_id)
-                    self._stop_sent.add(attempt.submission_id)
-            except RayUnavailable:
-                self.capacity = None
-                return
-            step = attempt_step(task, observed, now, self.sched)
-            if isinstance(step, Classify):  # it failed on its own: why, from its log
-                assert observed is not None
-                try:
-                    tail = await self.gateway.logs_tail(attempt.submission_id)
-                except RayUnavailable:
-                    tail = ""
-                kind, evidence = classify_failure(observed.status, observed.message, tail,
-                                                  observed.driver_exit_code, error_type=observed.error_type)
-                step = outcome_events(task, ray_status=observed.status, exit_code=observed.driver_exit_code,
-                                      kind=kind, evidence=evidence, now=now, config=self.sched)
-            if step and isinstance(step[0], AttemptRunning):
-                step = [msgspec.structs.replace(step[0], driver_node_ip=self._ip_of(step[0].driver_node_id))]
-            if step:
-                await self._append(task, step)
-
-    def _ip_of(self, node_id: str) -> str:
-        return next((n.ip for n in self.capacity or () if n.node_id == node_id), "")
-
-    async def _watch_placements(self, running: list[TaskView]) -> None:
-        """Stop the running attempts whose placement groups Ray has not placed for too long
-        (argus.reactor.watchdog): record why, then the stop goes out with the others."""
+            self.capacity, obs.answering = None, False
+            return obs
+        running = [t for t in tasks if t.attempts[-1].ray_status == AttemptStatus.RUNNING
+                   and (o := obs.jobs.get(t.attempts[-1].submission_id)) is not None and not o.is_terminal]
         try:
-            overdue = await self.watchdog.overdue(running, self.gateway, self.clock())
+            obs.placements_overdue = await self.watchdog.overdue(running, self.gateway, now)
         except RayUnavailable as exc:  # the state API is Ray's dashboard: it may be away alone
             log.warning("placement groups unknown this turn: %s", exc)
-            return
-        for event in overdue:
-            task = self.state.tasks.get(event.task_id)
-            if task is not None:
-                await self._append(task, [event], expect=True)
+        obs.checkpoints = await self.checkpoints.found(self.state.active())
+        obs.progress = await self.reports.progress(self.state.active())
+        return obs
 
-    async def _defer_all(self, deferrals: list[tuple[TaskView, TaskDeferred]]) -> None:
-        """Record every changed wait reason of a turn in one transaction (10,000 arrivals
-        are one fsync, not 10,000). Each stream is checked at the version the decision was
-        made on; if any task moved on meanwhile, nothing of the batch is written and each
-        deferral is recorded on its own (a task that moved on is decided again next turn)."""
-        if not deferrals:
+    # ------------------------------------------------------------------ carrying out
+    async def _carry_out(self, plan: TurnPlan, obs: Observations, now: float) -> None:
+        """One stage of the turn's decisions (argus.reactor.turn): record, stop, read, start."""
+        if plan.together:
+            await self._record_together(plan.appends)
+        else:
+            for append in plan.appends:
+                if append.task is None:
+                    await self._record([AppendBatch(stream=cluster_stream, expected_version=None,
+                                                    events=append.events)])
+                else:
+                    await self._append(append.task, append.events, expect=append.expect)
+        for sid in plan.stops:
+            if not obs.answering:
+                break
+            try:
+                await self.gateway.stop(sid)
+                self.memory.stops_sent.add(sid)
+            except RayUnavailable:
+                self.capacity, obs.answering = None, False
+        for sid in plan.read_logs:
+            try:
+                obs.log_tails[sid] = await self.gateway.logs_tail(sid)
+            except RayUnavailable:
+                obs.log_tails[sid] = ""
+        if plan.starts:
+            await self._start_attempts([s.task for s in plan.starts],
+                                       {s.task.task_id: s.note for s in plan.starts},
+                                       {s.task.task_id: s.nodes for s in plan.starts}, now)
+
+    async def _record_together(self, appends: list[Append]) -> None:
+        """Record a stage's appends in one transaction (10,000 wait reasons are one fsync,
+        not 10,000). Each stream is checked at the version the decision was made on; if any
+        task moved on meanwhile, nothing of the batch is written and each is recorded on its
+        own (a task that moved on is decided again next turn)."""
+        if not appends:
             return
-        batches = [AppendBatch(stream=task_stream(task.task_id), expected_version=task.stream_version,
-                               events=[event], owner=task.user) for task, event in deferrals]
+        batches = [AppendBatch(stream=task_stream(a.task.task_id), expected_version=a.task.stream_version,
+                               events=a.events, owner=a.task.user) for a in appends if a.task is not None]
         try:
             await self._record(batches)
         except (ConcurrencyConflict, InvariantViolation) as exc:
-            log.info("a deferred task moved on (%s); recording deferrals one by one", exc)
+            log.info("a task moved on (%s); recording one by one", exc)
             await self._catch_up()
-            for task, event in deferrals:
-                current = self.state.tasks.get(task.task_id)
-                if current is not None and current.stream_version == task.stream_version:
-                    await self._append(current, [event], expect=True)
-
-    async def _preempt(self, preemptions: list[tuple[TaskView, Preempt]], now: float) -> None:
-        """Record who is stopped for whom; the stop goes to Ray with the others (the
-        next turn follows at once, woken by this append)."""
-        for task, p in preemptions:
-            attempt = task.latest_attempt
-            if attempt is None or attempt.ended or attempt.stop_reason:
-                continue
-            await self._append(task, [AttemptPreempted(
-                task_id=task.task_id, attempt_no=attempt.attempt_no, submission_id=attempt.submission_id,
-                by_task_id=p.for_task, by_user=p.for_user, reason=p.reason, message=p.message,
-                preempted_at=now)], expect=True)
-
-    async def _handle_cancels(self) -> None:
-        """A cancel request on a task with no live Ray job ends it at once."""
-        for task in list(self.state.tasks.values()):
-            if task.state is not TaskState.CANCELING:
-                continue
-            attempt = task.latest_attempt
-            if attempt is None or attempt.ended:
-                await self._append(task, [TaskCanceled(
-                    task_id=task.task_id, by=task.cancel_requested_by or "?", canceled_at=self.clock()
-                )])
-
-    # ------------------------------------------------------------------ admission
-    async def _schedule(self) -> None:
-        # The plan is a pure function of the log (our position in it), the capacity and
-        # the clock; a turn where none of them changed would decide the same: skip it
-        # (a steady turn with 10,000 waiting is then O(1), not a pass over the queue).
-        now = self.clock()
-        inputs = (self.state.position, None if self.capacity is None else tuple(self.capacity))
-        if inputs == self._planned_on and now < self._plan_expires_at:
-            return
-        plan = plan_turn(self.state, self.capacity, now, self.sched, self.config.entrypoint_num_cpus)
-        if plan is None:
-            return
-        fair = self.sched.policy == "fairshare"
-        # Usage grows with the clock alone: a fair-share order is made again within a minute.
-        self._planned_on, self._plan_expires_at = inputs, min(plan.expires_at, now + 60.0) if fair else plan.expires_at
-        await self._preempt(plan.preemptions, now)
-        # Admissions first: they never wait for the wait reasons of thousands of others.
-        admitted = [self.state.tasks.get(task.task_id) for task in plan.admitted]
-        await self._start_attempts([task for task in admitted if task is not None and task.state.is_waiting()],
-                                   plan.notes, plan.placed)
-        await self._defer_all(wait_news(plan, now, self.sched.deferrals_per_turn))
+            for a in appends:
+                current = self.state.tasks.get(a.task.task_id) if a.task is not None else None
+                if current is not None and a.task is not None and current.stream_version == a.task.stream_version:
+                    await self._append(current, a.events, expect=True)

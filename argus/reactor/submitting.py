@@ -21,8 +21,6 @@ from argus.store import AppendBatch, ConcurrencyConflict, InvariantViolation
 from projections import TaskView
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from argus.config import ArgusConfig, SchedulerConfig
     from argus.events import EventBase, NodeCapacity
     from argus.rayjobs import RayPort
@@ -50,7 +48,6 @@ class Submitting:
         config: ArgusConfig
         sched: SchedulerConfig
         state: ReactorState
-        clock: Callable[[], float]
         capacity: list[NodeCapacity] | None
         _submitted_events: dict[str, TaskSubmitted]
 
@@ -67,8 +64,8 @@ class Submitting:
             event = self._submitted_events[task_id] = first
         return event
 
-    async def _start_attempts(self, tasks: list[TaskView], notes: dict[str, str] | None = None,
-                              placed: dict[str, tuple[str, ...]] | None = None) -> None:
+    async def _start_attempts(self, tasks: list[TaskView], notes: dict[str, str], placed: dict[str, tuple[str, ...]],
+                              now: float) -> None:
         """Admit ``tasks`` together: every intent in one transaction, then every submission
         to Ray at once, then what Ray said in one more transaction. (One by one, 50
         admissions were 100 fsyncs and 50 Ray round trips in a row.)"""
@@ -82,7 +79,7 @@ class Submitting:
         models = {n.node_id: n.gpu_type for n in self.capacity or ()}
         for task in tasks:
             submitted = await self._submitted_event(task.task_id)
-            nodes = list((placed or {}).get(task.task_id, ()))
+            nodes = list(placed.get(task.task_id, ()))
             attempt_no = len(task.attempts) + 1
             payload = build_submission(
                 task_id=task.task_id, attempt_no=attempt_no, user=task.user, command=submitted.command,
@@ -92,7 +89,7 @@ class Submitting:
             )
             intents.append((task, AttemptStarting(
                 task_id=task.task_id, attempt_no=attempt_no, submission_id=payload.submission_id,
-                payload=payload, decided_at=self.clock(), note=(notes or {}).get(task.task_id, ""),
+                payload=payload, decided_at=now, note=notes.get(task.task_id, ""),
                 node_ids=nodes, node_ips=[ips.get(n, "") for n in nodes],
             )))
         if not intents:
@@ -107,9 +104,9 @@ class Submitting:
             await self._catch_up()
             recorded = [intent for task, intent in intents if await self._append(task, [intent], expect=True)]
         self._crash_point("after_intent")
-        await self._submit(recorded)
+        await self._submit(recorded, now)
 
-    async def _submit(self, intents: list[AttemptStarting]) -> None:
+    async def _submit(self, intents: list[AttemptStarting], now: float) -> None:
         """Hand recorded intents to Ray, all at once, and record each answer."""
         sent = await asyncio.gather(*(self._send(intent) for intent in intents))
         if any(outcome is not None and outcome.refused is None for outcome in sent):
@@ -122,7 +119,7 @@ class Submitting:
             if outcome.refused is not None:  # Ray refused the payload itself: not worth retrying
                 await self._append(task, outcome_events(
                     task, ray_status=AttemptStatus.NOT_SUBMITTED, exit_code=None, kind=FailureKind.RUNTIME_ERROR,
-                    evidence=f"Ray refused the submission: {outcome.refused}"[:500], now=self.clock(),
+                    evidence=f"Ray refused the submission: {outcome.refused}"[:500], now=now,
                     config=self.sched,
                 ))
                 continue
@@ -130,7 +127,7 @@ class Submitting:
                                         events=[AttemptSubmitted(
                                             task_id=task.task_id, attempt_no=intent.attempt_no,
                                             submission_id=intent.submission_id, recovered=outcome.recovered,
-                                            submitted_at=self.clock())]))
+                                            submitted_at=now)]))
         if accepted:
             await self._record(accepted)
 
@@ -148,7 +145,7 @@ class Submitting:
             return Sent(refused=str(exc) or type(exc).__name__)
         return Sent()
 
-    async def _resolve_intents(self) -> None:
+    async def _resolve_intents(self, now: float) -> None:
         """Settle every attempt whose intent was recorded without an outcome."""
         for task in list(self.state.tasks.values()):
             attempt = task.latest_attempt
@@ -162,12 +159,12 @@ class Submitting:
             if observed is not None:
                 await self._append(task, [AttemptSubmitted(
                     task_id=task.task_id, attempt_no=attempt.attempt_no,
-                    submission_id=attempt.submission_id, recovered=True, submitted_at=self.clock(),
+                    submission_id=attempt.submission_id, recovered=True, submitted_at=now,
                 )])
             elif task.state is TaskState.CANCELING:
                 await self._append(task, outcome_events(
                     task, ray_status=AttemptStatus.NOT_SUBMITTED, exit_code=None, kind=FailureKind.CANCELED,
-                    evidence="canceled before it reached Ray", now=self.clock(), config=self.sched,
+                    evidence="canceled before it reached Ray", now=now, config=self.sched,
                 ))
             else:
                 stream = await self.store.read_stream(task_stream(task.task_id))
@@ -175,4 +172,4 @@ class Submitting:
                     r.event for r in reversed(stream)
                     if isinstance(r.event, AttemptStarting) and r.event.attempt_no == attempt.attempt_no
                 )
-                await self._submit([intent])
+                await self._submit([intent], now)

@@ -25,7 +25,8 @@ from projections.tasks import TASK_EVENT_TYPES, AttemptView, TaskView, evolve_ta
 
 __all__ = ["Stats", "UserStats", "percentile", "stats"]
 
-_OUTCOMES = {"TaskSucceeded": "SUCCEEDED", "TaskFailed": "FAILED", "TaskCanceled": "CANCELED"}
+_OUTCOMES = {"TaskSucceeded": "SUCCEEDED", "TaskIncomplete": "INCOMPLETE", "TaskFailed": "FAILED",
+             "TaskCanceled": "CANCELED"}
 
 
 class UserStats(msgspec.Struct, kw_only=True):

@@ -41,13 +41,16 @@ SOURCES: dict[str, str] = {
     "AttemptStarting": "scheduler",
     "RetryScheduled": "scheduler",
     "TaskSucceeded": "scheduler",
+    "TaskIncomplete": "scheduler",
     "TaskFailed": "scheduler",
     "AttemptSubmitted": "ray",
     "AttemptRunning": "ray",
     "AttemptTimeLimitReached": "scheduler",
     "AttemptPlacementTimedOut": "scheduler",
+    "AttemptStalled": "scheduler",
     "AttemptPreempted": "scheduler",
     "CheckpointObserved": "ray",
+    "AttemptProgressed": "ray",
     "AttemptEnded": "ray",
     "TaskCanceled": "ray",
 }
@@ -178,8 +181,18 @@ def summarize(rec: Recorded) -> str:
     if t == "AttemptPlacementTimedOut":
         return (f"attempt {e.attempt_no}: placement group(s) {', '.join(e.placement_groups)} PENDING for "
                 f"{e.pending_s:.0f} s (timeout {e.timeout_s:g} s): stopping its Ray job, to retry")
+    if t == "AttemptStalled":
+        at = f"after step {e.step}" if e.step is not None else "before its first step"
+        return (f"attempt {e.attempt_no} stalled: no new step for {e.reached_at - e.since:.0f} s {at} "
+                f"(bound {e.bound_s:.0f} s: {e.why}): stopping its Ray job, to resume")
     if t == "AttemptPreempted":
         return f"attempt {e.attempt_no} preempted ({e.reason}): {e.message}"
+    if t == "AttemptProgressed":
+        of = f" of {e.total_steps}" if e.total_steps else ""
+        each = f", {e.step_time_s:.1f} s a step" if e.step_time_s else ""
+        if e.step is None:
+            return f"attempt {e.attempt_no} will train {e.total_steps} steps"
+        return f"attempt {e.attempt_no} at step {e.step}{of}{each}"
     if t == "CheckpointObserved":
         return f"attempt {e.attempt_no} saved a checkpoint: step {e.step} in {e.folder}"
     if t == "AttemptTimeLimitReached":
@@ -198,6 +211,8 @@ def summarize(rec: Recorded) -> str:
                 f"retry in {e.delay_s:.0f} s")
     if t == "TaskSucceeded":
         return f"succeeded with attempt {e.attempt_no}"
+    if t == "TaskIncomplete":
+        return f"incomplete after attempt {e.attempt_no}: {e.reason}"
     if t == "TaskFailed":
         return f"failed ({e.failure_kind.value}) after attempt {e.attempt_no}: {e.error_summary}"
     if t == "TaskCancelRequested":

@@ -20,8 +20,6 @@ import msgspec
 from argus.events import (
     Demand,
     EventMeta,
-    TaskCanceled,
-    TaskCancelRequested,
     TaskSubmitted,
     TokenIssued,
     TokenRevoked,
@@ -30,6 +28,7 @@ from argus.events import (
     UserDisabled,
     UserEnabled,
     UserLimitsSet,
+    cancel_events,
     task_stream,
     user_stream,
 )
@@ -239,7 +238,7 @@ class Commands:
                 command_raw=prepared.command_raw, command=prepared.command,
                 demand=prepared.demand, priority=prepared.priority,
                 max_attempts=prepared.max_attempts, warnings=list(prepared.warnings),
-                time_limit_s=prepared.time_limit_s, preemptible=resolve_preemptible(who, prepared.preemptible),
+                time_limit_s=prepared.time_limit_s, stall_timeout_s=prepared.stall_timeout_s, preemptible=resolve_preemptible(who, prepared.preemptible),
                 submitted_at=time.time(),
             )
             batch = AppendBatch(stream=task_stream(task_id), expected_version=0,
@@ -289,9 +288,7 @@ class Commands:
                 raise CommandError(409, f"task {task_id} is already {view.state.value}; "
                                    "only unfinished tasks can be canceled") from exc
             now = time.time()
-            events: list[Any] = [TaskCancelRequested(task_id=task_id, by=who.user_id, requested_at=now)]
-            if view.state.is_waiting():
-                events.append(TaskCanceled(task_id=task_id, by=who.user_id, canceled_at=now))
+            events = cancel_events(task_id, view.state, who.user_id, now)
             batch = AppendBatch(stream=task_stream(task_id), expected_version=view.stream_version,
                                 events=events, owner=view.user)
             try:

@@ -33,9 +33,10 @@ from concurrent.futures import ThreadPoolExecutor
 import msgspec
 
 from argus.config import FairShareConfig, SchedulerConfig
-from argus.events import CheckpointObserved, NodeCapacity, TaskSubmitted, task_stream
+from argus.events import NodeCapacity, TaskSubmitted
 from argus.lifecycle import AttemptStatus
 from argus.rayjobs.fake import FakeRay
+from argus.reactor.checkpoints import Found
 from argus.reactor.state import ReactorState
 from argus.scheduler import QueuedTask, RunningTask
 from argus.scheduler.inputs import policy_inputs
@@ -47,8 +48,8 @@ __all__ = ["SimResult", "Simulation", "TaskOutcome", "Turner", "sim_config", "si
 
 Observer = Callable[[float, list[QueuedTask], list[RunningTask]], None]
 Progress = Callable[[float, int, int], None]  # (virtual now, tasks started, tasks in all)
-_END, _ARRIVAL, _WAKE, _SAVE = 0, 1, 2, 3  # at one instant: ends, then arrivals, then the turns
-_MAX_TURNS = 8  # turns at one instant (the reactor's appends wake it again at once)
+_END, _ARRIVAL, _WAKE, _SAVE, _CANCEL = 0, 1, 2, 3, 4  # at one instant: ends, then arrivals, ..., then the turns
+_MAX_TURNS = 12  # turns at one instant (the reactor's appends wake it again at once)
 
 
 class TaskOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -150,7 +151,9 @@ class Turner(Protocol):
 
     state: ReactorState
     submitted: list[str]  # submission ids handed to Ray since the caller last took them
-    plans: int
+
+    @property
+    def plans(self) -> int: ...
 
     @property
     def plan_expires_at(self) -> float: ...
@@ -158,6 +161,8 @@ class Turner(Protocol):
     async def arrive(self, event: TaskSubmitted, now: float) -> None: ...
 
     async def turn(self, now: float) -> bool: ...
+
+    async def cancel(self, task_id: str, now: float) -> None: ...
 
 
 class Simulation:
@@ -190,6 +195,8 @@ class Simulation:
     async def run(self, policy: str) -> SimResult:
         for seq, task in enumerate(self.trace.tasks, start=1):
             heapq.heappush(self.events, (task.arrival, _ARRIVAL, seq, task.task_id))
+            if task.cancel_at is not None:
+                heapq.heappush(self.events, (max(task.cancel_at, task.arrival), _CANCEL, seq, task.task_id))
         busy_used = busy_capacity = arriving_used = arriving_capacity = 0.0
         last = 0.0
         last_arrival = max((t.arrival for t in self.trace.tasks), default=0.0)
@@ -230,6 +237,8 @@ class Simulation:
             elif kind == _ARRIVAL:
                 await self.reactor.arrive(self._submitted(self.tasks[task_id], now), now)
                 arrived.append(task_id)
+            elif kind == _CANCEL:
+                await self.reactor.cancel(task_id, now)
             elif kind == _END:
                 job = self.ray.jobs.get(task_id)  # an end carries its submission id
                 if job is not None and job.status is AttemptStatus.RUNNING:  # not stopped meanwhile
@@ -253,7 +262,8 @@ class Simulation:
         return TaskSubmitted(
             task_id=task.task_id, user=task.user, workload="trace", kind="advanced", spec_raw="", spec={},
             command_raw="", command="", demand=task.demand, priority=task.priority, preemptible=task.preemptible,
-            time_limit_s=task.runtime if self.exact else None, max_attempts=1_000_000, submitted_at=now)
+            time_limit_s=task.time_limit if task.time_limit is not None else task.runtime if self.exact else None,
+            max_attempts=1_000_000, submitted_at=now)
 
     def _start_submitted(self, now: float) -> None:
         """Ray starts every job handed to it at once; it ends when its task's remaining run
@@ -270,6 +280,9 @@ class Simulation:
             self.first_start.setdefault(task_id, now)
             self.attempts.setdefault(task_id, []).append(sid)
             heapq.heappush(self.events, (now + max(0.0, self.tasks[task_id].runtime - done), _END, 0, sid))
+            limit = self.tasks[task_id].time_limit
+            if limit is not None:  # the reactor looks then, and stops it if it still runs
+                heapq.heappush(self.events, (now + limit, _WAKE, 0, ""))
             self._next_save(sid, task_id, done, now)
 
     def _resumes_from(self, task_id: str) -> float:
@@ -297,20 +310,14 @@ class Simulation:
             heapq.heappush(self.events, (now + step * every - done, _SAVE, step, sid))
 
     def _saved(self, sid: str, step: int, now: float) -> None:
-        """The attempt ``sid`` saved checkpoint ``step``, if it still runs: recorded as the
-        reactor records what it finds (``CheckpointObserved``), and the next one scheduled."""
+        """The attempt ``sid`` saved checkpoint ``step``, if it still runs: the reactor's
+        next turn finds it (and records it, if the attempt runs as far as it knows), and
+        the next one is scheduled."""
         job = self.ray.jobs.get(sid)
         if job is None or job.status is not AttemptStatus.RUNNING or not isinstance(self.reactor, SimReactor):
             return
-        task_id = job.payload.metadata["argus_task_id"]
-        view = self.reactor.state.tasks.get(task_id)
-        attempt = view.latest_attempt if view is not None else None
-        if attempt is None or attempt.submission_id != sid:
-            return
-        self.reactor.record(task_stream(task_id), [CheckpointObserved(
-            task_id=task_id, attempt_no=attempt.attempt_no, submission_id=sid, step=step,
-            folder=f"checkpoints/global_step_{step}", saved_at=now, observed_at=now)], now)
-        self._next_save(sid, task_id, step * self.checkpoint_every_s, now)
+        self.reactor.saved(sid, Found(step=step, folder=f"checkpoints/global_step_{step}", mtime=now))
+        self._next_save(sid, job.payload.metadata["argus_task_id"], step * self.checkpoint_every_s, now)
 
     def _wake_for_what_comes(self, now: float) -> None:
         """Instants the clock alone changes something at: a stop's grace ends, a gang is

@@ -36,6 +36,8 @@ class SimTask(msgspec.Struct, frozen=True, kw_only=True):
     demand: Demand
     priority: int = 0
     preemptible: bool = False
+    time_limit: float | None = None  # the spec's time_limit_s (None: none, or the run time with exact estimates)
+    cancel_at: float | None = None  # its user cancels it then (None: never)
 
 
 class SimNode(msgspec.Struct, frozen=True, kw_only=True):

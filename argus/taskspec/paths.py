@@ -44,6 +44,7 @@ __all__ = ["RUNTIME_VARIABLES", "PathPolicy", "substitute_runtime_vars"]
 
 # Exported by the driver wrapper before it runs `bash -c <command>`.
 RUNTIME_VARIABLES: tuple[str, ...] = (
+    "ARGUS_ATTEMPT",
     "ARGUS_JOB_DIR",
     "ARGUS_SUBMISSION_ID",
     "ARGUS_TASK_ID",

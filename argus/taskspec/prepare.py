@@ -55,6 +55,7 @@ class PreparedTask(msgspec.Struct, frozen=True, kw_only=True):
     max_attempts: int
     warnings: list[str]
     time_limit_s: float | None = None  # per attempt, from when it runs
+    stall_timeout_s: float | None = None  # no new step for this long: stalled
     preemptible: bool | None = None  # None: not said (argus.service.limits)
 
 
@@ -121,6 +122,16 @@ def _raise(problems: Problems, policy: PathPolicy) -> NoReturn:
     raise AssertionError("_raise called without a problem")  # pragma: no cover
 
 
+def _duration(field: str, text: str | None) -> float | None:
+    """Seconds in a duration field (``argus.taskspec.timelimit``'s forms; None: not set)."""
+    if text is None:
+        return None
+    try:
+        return time_limit_seconds(text)
+    except ValueError as exc:
+        raise TaskSpecError(field, str(exc)) from exc
+
+
 def prepare_task(
     document: str | bytes | Mapping[str, Any],
     *,
@@ -179,12 +190,8 @@ def prepare_task(
     if problems or policy.missing or spec is None:
         _raise(problems, policy)
     warnings = [*checked.warnings, *command_warnings]
-    time_limit_s = None
-    if spec.time_limit is not None:
-        try:
-            time_limit_s = time_limit_seconds(spec.time_limit)
-        except ValueError as exc:
-            raise TaskSpecError("time_limit", str(exc)) from exc
+    time_limit_s = _duration("time_limit", spec.time_limit)
+    stall_timeout_s = _duration("stall_timeout", spec.stall_timeout)
     command = with_interpreter(command, parsed_command, config.python)
     if kind == "advanced" and parsed_command.module == "verl.trainer.main_ppo" and TRANSFER_QUEUE_NODES not in command:
         # As the basic builder does (build_overrides): on Argus's CPU-less head verl's
@@ -202,5 +209,6 @@ def prepare_task(
         max_attempts=spec.max_attempts,
         warnings=warnings,
         time_limit_s=time_limit_s,
+        stall_timeout_s=stall_timeout_s,
         preemptible=spec.preemptible,
     )

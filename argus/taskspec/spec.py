@@ -99,6 +99,9 @@ class BasicTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fi
     max_attempts: Attempts = 3
     name: TaskName = ""  # a label for people, shown beside the task id
     time_limit: TimeLimit | None = None  # per attempt, from when it runs (argus.taskspec.timelimit)
+    # No new training step for this long: stalled, stopped and resumed (docs/runs.md);
+    # None: as the admin set it (v2.scheduler.stall), from the run's own step times.
+    stall_timeout: TimeLimit | None = None
     # May be stopped to make room for a higher-priority task, or for a user under its fair
     # share; it goes back to its place in the queue and resumes from its checkpoints.
     # None (not said): as the user may have it (argus.service.limits.resolve_preemptible).
@@ -123,6 +126,9 @@ class AdvancedTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown
     max_attempts: Attempts = 3
     name: TaskName = ""  # a label for people, shown beside the task id
     time_limit: TimeLimit | None = None  # per attempt, from when it runs (argus.taskspec.timelimit)
+    # No new training step for this long: stalled, stopped and resumed (docs/runs.md);
+    # None: as the admin set it (v2.scheduler.stall), from the run's own step times.
+    stall_timeout: TimeLimit | None = None
     # May be stopped to make room for a higher-priority task, or for a user under its fair
     # share; it goes back to its place in the queue and resumes from its checkpoints.
     # None (not said): as the user may have it (argus.service.limits.resolve_preemptible).
@@ -166,6 +172,7 @@ _ACCEPTS: dict[str, str] = {
     "priority": "an integer from -1000000 to 1000000 (higher runs first)",
     "max_attempts": "an integer from 1 to 100",
     "time_limit": TIME_LIMIT_ACCEPTS,
+    "stall_timeout": TIME_LIMIT_ACCEPTS,
     "gpu_type": f"a GPU model as the nodes are labelled, such as H100 (letters, digits, '.', '_', '-'), "
     f"a list of up to {MAX_GPU_TYPES} such names, or null (any model)",
     "preemptible": "true or false (false: never stopped to make room for other work)",

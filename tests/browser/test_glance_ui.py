@@ -24,6 +24,7 @@ import pytest
 
 from argus.events import (
     AttemptEnded,
+    AttemptProgressed,
     AttemptRunning,
     AttemptStarting,
     CapacityObserved,
@@ -125,7 +126,10 @@ def glance() -> Iterator[Glance]:
                     AttemptStarting(task_id=running, attempt_no=1, submission_id=run_sid,
                                     payload=_payload(run_sid), decided_at=now - 130),
                     AttemptRunning(task_id=running, attempt_no=1, submission_id=run_sid,
-                                   started_at=now - 125)]),
+                                   started_at=now - 125),
+                    # its driver reported step 3 (argus.rayjobs.reports): what the list shows
+                    AttemptProgressed(task_id=running, attempt_no=1, submission_id=run_sid, step=3,
+                                      step_at=now, observed_at=now)]),
                 AppendBatch(stream=task_stream(failed), expected_version=1, owner="alice", events=[
                     AttemptStarting(task_id=failed, attempt_no=1, submission_id=fail_sid,
                                     payload=_payload(fail_sid), decided_at=now - 100),

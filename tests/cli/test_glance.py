@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from argus.events import (
+    AttemptProgressed,
     AttemptRunning,
     AttemptStarting,
     CapacityObserved,
@@ -64,7 +65,10 @@ def test_tasks_queue_cluster_watch(server: Server) -> None:
     _append(server, [
         AppendBatch(stream=task_stream(running), expected_version=1, owner="admin", events=[
             AttemptStarting(task_id=running, attempt_no=1, submission_id=sid, payload=payload, decided_at=now),
-            AttemptRunning(task_id=running, attempt_no=1, submission_id=sid, started_at=now - 125)]),
+            AttemptRunning(task_id=running, attempt_no=1, submission_id=sid, started_at=now - 125),
+            # its driver reported step 3 (argus.rayjobs.reports): what the list shows
+            AttemptProgressed(task_id=running, attempt_no=1, submission_id=sid, step=3, step_at=now,
+                              observed_at=now)]),
         AppendBatch(stream=task_stream(waiting), expected_version=1, owner="admin", events=[
             TaskDeferred(task_id=waiting, reason="no_capacity_per_node",
                          message="needs 1 node with 1 GPU free; free GPUs per node: [0]",

@@ -52,7 +52,13 @@ def test_a_hostile_command_reaches_only_its_home(tmp_path: Path) -> None:
         "TMP": f"cat {tmp_path}/loose.txt",
         "SHARED-WRITE": f"echo x > {shared}/datasets/planted.txt",
         "LIST-USERS": f"ls {shared}/users",
+        # its driver's reports to Argus (argus.rayjobs.reports): forged, for itself or another
+        "FORGED-EXIT": f"echo '{{\"submission_id\": \"alice-t1--a01\", \"exit_code\": 0, \"exited_at\": 1}}' "
+                       f"> {shared}/ray/attempts/exits/alice-t1--a01.json",
+        "FORGED-PROGRESS": f"echo {{}} > {shared}/ray/attempts/progress/bob-t9--a01.json",
     }
+    for folder in ("exits", "progress"):
+        (shared / "ray" / "attempts" / folder).mkdir(parents=True)
     works = [
         f"echo mine > {alice}/new.txt && echo OWN-HOME-OK",
         f"cat {shared}/datasets/public.txt",

@@ -11,6 +11,8 @@ from argus.events import (
     AttemptTimeLimitReached,
     AttemptPlacementTimedOut,
     AttemptPreempted,
+    AttemptProgressed,
+    AttemptStalled,
     AttemptStarting,
     AttemptSubmitted,
     CapacityObserved,
@@ -25,6 +27,7 @@ from argus.events import (
     TaskCancelRequested,
     TaskDeferred,
     TaskFailed,
+    TaskIncomplete,
     TaskSubmitted,
     TaskSucceeded,
     TokenIssued,
@@ -115,6 +118,20 @@ def checkpoint(task_id: str, attempt_no: int = 1, at: float = T0, step: int = 2)
     )
 
 
+def progressed(task_id: str, attempt_no: int = 1, at: float = T0, step: int = 3) -> AttemptProgressed:
+    return AttemptProgressed(
+        task_id=task_id, attempt_no=attempt_no, submission_id=submission_id_for(task_id, attempt_no),
+        step=step, step_at=at - 1.0, first_step=1, total_steps=10, step_time_s=2.0, observed_at=at,
+    )
+
+
+def stalled(task_id: str, attempt_no: int = 1, at: float = T0, step: int = 3) -> AttemptStalled:
+    return AttemptStalled(
+        task_id=task_id, attempt_no=attempt_no, submission_id=submission_id_for(task_id, attempt_no),
+        step=step, since=at - 901.0, bound_s=900.0, why="v2.scheduler.stall.floor_s", reached_at=at,
+    )
+
+
 def ended(
     task_id: str, attempt_no: int = 1, ray_status: str = "SUCCEEDED", *,
     failure_kind: FailureKind | None = None, exit_code: int | None = 0, at: float = T0,
@@ -132,6 +149,11 @@ def retry(task_id: str, attempt_no: int = 1, kind: FailureKind = FailureKind.CLU
 
 def succeeded(task_id: str, attempt_no: int = 1, at: float = T0) -> TaskSucceeded:
     return TaskSucceeded(task_id=task_id, attempt_no=attempt_no, finished_at=at)
+
+
+def incomplete(task_id: str, attempt_no: int = 1, at: float = T0) -> TaskIncomplete:
+    return TaskIncomplete(task_id=task_id, attempt_no=attempt_no, step=3, total_steps=5,
+                          reason="the command exited 0 at step 3 of 5", finished_at=at)
 
 
 def failed(task_id: str, attempt_no: int = 1, kind: FailureKind = FailureKind.USER_ERROR, at: float = T0) -> TaskFailed:

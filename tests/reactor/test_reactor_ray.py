@@ -31,7 +31,7 @@ from tests.reactor.harness import (
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-DONE = {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELED}
+DONE = {TaskState.SUCCEEDED, TaskState.INCOMPLETE, TaskState.FAILED, TaskState.CANCELED}
 
 
 class Running:
@@ -238,3 +238,31 @@ async def test_a_job_stuck_on_its_placement_groups_is_stopped_and_retried(ray_cl
         assert "RetryScheduled" in await event_types(store, task_id)
         await request_cancel(store, task_id)
         await wait_state(store, task_id, DONE, timeout_s=60)
+
+
+async def test_a_run_that_hangs_after_step_3_is_stopped_and_resumed_from_its_checkpoint(
+        ray_cluster: Any, tmp_path: Path) -> None:
+    """The driver reports, the reactor decides, on real Ray: the toy trainer (verl's lines,
+    a checkpoint each step) hangs at the start of step 4 on its first attempt. Its driver's
+    progress reports stop moving; past the stall bound (5 s here) the watchdog stops it;
+    the second attempt resumes from the step-3 checkpoint, trains steps 4-6, and its
+    driver's exit report ends it SUCCEEDED (6 of 6) before Ray's next look."""
+    stall = {"floor_s": 5.0, "step_multiple": 2.0, "before_first_step_s": 120.0}
+    async with reactor_on(ray_cluster, tmp_path, stall=stall, progress_check_s=0.3, progress_record_s=0.3,
+                          checkpoint_check_s=0.5, preempt_grace_s=2.0) as r:
+        store, shared = r.store, r.shared
+        task_id = await submit_task(store, unique_id("stall"), nnodes=1, gpus=1, command=toy_command(
+            shared, "alice", nnodes=1, gpus=1, steps=6, sleep_s=0.3,
+            extra="trainer.save_freq=1 +trainer.hang_at_step=4 +trainer.hang_on_attempt=1"))
+        view = await wait_state(store, task_id, DONE, timeout_s=240)
+        assert view.state is TaskState.SUCCEEDED, (view.state, view.error_summary, view.attempts)
+        first, second = view.attempts[0], view.attempts[-1]
+        assert first.failure_kind is not None and first.failure_kind.value == "STALLED", first
+        assert first.ended_at_step == 3 and "stalled: no new step" in first.evidence, first
+        assert (second.first_step, second.step, second.total_steps) == (4, 6, 6), second
+        types = await event_types(store, task_id)
+        assert "AttemptStalled" in types and "AttemptProgressed" in types and "RetryScheduled" in types
+        ends = [r.event for r in await store.read_stream(f"task-{task_id}") if r.type == "AttemptEnded"]
+        assert ends[-1].reported_by == "driver", ends[-1]  # the exit report ended it, not Ray's poll
+        log = (shared / "users" / "alice" / "jobs" / second.submission_id / "driver.log").read_text()
+        assert "resumed from checkpoint global_step_3" in log and "step:4 - " in log, log

@@ -408,14 +408,14 @@ async def test_a_turn_records_at_most_deferrals_per_turn_reasons_front_of_the_qu
 
 
 async def test_a_turn_with_nothing_new_does_not_plan_again(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    import argus.reactor.reactor as reactor_module
+    import argus.reactor.turn as reactor_module
 
     plans: list[float] = []
     real = reactor_module.plan_turn
 
-    def counting(*args: object) -> object:
+    def counting(*args: object, **kwargs: object) -> object:
         plans.append(world.clock.now)
-        return real(*args)  # type: ignore[arg-type]
+        return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(reactor_module, "plan_turn", counting)
     running = await world.submit(gpus=8)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from argus.config import ArgusConfig, SchedulerConfig, ServiceConfig
-from argus.events import AttemptPreempted, AttemptStarting, EventMeta, TaskSubmitted, task_stream
+from argus.events import AttemptPreempted, AttemptStarting, EventMeta, TaskSubmitted, cancel_events, task_stream
 from argus.rayjobs.fake import FakeRay
 from argus.reactor import Reactor
 from argus.reactor.state import ReactorState
@@ -45,11 +45,19 @@ class RealReactor:
 
     @property
     def plan_expires_at(self) -> float:
-        return self.reactor._plan_expires_at
+        return self.reactor.memory.plan_expires_at
 
     async def arrive(self, event: TaskSubmitted, now: float) -> None:
         await self.store.append(task_stream(event.task_id), 0, [event], owner=event.user,
                                 meta=EventMeta(actor=f"user:{event.user}"))
+
+    async def cancel(self, task_id: str, now: float) -> None:
+        await self.reactor._catch_up()
+        view = self.reactor.state.tasks.get(task_id)
+        if view is not None:
+            await self.store.append(task_stream(task_id), view.stream_version,
+                                    cancel_events(task_id, view.state, view.user, now), owner=view.user,
+                                    meta=EventMeta(actor=f"user:{view.user}"))
 
     async def turn(self, now: float) -> bool:
         self.now = now

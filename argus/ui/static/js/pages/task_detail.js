@@ -363,7 +363,13 @@ export const DESCRIBE = {
   AttemptRunning: (d) => `attempt ${d.attempt_no} is running`,
   AttemptPlacementTimedOut: (d) => `attempt ${d.attempt_no}: placement group(s) ` +
     `${(d.placement_groups || []).join(", ")} pending for ${Math.round(d.pending_s)} s: its Ray job is stopped, to retry`,
+  AttemptStalled: (d) => `attempt ${d.attempt_no} stalled: no new step for ${Math.round(d.reached_at - d.since)} s ` +
+    `${d.step !== null && d.step !== undefined ? `after step ${d.step}` : "before its first step"} (bound ` +
+    `${Math.round(d.bound_s)} s: ${d.why}): its Ray job is stopped, to resume`,
   AttemptPreempted: (d) => `attempt ${d.attempt_no} preempted (${d.reason}) for ${d.by_task_id}: ${d.message}`,
+  AttemptProgressed: (d) => d.step === null || d.step === undefined ? `attempt ${d.attempt_no} will train ${d.total_steps} steps` :
+    `attempt ${d.attempt_no} at step ${d.step}` +
+    `${d.total_steps ? ` of ${d.total_steps}` : ""}${d.step_time_s ? `, ${d.step_time_s.toFixed(1)} s a step` : ""}`,
   CheckpointObserved: (d) => `attempt ${d.attempt_no} saved a checkpoint: step ${d.step} in ${d.folder}`,
   AttemptTimeLimitReached: (d) => `attempt ${d.attempt_no} reached its time limit of ${d.time_limit_s} s` +
     ` after ${Math.round(d.ran_s)} s: its Ray job is stopped`,
@@ -372,6 +378,7 @@ export const DESCRIBE = {
     `${d.failure_kind ? `, ${d.failure_kind}` : ""}${d.evidence ? ` — ${d.evidence}` : ""}`,
   RetryScheduled: (d) => `retry after ${d.delay_s}s (attempt ${d.failed_attempt_no} failed: ${d.failure_kind})`,
   TaskSucceeded: (d) => `succeeded (attempt ${d.attempt_no})`,
+  TaskIncomplete: (d) => `incomplete after attempt ${d.attempt_no}: ${d.reason}`,
   TaskFailed: (d) => `failed: ${d.failure_kind}${d.error_summary ? ` — ${d.error_summary}` : ""}`,
   TaskCancelRequested: (d) => `cancel requested by ${d.by}`,
   TaskCanceled: (d) => `canceled by ${d.by}${d.ray_status ? ` (Ray: ${d.ray_status})` : ""}`,

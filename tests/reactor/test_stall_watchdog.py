@@ -1,0 +1,115 @@
+"""The stall watchdog (``argus.reactor.stall``), through the real ``Reactor`` on its SQLite
+log and the fake Ray, with the progress its driver reports: a run that hangs after step 3
+is found stalled once its bound passed, stopped, and resumed (STALLED is transient); the
+bound comes from the spec, or from the run's own step times with a floor; a command that
+never prints a step is never judged."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from argus.config import StallConfig
+from argus.events import AttemptEnded, AttemptStalled, RetryScheduled
+from argus.lifecycle import TaskState
+from argus.rayjobs.reports import ProgressTracker
+from argus.reactor.stall import stall_bound
+from argus.service.auth import Principal
+from tests.reactor.test_turn_on_fake import World, make_world
+
+ALICE = Principal(user_id="alice", is_admin=False, disabled=False, max_priority=1000, may_pin=True)
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    w = await make_world(tmp_path, progress_check_s=1.0, progress_record_s=10.0, preempt_grace_s=30.0)
+    w.ray.stop_grace_s = 30.0
+    yield w
+    await w.commands.close()
+    await w.store.close()
+
+
+async def _submit(w: World, extra: str = "") -> str:
+    spec = ("kind: advanced\nworkload: ppo\nnnodes: 1\nn_gpus_per_node: 8\n" + extra +
+            "command: python3 -m argus.examples.toy_trainer trainer.nnodes=1 trainer.n_gpus_per_node=8\n")
+    return (await w.commands.submit(ALICE, spec)).task_id
+
+
+async def _steps(w: World, sid: str, steps: range, every_s: float, total: int = 10) -> None:
+    """The driver sees ``steps`` printed ``every_s`` apart, and reports them; a turn each."""
+    tracker = ProgressTracker(w.config.shared_root, sid, w.clock)
+    tracker.feed(f"Total training steps: {total}\n".encode())
+    for step in steps:
+        w.clock.advance(every_s)
+        tracker.feed(f"step:{step} - actor/pg_loss:0.1\n".encode())
+        tracker.tick()
+        await w.turn()
+
+
+async def test_a_run_that_hangs_after_step_3_is_stopped_and_resumed(world: World) -> None:
+    task_id = await _submit(world)
+    sid = await world.running(task_id)
+    await _steps(world, sid, range(1, 4), every_s=60.0)
+    for _ in range(14):  # it hangs: 14 minutes without a step is within the 15-minute floor
+        world.clock.advance(60)
+        await world.turn()
+    assert not [e for e in await world.events(task_id) if isinstance(e, AttemptStalled)]
+    world.clock.advance(61)
+    await world.turn()
+    stall = next(e for e in await world.events(task_id) if isinstance(e, AttemptStalled))
+    assert (stall.step, stall.bound_s) == (3, 900.0) and "floor_s" in stall.why
+    assert world.ray.jobs[sid].status.value == "RUNNING"  # stopped, with Ray's grace
+    world.clock.advance(31)
+    await world.turn(2)
+    ended = next(e for e in await world.events(task_id) if isinstance(e, AttemptEnded))
+    assert ended.failure_kind is not None and ended.failure_kind.value == "STALLED" and ended.step == 3
+    assert isinstance((await world.events(task_id))[-1], RetryScheduled)
+    world.clock.advance(10)
+    second = await world.running(task_id, 2)
+    assert second != sid and (await world.view(task_id)).state is TaskState.RUNNING
+
+
+async def test_the_bound_comes_from_the_spec_or_the_runs_own_steps(world: World) -> None:
+    fast = await _submit(world, "stall_timeout: 5m\n")
+    sid = await world.running(fast)
+    await _steps(world, sid, range(1, 4), every_s=200.0)  # slow steps; the spec says 5 minutes
+    view = await world.view(fast)
+    assert stall_bound(view, StallConfig())[:1] == (300.0,)
+    world.clock.advance(301)
+    await world.turn()
+    assert any(isinstance(e, AttemptStalled) for e in await world.events(fast))
+    # Without a spec's bound: 10 x its median step time, at least the floor.
+    slow = view.attempts[-1]
+    import msgspec
+    derived = msgspec.structs.replace(view, stall_timeout_s=None, attempts=(msgspec.structs.replace(
+        slow, step_time_s=200.0, stalled_at=None, stop_reason=""),))
+    assert stall_bound(derived, StallConfig())[0] == 2000.0
+    assert stall_bound(derived, StallConfig(default_s=120.0))[0] == 120.0
+    assert stall_bound(derived, StallConfig(enabled=False)) is None
+
+
+async def test_a_command_that_prints_no_step_is_never_judged_and_loading_has_its_own_bound(world: World) -> None:
+    silent = await _submit(world)
+    sid = await world.running(silent)
+    world.clock.advance(86_400)  # a day without a word: not known to report steps
+    await world.turn()
+    assert not any(isinstance(e, AttemptStalled) for e in await world.events(silent))
+    assert (await world.view(silent)).state is TaskState.RUNNING
+    world.ray.succeed(sid)
+    await world.turn(2)
+    loading = await _submit(world)
+    sid = await world.running(loading)
+    tracker = ProgressTracker(world.config.shared_root, sid, world.clock)
+    tracker.feed(b"Total training steps: 10\n")  # announced, then loads its models
+    tracker.tick()
+    world.clock.advance(5)
+    await world.turn()
+    world.clock.advance(3500)
+    await world.turn()
+    assert not any(isinstance(e, AttemptStalled) for e in await world.events(loading))
+    world.clock.advance(100)
+    await world.turn()
+    stall = next(e for e in await world.events(loading) if isinstance(e, AttemptStalled))
+    assert stall.step is None and stall.bound_s == 3600.0
