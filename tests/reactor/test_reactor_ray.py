@@ -244,10 +244,10 @@ async def test_a_run_that_hangs_after_step_3_is_stopped_and_resumed_from_its_che
         ray_cluster: Any, tmp_path: Path) -> None:
     """The driver reports, the reactor decides, on real Ray: the toy trainer (verl's lines,
     a checkpoint each step) hangs at the start of step 4 on its first attempt. Its driver's
-    progress reports stop moving; past the stall bound (5 s here) the watchdog stops it;
-    the second attempt resumes from the step-3 checkpoint, trains steps 4-6, and its
-    driver's exit report ends it SUCCEEDED (6 of 6) before Ray's next look."""
-    stall = {"floor_s": 5.0, "step_multiple": 2.0, "before_first_step_s": 120.0}
+    progress reports stop moving; past the stall bound (10 s here) the watchdog stops it;
+    the second attempt resumes from the step-3 checkpoint, trains steps 4-6, and ends
+    SUCCEEDED (6 of 6)."""
+    stall = {"floor_s": 10.0, "step_multiple": 5.0, "before_first_step_s": 120.0}
     async with reactor_on(ray_cluster, tmp_path, stall=stall, progress_check_s=0.3, progress_record_s=0.3,
                           checkpoint_check_s=0.5, preempt_grace_s=2.0) as r:
         store, shared = r.store, r.shared
@@ -259,10 +259,11 @@ async def test_a_run_that_hangs_after_step_3_is_stopped_and_resumed_from_its_che
         first, second = view.attempts[0], view.attempts[-1]
         assert first.failure_kind is not None and first.failure_kind.value == "STALLED", first
         assert first.ended_at_step == 3 and "stalled: no new step" in first.evidence, first
-        assert (second.first_step, second.step, second.total_steps) == (4, 6, 6), second
         types = await event_types(store, task_id)
         assert "AttemptStalled" in types and "AttemptProgressed" in types and "RetryScheduled" in types
-        ends = [r.event for r in await store.read_stream(f"task-{task_id}") if r.type == "AttemptEnded"]
-        assert ends[-1].reported_by == "driver", ends[-1]  # the exit report ended it, not Ray's poll
+        # Which word ended it, the driver's exit report or Ray's status, is a race on a real
+        # cluster (both come within a moment): the fake-Ray tests (test_driver_reports.py)
+        # check the exit report's path, this one that the whole run goes through.
         log = (shared / "users" / "alice" / "jobs" / second.submission_id / "driver.log").read_text()
-        assert "resumed from checkpoint global_step_3" in log and "step:4 - " in log, log
+        assert "resumed from checkpoint global_step_3" in log and "step:4 - " in log and "step:6 - " in log, log
+        assert "step:3 - " not in log, log  # attempt 2 trained 4-6 only
