@@ -22,7 +22,7 @@ import socket
 import sqlite3
 import time
 import uuid
-from typing import Callable
+from typing import Callable, Literal
 
 from argus.config import ArgusConfig
 from argus.events import (
@@ -33,7 +33,7 @@ from argus.gcpause import collector_paused
 from argus.lifecycle import AttemptStatus
 from argus.rayjobs import RayPort, RayUnavailable
 from argus.reactor.checkpoints import CheckpointWatch
-from argus.reactor.reports import ReportWatch
+from argus.reactor.reports import ExitNotifier, ReportWatch
 from argus.reactor.state import ReactorState
 from argus.reactor.submitting import Submitting
 from argus.reactor.turn import Append, Observations, TurnMemory, TurnPlan, decide_turn, followed
@@ -82,19 +82,25 @@ class Reactor(Submitting):
         self.watchdog = PlacementWatchdog(self.sched)
         self.checkpoints = CheckpointWatch(config.shared_root, self.sched.checkpoint_check_s, clock)
         self.reports = ReportWatch(config.shared_root, self.sched.progress_check_s, clock)
+        self._exit_notifier: ExitNotifier | Literal[False] | None = None  # None: not opened yet; False: none
         self.memory = TurnMemory()
 
     # ------------------------------------------------------------------ run / leadership
     async def run(self) -> None:
         """Wait for the lease (standby), lead while it is held, until ``stop()``."""
-        while not self._stopping.is_set():
-            if await self._claim():
-                try:
-                    await self._lead()
-                finally:
-                    self.is_leader = False
-            else:
-                await self._sleep(self.sched.lease_ttl_s / 3)
+        try:
+            while not self._stopping.is_set():
+                if await self._claim():
+                    try:
+                        await self._lead()
+                    finally:
+                        self.is_leader = False
+                else:
+                    await self._sleep(self.sched.lease_ttl_s / 3)
+        finally:
+            if self._exit_notifier:
+                self._exit_notifier.close()
+            self._exit_notifier = None
 
     async def stop(self) -> None:
         self._stopping.set()
@@ -153,17 +159,36 @@ class Reactor(Submitting):
 
     async def _wait_for_news(self, appended: asyncio.Event) -> None:
         """Until something was appended in this process, a job's driver reported its
-        command's exit (a stat every ``exit_watch_s``), or ``poll_interval_s`` passed."""
-        waiter = asyncio.ensure_future(appended.wait())
-        deadline = time.monotonic() + self.sched.poll_interval_s
-        slice_s = self.sched.exit_watch_s if self.sched.exit_watch_s > 0 else self.sched.poll_interval_s
+        command's exit (the kernel says so: ``ExitNotifier``; else a stat every
+        ``exit_watch_s`` while attempts run), ``stop()`` was called, or ``poll_interval_s``
+        passed."""
+        loop = asyncio.get_running_loop()
+        exited = asyncio.Event()
+        timer: list[asyncio.TimerHandle] = []
+        if self.sched.exit_watch_s > 0 and self._exit_notifier is None:
+            self._exit_notifier = ExitNotifier.open(self.config.shared_root, loop) or False
+        if self._exit_notifier:
+            exited = self._exit_notifier.event
+            if self.reports.exits_changed():  # came since the turn's look
+                exited.set()
+        elif self.sched.exit_watch_s > 0 and followed(self.state):
+            def look() -> None:
+                if self.reports.exits_changed():
+                    exited.set()
+                else:
+                    timer[0] = loop.call_later(self.sched.exit_watch_s, look)
+
+            timer.append(loop.call_later(self.sched.exit_watch_s, look))
+        waiters = {asyncio.ensure_future(appended.wait()), asyncio.ensure_future(exited.wait()),
+                   asyncio.ensure_future(self._stopping.wait())}
         try:
-            while (left := deadline - time.monotonic()) > 0:
-                done, _ = await asyncio.wait({waiter}, timeout=min(left, slice_s))
-                if done or (self.sched.exit_watch_s > 0 and self.reports.exits_changed()):
-                    return
+            await asyncio.wait(waiters, timeout=self.sched.poll_interval_s, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            waiter.cancel()
+            exited.clear()
+            for handle in timer:
+                handle.cancel()
+            for waiter in waiters:
+                waiter.cancel()
 
     async def turn(self) -> None:
         """One pass of the loop (also called directly by tests)."""

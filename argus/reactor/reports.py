@@ -3,7 +3,11 @@ attempts' commands have exited, and how far the running ones got.
 
 An exit is looked for when the exits folder changed: a new report is a new entry, which
 changes the folder's mtime, so one ``stat`` tells whether any of the attempts exited,
-however many run (``exits_changed``, polled between turns). Progress is read every
+however many run (``exits_changed``). Between turns the reactor is woken by the kernel
+when an entry appears there (inotify, ``ExitNotifier``: no cost while nothing happens),
+or, where inotify is not to be had, by a ``stat`` every ``exit_watch_s``. inotify sees
+only what this host writes: on a shared filesystem across hosts a driver elsewhere is seen
+at the next poll, as before. Progress is read every
 ``progress_check_s`` per running attempt. Reports of attempts no longer followed are
 removed (an attempt that ended by Ray's word, its driver killed, leaves its progress file:
 swept every ``SWEEP_S``).
@@ -13,14 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
+import sys
 from collections.abc import Callable, Collection, Iterable
 
 from argus.lifecycle import TaskState
 from argus.rayjobs.reports import ExitReport, ProgressReport, attempts_dir, exits_dir, read_exit, read_progress
 from projections import TaskView
 
-__all__ = ["ReportWatch"]
+__all__ = ["ExitNotifier", "ReportWatch"]
 
 SWEEP_S = 600.0
 MAX_NAMES = 100_000  # entries looked at in a reports folder
@@ -106,3 +112,46 @@ def _remove(folders: Iterable[os.PathLike[str]], sids: Iterable[str]) -> None:
         for folder in folders:
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(folder, f"{sid}.json"))
+
+
+_IN_MOVED_TO, _IN_CREATE = 0x80, 0x100
+_IN_NONBLOCK, _IN_CLOEXEC = os.O_NONBLOCK, os.O_CLOEXEC
+
+
+class ExitNotifier:
+    """Sets ``event`` when an entry appears in the exits folder (Linux inotify, read on the
+    event loop). ``open`` gives None where inotify is not to be had."""
+
+    def __init__(self, fd: int, loop: asyncio.AbstractEventLoop) -> None:
+        self.fd, self.loop, self.event = fd, loop, asyncio.Event()
+        loop.add_reader(fd, self._read)
+
+    @classmethod
+    def open(cls, shared_root: str, loop: asyncio.AbstractEventLoop) -> "ExitNotifier | None":
+        if not sys.platform.startswith("linux"):
+            return None
+        folder = exits_dir(shared_root)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+            if fd < 0:
+                return None
+            if libc.inotify_add_watch(fd, os.fsencode(folder), _IN_CREATE | _IN_MOVED_TO) < 0:
+                os.close(fd)
+                return None
+        except (OSError, AttributeError):
+            return None
+        return cls(fd, loop)
+
+    def _read(self) -> None:
+        with contextlib.suppress(OSError):
+            while os.read(self.fd, 4096):  # drained: what came is known by the folder's listing
+                pass
+        self.event.set()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.loop.remove_reader(self.fd)
+        with contextlib.suppress(OSError):
+            os.close(self.fd)

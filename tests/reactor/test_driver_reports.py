@@ -207,3 +207,53 @@ async def test_where_ray_has_no_such_job_rays_word_decides(world: World) -> None
     await world.turn()
     ended = next(e for e in await world.events(task_id) if isinstance(e, AttemptEnded))
     assert ended.failure_kind is FailureKind.CLUSTER_LOST and ended.reported_by == ""
+
+
+async def test_the_kernel_wakes_the_reactor_on_an_exit_report(tmp_path: Path) -> None:
+    """With a poll of 30 s, a running reactor still ends the attempt within seconds of its
+    driver's exit report: inotify on the exits folder wakes it (argus.reactor.reports)."""
+    import asyncio
+    import time
+
+    from argus.config import ArgusConfig, SchedulerConfig, ServiceConfig
+    from argus.rayjobs import submission_id_for
+    from argus.rayjobs.fake import FakeRay, worker_nodes
+    from argus.reactor import Reactor
+    from argus.service.auth import AuthCache
+    from argus.service.commands import Commands
+    from projections import load_task, open_store
+
+    (tmp_path / "shared").mkdir()
+    sched = SchedulerConfig(poll_interval_s=30.0, node_settle_s=0.0, lease_ttl_s=300.0)
+    config = ArgusConfig(shared_root=str(tmp_path / "shared"), entrypoint_num_cpus=1.0,
+                         v2=ServiceConfig(scheduler=sched))
+    store = await open_store(tmp_path / "argus.db", synchronous="OFF")
+    commands = Commands(store, config, AuthCache(store), group_commit=False)
+    ray = FakeRay(worker_nodes(1, gpus=8, cpus=64))
+    reactor = Reactor(store, ray, config, reactor_id="woken")
+    runner = asyncio.create_task(reactor.run())
+
+    async def state_of(task_id: str) -> TaskState | None:
+        view = await store.read_snapshot(lambda db: load_task(db, task_id))
+        return view.state if view is not None else None
+
+    async def until(task_id: str, state: TaskState, within_s: float) -> float:
+        began = time.monotonic()
+        while await state_of(task_id) is not state:
+            assert time.monotonic() - began < within_s, (task_id, await state_of(task_id))
+            await asyncio.sleep(0.05)
+        return time.monotonic() - began
+
+    try:
+        task_id = (await commands.submit(ALICE, "kind: advanced\nworkload: ppo\nnnodes: 1\nn_gpus_per_node: 8\n"
+                                                "command: python3 -m argus.examples.toy_trainer\n")).task_id
+        sid = submission_id_for(task_id, 1)
+        await until(task_id, TaskState.SUBMITTED, 60.0)  # the submit's append woke it
+        ray.start(sid)  # Ray says RUNNING; the reactor would look again in 30 s
+        write_exit(config.shared_root, ExitReport(submission_id=sid, exit_code=0, exited_at=time.time()))
+        await until(task_id, TaskState.SUCCEEDED, 20.0)  # not 30 s: woken by the report
+    finally:
+        await reactor.stop()
+        await asyncio.wait_for(runner, 60)
+        await commands.close()
+        await store.close()
