@@ -135,7 +135,8 @@ class StallConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     (``default_s`` > 0: that instead; a spec's ``stall_timeout``: that, at most
     ``max_s``); before its first step, ``before_first_step_s`` (models load slowly).
     A stalled attempt is stopped and resumed from its last checkpoint (STALLED, a
-    transient kind). ``enabled`` false: never."""
+    transient kind), after its driver dumped its stacks, or ``stacks_wait_s`` passed
+    without them (0: no stacks). ``enabled`` false: never."""
 
     enabled: bool = True
     step_multiple: float = 10.0
@@ -143,6 +144,7 @@ class StallConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     default_s: float = 0.0
     max_s: float = 86_400.0
     before_first_step_s: float = 3600.0
+    stacks_wait_s: float = 30.0
 
 
 class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -32,6 +32,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -46,6 +47,7 @@ from argus.rayjobs.reports import ProgressTracker
 from argus.nodepool.process import die_with_parent
 from argus.procs import signal_group
 from argus.rayjobs.sandbox import bwrap_argv
+from argus.rayjobs.stacks import capture_stacks, stacks_requested, withdraw_stacks_request
 from argus.rayjobs.submission import DriverContext, decode_context, job_dir, submission_id_for
 
 __all__ = ["DriverResult", "main", "prepare_job_dir", "run_command"]
@@ -261,6 +263,35 @@ def wandb_run_id(task_id: str) -> str:
     return f"{safe[:55]}-{hashlib.sha256(task_id.encode()).hexdigest()[:8]}"
 
 
+class StackDesk:
+    """Answers the reactor's request for the attempt's stacks (``argus.rayjobs.stacks``):
+    one stat a second, and the dumps taken on a thread, so that the command's output is
+    still read meanwhile (a full pipe would block the very processes being dumped)."""
+
+    CHECK_S = 1.0
+
+    def __init__(self, shared_root: str, submission_id: str, job_folder: Path) -> None:
+        self.shared_root, self.submission_id, self.job_folder = shared_root, submission_id, job_folder
+        self._checked_at = 0.0
+        self._busy: threading.Thread | None = None
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if now - self._checked_at < self.CHECK_S or (self._busy is not None and self._busy.is_alive()):
+            return
+        self._checked_at = now
+        if stacks_requested(self.shared_root, self.submission_id):
+            self._busy = threading.Thread(target=self._answer, name="argus-stacks", daemon=True)
+            self._busy.start()
+
+    def _answer(self) -> None:
+        try:
+            capture_stacks(self.shared_root, self.submission_id, self.job_folder, exclude=(os.getpid(),))
+        except OSError:
+            pass  # the control plane's folder is unwritable: the reactor stops the job after its wait
+        withdraw_stacks_request(self.shared_root, self.submission_id)
+
+
 def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult:
     """Run the command in ``path``, tee its output, and return how it ended."""
     out = out if out is not None else sys.stdout.buffer
@@ -316,8 +347,10 @@ def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult
         fd = child.stdout.fileno()
         reaped = False
         progress = ProgressTracker(ctx.shared_root, ctx.submission_id)
+        stacks = StackDesk(ctx.shared_root, ctx.submission_id, path)
         while True:
             progress.tick()
+            stacks.tick()
             # select with a timeout: a background grandchild holding the pipe open must
             # not keep the driver alive after the command itself has exited.
             try:

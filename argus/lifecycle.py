@@ -120,6 +120,7 @@ TRANSITIONS: dict[str, dict[TaskState, TaskState]] = {
     "AttemptTimeLimitReached": {S.RUNNING: S.RUNNING},
     "AttemptPlacementTimedOut": {S.RUNNING: S.RUNNING},
     "AttemptStalled": {S.RUNNING: S.RUNNING},
+    "AttemptStacksCaptured": {S.RUNNING: S.RUNNING, S.CANCELING: S.CANCELING},
     "AttemptPreempted": {S.SUBMITTED: S.SUBMITTED, S.RUNNING: S.RUNNING},
     "CheckpointObserved": {S.RUNNING: S.RUNNING},
     "AttemptProgressed": {S.RUNNING: S.RUNNING},

@@ -18,6 +18,7 @@ from argus.events import (
     AttemptRunning,
     AttemptTimeLimitReached,
     AttemptPlacementTimedOut,
+    AttemptStacksCaptured,
     AttemptStalled,
     AttemptPreempted,
     AttemptProgressed,
@@ -50,6 +51,7 @@ TASK_EVENT_TYPES = frozenset(
         "AttemptTimeLimitReached",
         "AttemptPlacementTimedOut",
         "AttemptStalled",
+        "AttemptStacksCaptured",
         "AttemptPreempted",
         "CheckpointObserved",
         "AttemptProgressed",
@@ -83,6 +85,8 @@ class AttemptView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defa
     running_seen_at: float | None = None  # when the reactor first saw it RUNNING
     placement_timed_out_at: float | None = None  # its Ray job is being stopped: placement groups PENDING too long
     stalled_at: float | None = None  # its Ray job is being stopped: no new step for its bound (AttemptStalled)
+    stacks_at: float | None = None  # its stacks were taken (or given up on) before its stop (AttemptStacksCaptured)
+    stacks_processes: int = 0  # how many processes were dumped
     stop_reason: str = ""  # why the reactor is stopping it (the evidence its end will carry)
     preempted_by: str = ""  # the task it is stopped to make room for (AttemptPreempted)
     node_ids: tuple[str, ...] = ()  # where the scheduler placed its gang (AttemptStarting)
@@ -291,6 +295,12 @@ def _stalled(view: TaskView, e: AttemptStalled, state: TaskState, rec: Recorded)
                     attempts=attempts)
 
 
+def _stacks(view: TaskView, e: AttemptStacksCaptured, state: TaskState, rec: Recorded) -> TaskView:
+    attempts = _with_attempt(view, e.attempt_no, stacks_at=e.captured_at, stacks_processes=len(e.processes))
+    return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
+                    attempts=attempts)
+
+
 def _placement_timeout(view: TaskView, e: AttemptPlacementTimedOut, state: TaskState, rec: Recorded) -> TaskView:
     attempts = _with_attempt(view, e.attempt_no, placement_timed_out_at=e.reached_at, stop_reason=(
         f"placement group(s) {', '.join(e.placement_groups)} stayed PENDING for {e.pending_s:.0f} s "
@@ -343,6 +353,7 @@ _EVOLVE: dict[str, Callable[[TaskView, Any, TaskState, Recorded], TaskView]] = {
     "AttemptTimeLimitReached": _time_limit,
     "AttemptPlacementTimedOut": _placement_timeout,
     "AttemptStalled": _stalled,
+    "AttemptStacksCaptured": _stacks,
     "AttemptPreempted": _preempted,
     "CheckpointObserved": _checkpoint,
     "AttemptProgressed": _progressed,

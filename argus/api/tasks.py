@@ -28,6 +28,7 @@ from argus.api.schemas import (
 )
 from argus.api.streams import EventStream
 from argus.lifecycle import TaskState
+from argus.rayjobs.stacks import read_stacks
 from argus.rayjobs.submission import job_dir
 from argus.service import CommandError, Principal
 from argus.taskspec import TaskSpecError
@@ -247,6 +248,23 @@ class TasksController(Controller):
         if not follow:
             return text
         return EventStream(_follow(state, who, task_id, path, text, offset, attempt))
+
+    @get("/{task_id:str}/stacks", media_type=MediaType.TEXT, responses=errors(404))
+    async def stacks(self, state: State, who: Principal, task_id: str,
+                     attempt: Annotated[int | None, Parameter(ge=1, le=1000)] = None) -> str:
+        """The Python stacks of a stalled attempt's processes, dumped by its driver before
+        the stall watchdog stopped it (the latest attempt that has them by default; at most
+        512 KiB, from the control plane's folder, which no job can write)."""
+        v = await state.commands.load_task(who, task_id)
+        taken = [a for a in v.attempts if a.stacks_at is not None and (attempt is None or a.attempt_no == attempt)]
+        if attempt is not None:
+            _chosen_attempt(v, attempt)  # a 404 naming an attempt that does not exist
+        text = await asyncio.to_thread(read_stacks, state.config.shared_root, taken[-1].submission_id) if taken else None
+        if not text:
+            which = f"attempt {attempt} has no stacks" if attempt is not None else "no attempt has stacks"
+            raise NotFoundException(f"task {task_id}: {which}; they are dumped when the stall "
+                                    "watchdog stops a run that made no new step (docs/runs.md)")
+        return text
 
     @get("/{task_id:str}/progress", responses=errors(400, 403, 404, 409))
     async def progress(self, state: State, reads: Reads, who: Principal, task_id: str,

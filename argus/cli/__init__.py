@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "show": "argus.cli.tasks_cmd:show",
     "spec": "argus.cli.tasks_cmd:spec",
     "logs": "argus.cli.tasks_cmd:logs",
+    "stacks": "argus.cli.tasks_cmd:stacks",
     "cancel": "argus.cli.tasks_cmd:cancel",
     "watch": "argus.cli.tasks_cmd:watch",
     "queue": "argus.cli.cluster_cmd:queue",

@@ -11,7 +11,7 @@ import click
 
 from argus.cli.client import Client, client_options, fmt_age, fmt_eta, fmt_starts_in, fmt_time, print_table
 
-__all__ = ["cancel", "logs", "show", "spec", "submit", "tasks", "watch"]
+__all__ = ["cancel", "logs", "show", "spec", "stacks", "submit", "tasks", "watch"]
 
 _END_EVENTS = {"TaskSucceeded", "TaskIncomplete", "TaskFailed", "TaskCanceled"}
 
@@ -149,6 +149,10 @@ def show(client: Client, task_id: str) -> None:
             print_table(["no", "submission", "ray status", "started", "ended", "checkpoint", "failure"], [
                 [a["attempt_no"], a["submission_id"], a["ray_status"], fmt_time(a.get("started_at")),
                  fmt_time(a.get("ended_at")), _checkpoint(a), a.get("failure_kind") or ""] for a in d["attempts"]])
+        for a in d["attempts"]:
+            if a.get("stacks_at"):
+                click.echo(f"stacks    attempt {a['attempt_no']} stalled; stacks of {a.get('stacks_processes', 0)} "
+                           f"process(es): argus stacks {d['task_id']} --attempt {a['attempt_no']}")
 
     client.out(d, human)
 
@@ -198,6 +202,16 @@ def logs(client: Client, task_id: str, follow: bool, tail: int, attempt: int | N
             click.echo(f"-- task {ev['data']}", err=True)
             return
         click.echo(ev["data"])
+
+
+@click.command()
+@click.argument("task_id")
+@click.option("--attempt", type=int, default=None, help="Attempt number (default: the latest that has them).")
+@client_options
+def stacks(client: Client, task_id: str, attempt: int | None) -> None:
+    """The Python stacks of a stalled attempt, dumped before the watchdog stopped it."""
+    params = {"attempt": attempt} if attempt else {}
+    click.echo(client.request("GET", f"/tasks/{task_id}/stacks", params=params).text, nl=False)
 
 
 @click.command()

@@ -23,6 +23,7 @@ from argus.events.task_events import (
     AttemptPreempted,
     AttemptProgressed,
     AttemptRunning,
+    AttemptStacksCaptured,
     AttemptStalled,
     AttemptStarting,
     AttemptSubmitted,
@@ -39,7 +40,7 @@ from argus.events.task_events import (
     TaskSucceeded,
 )
 # The value objects events carry, here with the events that carry them (``__all__``).
-from argus.events.values import Demand, NodeCapacity, SubmissionPayload
+from argus.events.values import Demand, NodeCapacity, StackedProcess, SubmissionPayload
 
 __all__ = [
     "ALL_EVENT_TYPES",
@@ -49,6 +50,7 @@ __all__ = [
     "AttemptSubmitted",
     "AttemptPlacementTimedOut",
     "AttemptPreempted",
+    "AttemptStacksCaptured",
     "AttemptStalled",
     "AttemptProgressed",
     "AttemptTimeLimitReached",
@@ -60,6 +62,7 @@ __all__ = [
     "EventBase",
     "FailureKind",
     "NodeCapacity",
+    "StackedProcess",
     "ReactorLeaderElected",
     "ReactorLeaderReleased",
     "RetryScheduled",
@@ -211,6 +214,7 @@ Event = Union[
     AttemptTimeLimitReached,
     AttemptPlacementTimedOut,
     AttemptStalled,
+    AttemptStacksCaptured,
     AttemptPreempted,
     AttemptProgressed,
     CheckpointObserved,

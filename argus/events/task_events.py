@@ -7,7 +7,7 @@ from __future__ import annotations
 import enum
 
 from argus.events.base import EventBase
-from argus.events.values import Demand, SubmissionPayload
+from argus.events.values import Demand, StackedProcess, SubmissionPayload
 
 class FailureKind(str, enum.Enum):
     """Why an attempt failed; decides whether the task is retried."""
@@ -154,6 +154,23 @@ class AttemptStalled(EventBase, frozen=True, kw_only=True, tag="AttemptStalled")
     bound_s: float
     why: str  # how the bound was set, in words
     reached_at: float
+
+
+class AttemptStacksCaptured(EventBase, frozen=True, kw_only=True, tag="AttemptStacksCaptured"):
+    """Before a stalled attempt is stopped, its driver dumped the Python stacks of its
+    processes on its node (``argus.rayjobs.stacks``; the dumps are in the control plane's
+    folder, served by ``GET /tasks/{id}/stacks``). ``processes`` empty: none could be taken,
+    ``note`` says why (none came within ``v2.scheduler.stall.stacks_wait_s``, no py-spy, ...)."""
+
+    task_id: str
+    attempt_no: int
+    submission_id: str
+    hostname: str = ""
+    processes: list[StackedProcess] = []
+    skipped: int = 0  # processes of the attempt found but not dumped (not Python)
+    dump_bytes: int = 0
+    note: str = ""
+    captured_at: float
 
 
 class AttemptPlacementTimedOut(EventBase, frozen=True, kw_only=True, tag="AttemptPlacementTimedOut"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import msgspec
 
-__all__ = ["Demand", "NodeCapacity", "SubmissionPayload"]
+__all__ = ["Demand", "NodeCapacity", "StackedProcess", "SubmissionPayload"]
 
 
 # omit_defaults: a demand or node without a GPU model encodes as it did before models were
@@ -49,3 +49,11 @@ class SubmissionPayload(msgspec.Struct, frozen=True, kw_only=True):
     entrypoint_resources: dict[str, float]
     runtime_env: dict[str, object]
     metadata: dict[str, str]
+
+
+class StackedProcess(msgspec.Struct, frozen=True, kw_only=True):
+    """One process dumped: its pid, command line, and innermost frame of its first thread."""
+
+    pid: int
+    command: str
+    top_frame: str = ""

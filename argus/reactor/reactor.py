@@ -32,11 +32,12 @@ from argus.events import (
 from argus.gcpause import collector_paused
 from argus.lifecycle import AttemptStatus
 from argus.rayjobs import RayPort, RayUnavailable
+from argus.rayjobs.stacks import read_summary, request_stacks
 from argus.reactor.checkpoints import CheckpointWatch
 from argus.reactor.reports import ExitNotifier, ReportWatch
 from argus.reactor.state import ReactorState
 from argus.reactor.submitting import Submitting
-from argus.reactor.turn import Append, Observations, TurnMemory, TurnPlan, decide_turn, followed
+from argus.reactor.turn import Append, Observations, TurnMemory, TurnPlan, awaiting_stacks, decide_turn, followed
 from argus.reactor.watchdog import PlacementWatchdog
 from argus.store import AppendBatch, ConcurrencyConflict, EventStore, InvariantViolation, LogUnreachable
 from projections import TaskView
@@ -292,6 +293,10 @@ class Reactor(Submitting):
             log.warning("placement groups unknown this turn: %s", exc)
         obs.checkpoints = await self.checkpoints.found(self.state.active())
         obs.progress = await self.reports.progress(self.state.active())
+        awaiting = [t.attempts[-1].submission_id for t in tasks if awaiting_stacks(t, self.sched)]
+        if awaiting:
+            found = await asyncio.to_thread(lambda: {sid: read_summary(self.config.shared_root, sid) for sid in awaiting})
+            obs.stacks = {sid: summary for sid, summary in found.items() if summary is not None}
         return obs
 
     # ------------------------------------------------------------------ carrying out
@@ -306,6 +311,13 @@ class Reactor(Submitting):
                                                     events=append.events)])
                 else:
                     await self._append(append.task, append.events, expect=append.expect)
+        for sid in plan.stack_requests:
+            if sid not in self.memory.stacks_asked:
+                try:
+                    await asyncio.to_thread(request_stacks, self.config.shared_root, sid)
+                    self.memory.stacks_asked.add(sid)
+                except OSError as exc:  # the stop then goes out after stacks_wait_s, without them
+                    log.warning("could not ask %s for its stacks: %s", sid, exc)
         for sid in plan.stops:
             if not obs.answering:
                 break

@@ -11,7 +11,8 @@ SQLite log) and ``argus.sim.turns.SimReactor`` (the fake Ray and an in-memory lo
 
 The stages, in order:
 1. the cluster: its count recorded when it changed (or while ended attempts await release);
-2. the followed attempts: placement timeouts and time limits marked, stops sent once, and
+2. the followed attempts: placement timeouts, time limits and stalls marked (a stalled
+   attempt's driver asked for its stacks, its stop sent once they came), stops sent once, and
    what Ray said made into events, or what the job's driver reported, when it says the
    command exited before Ray does (an attempt that failed on its own is classified from
    its log, which the plan asks the executor to read first);
@@ -30,12 +31,14 @@ import msgspec
 
 from argus.config import SchedulerConfig
 from argus.events import (
-    AttemptEnded, AttemptPlacementTimedOut, AttemptPreempted, AttemptProgressed, AttemptRunning, AttemptTimeLimitReached, CapacityObserved,
-    CheckpointObserved, ClusterUnreachable, EventBase, NodeCapacity, TaskCanceled, TaskDeferred,
+    AttemptEnded, AttemptPlacementTimedOut, AttemptPreempted, AttemptProgressed, AttemptRunning, AttemptStacksCaptured,
+    AttemptTimeLimitReached, CapacityObserved, CheckpointObserved, ClusterUnreachable, EventBase, NodeCapacity,
+    StackedProcess, TaskCanceled, TaskDeferred,
 )
 from argus.lifecycle import AttemptStatus, TaskState
 from argus.rayjobs.gateway import JobObservation
 from argus.rayjobs.reports import ExitReport, ProgressReport
+from argus.rayjobs.stacks import StacksSummary
 from argus.reactor.attempts import outcome_events
 from argus.reactor.checkpoints import Found
 from argus.reactor.classify import classify_failure, last_step
@@ -46,7 +49,7 @@ from argus.scheduler import Reason
 from argus.scheduler.core import AdmissionPlan
 from projections import TaskView
 
-__all__ = ["Append", "Observations", "Start", "TurnMemory", "TurnPlan", "decide_turn", "followed"]
+__all__ = ["Append", "Observations", "Start", "TurnMemory", "TurnPlan", "awaiting_stacks", "decide_turn", "followed"]
 
 _FOLLOWED = (AttemptStatus.SUBMITTED, AttemptStatus.RUNNING)
 
@@ -65,6 +68,7 @@ class Observations(msgspec.Struct, kw_only=True):
     checkpoints: dict[str, Found] = {}  # newest checkpoint found, by submission id
     exits: dict[str, ExitReport] = {}  # the drivers' reports of their commands' exits
     progress: dict[str, ProgressReport] = {}  # the drivers' reports of their training's progress
+    stacks: dict[str, StacksSummary] = {}  # the drivers' stack dumps, of stalled attempts (awaiting_stacks)
     log_tails: dict[str, str] = {}  # filled by the executor for a plan's ``read_logs``
 
 
@@ -87,11 +91,13 @@ class Start(NamedTuple):
 
 class TurnPlan(msgspec.Struct, kw_only=True):
     """One stage's decisions, for the executor to carry out in this order: record
-    ``appends`` (``together``: in one transaction, each stream at its version), send
-    ``stops``, read ``read_logs`` into the observations, start ``starts``."""
+    ``appends`` (``together``: in one transaction, each stream at its version), ask the
+    drivers of ``stack_requests`` for their stacks, send ``stops``, read ``read_logs`` into
+    the observations, start ``starts``."""
 
     appends: list[Append] = []
     together: bool = False
+    stack_requests: list[str] = []
     stops: list[str] = []
     read_logs: list[str] = []
     starts: list[Start] = []
@@ -105,6 +111,7 @@ class TurnMemory:
 
     def __init__(self) -> None:
         self.stops_sent: set[str] = set()
+        self.stacks_asked: set[str] = set()
         self.planned_on: tuple[int, tuple[NodeCapacity, ...] | None] | None = None
         self.plan_expires_at = 0.0
         self.plans = 0  # plans made (calls of the policy)
@@ -112,6 +119,14 @@ class TurnMemory:
     def forget(self) -> None:
         """A new leader, or a turn that failed: plan again at the next turn."""
         self.planned_on, self.plan_expires_at = None, 0.0
+
+
+def awaiting_stacks(task: TaskView, sched: SchedulerConfig) -> bool:
+    """Its attempt stalled and its stop waits for its driver's stack dumps (at most
+    ``stall.stacks_wait_s``): a hung run's stacks are what tells why it hung."""
+    attempt = task.latest_attempt
+    return (attempt is not None and attempt.stalled_at is not None and attempt.stacks_at is None
+            and sched.stall.stacks_wait_s > 0 and not attempt.ended and task.state is TaskState.RUNNING)
 
 
 def followed(state: ReactorState) -> list[TaskView]:
@@ -155,13 +170,14 @@ def _follow(state: ReactorState, obs: Observations, now: float, sched: Scheduler
     asked = [t for t0 in asked if (t := state.tasks.get(t0.task_id)) is not None and t.attempts
              and t.attempts[-1].submission_id == t0.attempts[-1].submission_id]
     stops = [a.submission_id for t in asked if (a := t.attempts[-1]).submission_id not in memory.stops_sent
-             and (t.state is TaskState.CANCELING or a.stop_reason)]
+             and (t.state is TaskState.CANCELING or (a.stop_reason and not awaiting_stacks(t, sched)))]
+    requests = [t.attempts[-1].submission_id for t in asked if awaiting_stacks(t, sched)]
     steps = [(task, attempt_step(task, _seen(task, obs), now, sched, obs.exits.get(task.attempts[-1].submission_id)))
              for task in asked]
     to_read = [t.attempts[-1].submission_id for t, step in steps if isinstance(step, Classify)]
     if to_read:
-        yield TurnPlan(stops=stops, read_logs=to_read)
-        stops = []
+        yield TurnPlan(stops=stops, read_logs=to_read, stack_requests=requests)
+        stops, requests = [], []
     appends = []
     for task, step in steps:
         events = _outcome(task, obs, now, sched) if isinstance(step, Classify) else step
@@ -173,7 +189,7 @@ def _follow(state: ReactorState, obs: Observations, now: float, sched: Scheduler
             events = [msgspec.structs.replace(events[0], driver_node_ip=ip)]
         if events:
             appends.append(Append(task, events))
-    yield TurnPlan(appends=appends, stops=stops)
+    yield TurnPlan(appends=appends, stops=stops, stack_requests=requests)
 
 
 def _seen(task: TaskView, obs: Observations) -> JobObservation | None:
@@ -223,12 +239,35 @@ def _marks(state: ReactorState, obs: Observations, asked: Sequence[TaskView], no
                 time_limit_s=limit, ran_s=now - attempt.started_at, reached_at=now)
         elif task.state is TaskState.RUNNING and (stall := stalled(task, now, sched.stall)) is not None:
             marks[task.task_id] = stall  # Ray says it runs; its steps say it does not
+        elif awaiting_stacks(task, sched) and (stacks := _stacks_taken(task, obs, now, sched)) is not None:
+            marks[task.task_id] = stacks  # its stop goes out in this turn
     for event in obs.placements_overdue:
         placed = state.tasks.get(event.task_id)
         if (placed is not None and placed.attempts and placed.attempts[-1].submission_id == event.submission_id
                 and placed.task_id not in marks):
             marks[placed.task_id] = event
     return [Append(state.tasks[task_id], [event], expect=True) for task_id, event in marks.items()]
+
+
+def _stacks_taken(task: TaskView, obs: Observations, now: float,
+                  sched: SchedulerConfig) -> AttemptStacksCaptured | None:
+    """The stalled attempt's stacks, once its driver saved them, or word that none came in
+    ``stacks_wait_s`` (its driver may be as hung as its command)."""
+    attempt = task.attempts[-1]
+    assert attempt.stalled_at is not None
+    summary = obs.stacks.get(attempt.submission_id)
+    if summary is not None:
+        return AttemptStacksCaptured(
+            task_id=task.task_id, attempt_no=attempt.attempt_no, submission_id=attempt.submission_id,
+            hostname=summary.hostname, processes=[StackedProcess(pid=p.pid, command=p.command, top_frame=p.top_frame)
+                                                  for p in summary.processes],
+            skipped=summary.skipped, dump_bytes=summary.dump_bytes, note=summary.note, captured_at=now)
+    if now - attempt.stalled_at < sched.stall.stacks_wait_s:
+        return None
+    return AttemptStacksCaptured(
+        task_id=task.task_id, attempt_no=attempt.attempt_no, submission_id=attempt.submission_id,
+        note=f"its driver saved no stacks within {sched.stall.stacks_wait_s:g} s (v2.scheduler.stall.stacks_wait_s)",
+        captured_at=now)
 
 
 def _outcome(task: TaskView, obs: Observations, now: float, sched: SchedulerConfig) -> list[EventBase]:

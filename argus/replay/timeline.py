@@ -48,6 +48,7 @@ SOURCES: dict[str, str] = {
     "AttemptTimeLimitReached": "scheduler",
     "AttemptPlacementTimedOut": "scheduler",
     "AttemptStalled": "scheduler",
+    "AttemptStacksCaptured": "ray",
     "AttemptPreempted": "scheduler",
     "CheckpointObserved": "ray",
     "AttemptProgressed": "ray",
@@ -185,6 +186,12 @@ def summarize(rec: Recorded) -> str:
         at = f"after step {e.step}" if e.step is not None else "before its first step"
         return (f"attempt {e.attempt_no} stalled: no new step for {e.reached_at - e.since:.0f} s {at} "
                 f"(bound {e.bound_s:.0f} s: {e.why}): stopping its Ray job, to resume")
+    if t == "AttemptStacksCaptured":
+        if not e.processes:
+            return f"attempt {e.attempt_no}: no stacks ({e.note})"
+        tops = "; ".join(f"pid {p.pid}: {p.top_frame}" for p in e.processes[:3])
+        return (f"attempt {e.attempt_no}: stacks of {len(e.processes)} process(es) on {e.hostname} "
+                f"saved ({e.dump_bytes} bytes; argus stacks {e.task_id}): {tops}")
     if t == "AttemptPreempted":
         return f"attempt {e.attempt_no} preempted ({e.reason}): {e.message}"
     if t == "AttemptProgressed":

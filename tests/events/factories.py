@@ -12,6 +12,7 @@ from argus.events import (
     AttemptPlacementTimedOut,
     AttemptPreempted,
     AttemptProgressed,
+    AttemptStacksCaptured,
     AttemptStalled,
     AttemptStarting,
     AttemptSubmitted,
@@ -22,6 +23,7 @@ from argus.events import (
     FailureKind,
     NodeCapacity,
     RetryScheduled,
+    StackedProcess,
     SubmissionPayload,
     TaskCanceled,
     TaskCancelRequested,
@@ -129,6 +131,14 @@ def stalled(task_id: str, attempt_no: int = 1, at: float = T0, step: int = 3) ->
     return AttemptStalled(
         task_id=task_id, attempt_no=attempt_no, submission_id=submission_id_for(task_id, attempt_no),
         step=step, since=at - 901.0, bound_s=900.0, why="v2.scheduler.stall.floor_s", reached_at=at,
+    )
+
+
+def stacks_captured(task_id: str, attempt_no: int = 1, at: float = T0) -> AttemptStacksCaptured:
+    return AttemptStacksCaptured(
+        task_id=task_id, attempt_no=attempt_no, submission_id=submission_id_for(task_id, attempt_no),
+        hostname="w1", processes=[StackedProcess(pid=42, command="python3 -m trainer", top_frame="wait (x.py:3)")],
+        skipped=1, dump_bytes=900, captured_at=at,
     )
 
 

@@ -12,7 +12,9 @@ from typing import Any, AsyncIterator
 
 import pytest
 
+from argus.events import AttemptStacksCaptured, task_stream
 from argus.lifecycle import TaskState
+from argus.rayjobs.stacks import read_stacks
 from argus.rayjobs import AsyncRayGateway, RayGateway
 from argus.reactor import Reactor
 from argus.store import EventStore
@@ -267,3 +269,13 @@ async def test_a_run_that_hangs_after_step_3_is_stopped_and_resumed_from_its_che
         log = (shared / "users" / "alice" / "jobs" / second.submission_id / "driver.log").read_text()
         assert "resumed from checkpoint global_step_3" in log and "step:4 - " in log and "step:6 - " in log, log
         assert "step:3 - " not in log, log  # attempt 2 trained 4-6 only
+        # Before its stop, its driver dumped the stacks of the attempt's processes: the
+        # trainer's shows the frame it hangs in (py-spy through the sandbox).
+        taken = [r.event for r in await store.read_stream(task_stream(task_id))
+                 if isinstance(r.event, AttemptStacksCaptured)]
+        assert len(taken) == 1 and taken[0].submission_id == first.submission_id, taken
+        assert any("_hang_here" in p.top_frame for p in taken[0].processes), taken
+        dumps = read_stacks(str(shared), first.submission_id) or ""
+        assert "_hang_here" in dumps and "toy_trainer" in dumps, dumps[:2000]
+        copy = shared / "users" / "alice" / "jobs" / first.submission_id / "stacks.txt"
+        assert copy.read_text() == dumps

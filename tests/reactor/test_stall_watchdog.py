@@ -1,20 +1,26 @@
 """The stall watchdog (``argus.reactor.stall``), through the real ``Reactor`` on its SQLite
 log and the fake Ray, with the progress its driver reports: a run that hangs after step 3
-is found stalled once its bound passed, stopped, and resumed (STALLED is transient); the
+is found stalled once its bound passed, its stacks are dumped, it is stopped and resumed
+(STALLED is transient); the
 bound comes from the spec, or from the run's own step times with a floor; a command that
 never prints a step is never judged."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from argus.config import StallConfig
-from argus.events import AttemptEnded, AttemptStalled, RetryScheduled
+from argus.events import AttemptEnded, AttemptStacksCaptured, AttemptStalled, RetryScheduled
 from argus.lifecycle import TaskState
 from argus.rayjobs.reports import ProgressTracker
+from argus.rayjobs.stacks import capture_stacks, read_stacks, stacks_requested
 from argus.reactor.stall import stall_bound
 from argus.service.auth import Principal
 from tests.reactor.test_turn_on_fake import World, make_world
@@ -60,7 +66,19 @@ async def test_a_run_that_hangs_after_step_3_is_stopped_and_resumed(world: World
     await world.turn()
     stall = next(e for e in await world.events(task_id) if isinstance(e, AttemptStalled))
     assert (stall.step, stall.bound_s) == (3, 900.0) and "floor_s" in stall.why
-    assert world.ray.jobs[sid].status.value == "RUNNING"  # stopped, with Ray's grace
+    # Not stopped yet: its driver is asked for its stacks first, and answers (here a real
+    # process of the attempt, hung in a known function, dumped by py-spy).
+    assert stacks_requested(world.config.shared_root, sid) and sid not in world.ray._stopping
+    await world.turn()
+    assert sid not in world.ray._stopping
+    with _hung_process(sid):
+        summary = capture_stacks(world.config.shared_root, sid)
+    assert [p.top_frame.split(" ")[0] for p in summary.processes] == ["hang_in_here"], summary
+    await world.turn()
+    taken = next(e for e in await world.events(task_id) if isinstance(e, AttemptStacksCaptured))
+    assert taken.processes[0].top_frame.startswith("hang_in_here") and taken.dump_bytes > 0
+    assert "hang_in_here" in (read_stacks(world.config.shared_root, sid) or "")
+    assert world.ray.jobs[sid].status.value == "RUNNING" and sid in world.ray._stopping  # stopped, with Ray's grace
     world.clock.advance(31)
     await world.turn(2)
     ended = next(e for e in await world.events(task_id) if isinstance(e, AttemptEnded))
@@ -69,6 +87,37 @@ async def test_a_run_that_hangs_after_step_3_is_stopped_and_resumed(world: World
     world.clock.advance(10)
     second = await world.running(task_id, 2)
     assert second != sid and (await world.view(task_id)).state is TaskState.RUNNING
+
+
+@contextlib.contextmanager
+def _hung_process(sid: str) -> Iterator[None]:
+    """A Python process of attempt ``sid`` (its environment says so), asleep in hang_in_here."""
+    code = "import time\ndef hang_in_here():\n    print('up', flush=True)\n    time.sleep(600)\nhang_in_here()\n"
+    proc = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "ARGUS_SUBMISSION_ID": sid},
+                            stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"up\n"
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def test_a_stall_without_stacks_is_stopped_after_the_wait(world: World) -> None:
+    task_id = await _submit(world, "stall_timeout: 5m\n")
+    sid = await world.running(task_id)
+    await _steps(world, sid, range(1, 3), every_s=60.0)
+    world.clock.advance(301)
+    await world.turn()
+    assert any(isinstance(e, AttemptStalled) for e in await world.events(task_id))
+    world.clock.advance(29)
+    await world.turn()
+    assert sid not in world.ray._stopping  # its driver may still answer
+    world.clock.advance(2)
+    await world.turn()
+    taken = next(e for e in await world.events(task_id) if isinstance(e, AttemptStacksCaptured))
+    assert not taken.processes and "stacks_wait_s" in taken.note
+    assert sid in world.ray._stopping
 
 
 async def test_the_bound_comes_from_the_spec_or_the_runs_own_steps(world: World) -> None:

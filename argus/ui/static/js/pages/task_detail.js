@@ -45,7 +45,8 @@ export async function render(main, params, ctx) {
   const attempts = h("section", { id: "attempts", "aria-labelledby": "attempts-h" },
     h("h2", { id: "attempts-h" }, "Attempts"));
   const attemptsBody = h("div");
-  attempts.append(attemptsBody);
+  const stacksBody = h("div", { id: "stacks" });
+  attempts.append(attemptsBody, stacksBody);
   const outputs = outputsPanel(ctx);
   const logSection = h("section", { id: "logs", class: "card", "aria-labelledby": "logs-h" });
   const timeline = h("section", { id: "timeline", "aria-labelledby": "timeline-h" },
@@ -116,6 +117,7 @@ export async function render(main, params, ctx) {
         h("p", {}, h("a", { href: "#/queue" }, "See the whole queue"))));
     }
     drawAttempts(t.attempts || []);
+    drawStacks(t.attempts || []);
     outputs.draw(t).catch((err) => console.error(err));
     drawLogPicker(t.attempts || []);
   }
@@ -141,6 +143,28 @@ export async function render(main, params, ctx) {
         h("td", { class: "num" }, a.exit_code ?? ""),
         h("td", {}, a.failure_kind ? h("span", { class: "failure" }, a.failure_kind) : ""),
         h("td", {}, a.evidence ? h("pre", { class: "evidence" }, a.evidence) : "")))))));
+  }
+
+  // A stalled attempt's stacks, dumped before the watchdog stopped it: loaded when opened.
+  function drawStacks(list) {
+    const stalled = list.filter((a) => a.stacks_at != null);
+    const have = [...stacksBody.querySelectorAll("details")].map((d) => d.dataset.attempt);
+    if (have.join() === stalled.map((a) => String(a.attempt_no)).join()) return;
+    replace(stacksBody, stalled.map((a) => {
+      const pre = h("pre", { class: "log stacks" }, "Loading…");
+      const box = h("details", { "data-attempt": String(a.attempt_no) },
+        h("summary", {}, `Attempt ${a.attempt_no} stalled: Python stacks of ${a.stacks_processes || 0} process(es)`), pre);
+      box.addEventListener("toggle", async () => {
+        if (!box.open || pre.dataset.loaded) return;
+        try {
+          replace(pre, await get(`${base}/stacks${query({ attempt: a.attempt_no })}`));
+          pre.dataset.loaded = "1";
+        } catch (err) {
+          replace(pre, errorText(err));
+        }
+      });
+      return box;
+    }));
   }
 
   // --- progress -----------------------------------------------------------------------
@@ -366,6 +390,9 @@ export const DESCRIBE = {
   AttemptStalled: (d) => `attempt ${d.attempt_no} stalled: no new step for ${Math.round(d.reached_at - d.since)} s ` +
     `${d.step !== null && d.step !== undefined ? `after step ${d.step}` : "before its first step"} (bound ` +
     `${Math.round(d.bound_s)} s: ${d.why}): its Ray job is stopped, to resume`,
+  AttemptStacksCaptured: (d) => (d.processes || []).length === 0 ? `attempt ${d.attempt_no}: no stacks (${d.note})` :
+    `attempt ${d.attempt_no}: Python stacks of ${d.processes.length} process(es) on ${d.hostname} saved ` +
+    `(${d.processes.slice(0, 2).map((p) => `pid ${p.pid}: ${p.top_frame}`).join("; ")})`,
   AttemptPreempted: (d) => `attempt ${d.attempt_no} preempted (${d.reason}) for ${d.by_task_id}: ${d.message}`,
   AttemptProgressed: (d) => d.step === null || d.step === undefined ? `attempt ${d.attempt_no} will train ${d.total_steps} steps` :
     `attempt ${d.attempt_no} at step ${d.step}` +
