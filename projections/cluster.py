@@ -1,4 +1,5 @@
-"""The cluster as last seen: free capacity per worker node, and whether Ray answered."""
+"""The cluster as last seen: free capacity per worker node, whether Ray answered, and the
+nodes held from admitting (drained by an admin, or quarantined by the reactor)."""
 
 from __future__ import annotations
 
@@ -7,33 +8,57 @@ from typing import Sequence
 
 import msgspec
 
-from argus.events import CapacityObserved, ClusterUnreachable, NodeCapacity, Recorded
+from argus.events import (
+    CapacityObserved, ClusterUnreachable, HoldKind, NodeCapacity, NodeHeld, NodeReleased, Recorded,
+)
 from projections.base import Change, EntityFold, EntityProjection
 
 __all__ = [
-    "CLUSTER_FOLD", "ClusterAt", "ClusterFold", "ClusterView", "ClusterProjection", "NodeAt", "cluster_at",
+    "CLUSTER_FOLD", "ClusterAt", "ClusterFold", "ClusterView", "ClusterProjection", "NodeAt", "NodeHold", "cluster_at",
     "evolve_cluster", "read_cluster",
 ]
 
 
+class NodeHold(msgspec.Struct, frozen=True, kw_only=True):
+    """A node that admits no new attempt, of one ``kind``, since ``since``, and why."""
+
+    node_id: str
+    ip: str = ""
+    kind: HoldKind
+    reason: str
+    by: str
+    since: float
+
+
 class ClusterView(msgspec.Struct, frozen=True, kw_only=True):
     """The last observation: the alive worker nodes (kept, marked unreachable, while Ray
-    does not answer) and when it was made."""
+    does not answer) and when it was made; and the nodes held (by node id, then kind)."""
 
     reachable: bool
     nodes: tuple[NodeCapacity, ...]
     error: str = ""
     observed_at: float
+    holds: tuple[NodeHold, ...] = ()
 
 
 def evolve_cluster(view: ClusterView | None, rec: Recorded) -> ClusterView:
     event = rec.event
+    holds = view.holds if view else ()
     if isinstance(event, CapacityObserved):
-        return ClusterView(reachable=True, nodes=tuple(event.nodes), observed_at=event.observed_at)
+        return ClusterView(reachable=True, nodes=tuple(event.nodes), observed_at=event.observed_at, holds=holds)
     if isinstance(event, ClusterUnreachable):
         # Keep the last nodes seen (marked unreachable): "last seen" is still worth showing.
         nodes = view.nodes if view else ()
-        return ClusterView(reachable=False, nodes=nodes, error=event.error, observed_at=event.observed_at)
+        return ClusterView(reachable=False, nodes=nodes, error=event.error, observed_at=event.observed_at, holds=holds)
+    base = view or ClusterView(reachable=False, nodes=(), observed_at=0.0)
+    if isinstance(event, NodeHeld):
+        hold = NodeHold(node_id=event.node_id, ip=event.ip, kind=event.kind, reason=event.reason, by=event.by,
+                        since=event.held_at)
+        kept = [h for h in holds if (h.node_id, h.kind) != (event.node_id, event.kind)]
+        return msgspec.structs.replace(base, holds=tuple(sorted([*kept, hold], key=lambda h: (h.node_id, h.kind))))
+    if isinstance(event, NodeReleased):
+        return msgspec.structs.replace(base, holds=tuple(
+            h for h in holds if (h.node_id, h.kind) != (event.node_id, event.kind)))
     raise TypeError(f"not a cluster event: {rec.type}")
 
 
@@ -42,7 +67,7 @@ class ClusterFold(EntityFold[ClusterView]):
 
     name = "cluster"
     entity = ClusterView
-    handles = frozenset({"CapacityObserved", "ClusterUnreachable"})
+    handles = frozenset({"CapacityObserved", "ClusterUnreachable", "NodeHeld", "NodeReleased"})
     home = "cluster"
 
     def key(self, rec: Recorded) -> str:
@@ -61,7 +86,13 @@ class ClusterFold(EntityFold[ClusterView]):
             for r in db.execute("SELECT node_id, ip, total_gpus, free_gpus, total_cpus, free_cpus, gpu_type "
                                 "FROM cluster_nodes ORDER BY node_id")
         )
-        return ClusterView(reachable=bool(status[0]), nodes=nodes, error=status[1] or "", observed_at=status[2])
+        holds = tuple(
+            NodeHold(node_id=r[0], kind=HoldKind(r[1]), ip=r[2], reason=r[3], by=r[4], since=r[5])
+            for r in db.execute("SELECT node_id, kind, ip, reason, held_by, since FROM cluster_holds "
+                                "ORDER BY node_id, kind")
+        )
+        return ClusterView(reachable=bool(status[0]), nodes=nodes, error=status[1] or "", observed_at=status[2],
+                           holds=holds)
 
 
 CLUSTER_FOLD = ClusterFold()
@@ -74,8 +105,8 @@ def read_cluster(db: sqlite3.Connection) -> ClusterView | None:
 
 class ClusterProjection(EntityProjection[ClusterView]):
     name = "cluster"
-    version = 2  # 2: nodes' gpu_type (migration 0017)
-    tables = ("cluster_nodes", "cluster_status")
+    version = 3  # 2: nodes' gpu_type (migration 0017); 3: held nodes (0019)
+    tables = ("cluster_nodes", "cluster_status", "cluster_holds")
     fold = CLUSTER_FOLD
 
     def save(self, db: sqlite3.Connection, changes: Sequence[Change[ClusterView]]) -> None:
@@ -99,6 +130,10 @@ class ClusterProjection(EntityProjection[ClusterView]):
                      n.gpu_type)
                     for n in view.nodes
                 ),
+            )
+            db.executemany(
+                "INSERT INTO cluster_holds (node_id, kind, ip, reason, held_by, since) VALUES (?,?,?,?,?,?)",
+                ((h.node_id, h.kind.value, h.ip, h.reason, h.by, h.since) for h in view.holds),
             )
 
 

@@ -22,7 +22,7 @@ import pytest
 # Lowest first. Packages in one layer may import each other only where ALLOWED_SIDEWAYS says.
 LAYERS: list[set[str]] = [
     {"argus.lifecycle", "argus.config", "argus.procs", "argus.ui", "argus.confine", "argus.safefs",
-     "argus.gcpause"},
+     "argus.gcpause", "argus.proctable"},
     {"argus.events"},
     {"argus.store"},
     {"projections"},

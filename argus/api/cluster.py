@@ -7,22 +7,24 @@ import time
 from typing import Annotated, Any
 
 import msgspec
-from litestar import get
+from litestar import Request, get, post
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException
 from litestar.params import Parameter
 
+from argus.api.auth import request_id, require_admin
 from argus.api.eta import with_estimates
+from argus.api.openapi import errors
 from argus.api.reads import Reads
 from argus.api.redact import redacted, redactor_for
-from argus.api.schemas import ClusterOut, NodeLedgerOut, QueuePage
+from argus.api.schemas import ClusterOut, DrainIn, NodeLedgerOut, QueuePage
 from argus.scheduler.inputs import commitments
 from argus.scheduler.ledger import admissible
 from argus.service import Principal
 from argus.views.queue import QueueCursor
 from argus.views.standing import Standing
 
-__all__ = ["cluster_view", "queue_view", "shares_view"]
+__all__ = ["cluster_view", "drain_node", "queue_view", "shares_view", "undrain_node"]
 
 
 @get("/queue", tags=["cluster"])
@@ -81,5 +83,24 @@ async def cluster_view(state: State, reads: Reads, who: Principal) -> ClusterOut
                             admissible_gpus=n.free_gpus, admissible_cpus=n.free_cpus)
               for n in admissible(seen.nodes, held, None)]
     return ClusterOut(reachable=seen.reachable, error=seen.error or None, observed_at=seen.observed_at,
-                      nodes=list(seen.nodes), head=_head(state), ledger=ledger)
+                      nodes=list(seen.nodes), head=_head(state), ledger=ledger, holds=list(seen.holds))
+
+
+@post("/cluster/nodes/{node_id:str}/drain", tags=["cluster"], status_code=200, responses=errors(403, 404))
+async def drain_node(request: Request[Any, Any, Any], state: State, reads: Reads, who: Principal, node_id: str,
+                     data: DrainIn) -> ClusterOut:
+    """Drain a node (admin): it admits no new attempt; what runs there goes on. Tasks that
+    wait for it are told why. Draining a drained node changes nothing."""
+    require_admin(who)
+    await state.commands.hold_node(who, node_id, True, data.reason, request_id(request))
+    return await cluster_view.fn(state, reads, who)
+
+
+@post("/cluster/nodes/{node_id:str}/undrain", tags=["cluster"], status_code=200, responses=errors(403, 404))
+async def undrain_node(request: Request[Any, Any, Any], state: State, reads: Reads, who: Principal,
+                       node_id: str) -> ClusterOut:
+    """Undrain a node (admin): it admits again (unless it is quarantined)."""
+    require_admin(who)
+    await state.commands.hold_node(who, node_id, False, "", request_id(request))
+    return await cluster_view.fn(state, reads, who)
 

@@ -14,13 +14,14 @@ import msgspec
 from argus.events import NodeCapacity
 from argus.service.ids import USER_ID_RE, USER_ID_RULE
 from argus.service.limits import UserLimits  # a request body: its unknown fields are refused, as declared
+from projections.cluster import NodeHold
 from projections.queue import QueueEntry, QueuePage
 from projections.tasks_read import TaskDetail, TaskPage, TaskSummary
 from projections.users import TokenSummary, UserSummary
 
 __all__ = [
     "ClusterOut", "CreateUserIn", "FileEntry", "FileListing", "IssueTokenIn", "LoginIn",
-    "MeOut", "NodeCapacity", "ProgressOut", "ProgressPoint", "QueueEntry", "QueuePage", "SpecOut",
+    "DrainIn", "MeOut", "NodeCapacity", "NodeHold", "ProgressOut", "ProgressPoint", "QueueEntry", "QueuePage", "SpecOut",
     "SubmitIn", "SubmitOut", "TaskDetail", "TaskList", "TaskStateOut", "TaskSummary",
     "TimelineEntry", "TokenOut", "TokenIssuedOut", "UserLimits", "UserOut", "ValidateError", "ValidateOut",
 ]
@@ -140,6 +141,13 @@ class ClusterOut(msgspec.Struct, kw_only=True):
     nodes: list[NodeCapacity]
     head: dict[str, Any] | None = None
     ledger: list[NodeLedgerOut] = []
+    holds: list[NodeHold] = []  # nodes that admit no new attempt: drained, or quarantined
+
+
+class DrainIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Why the node is drained (shown to the users whose tasks wait for it)."""
+
+    reason: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
 
 class CreateUserIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

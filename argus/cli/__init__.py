@@ -24,6 +24,8 @@ COMMANDS: dict[str, str] = {
     "watch": "argus.cli.tasks_cmd:watch",
     "queue": "argus.cli.cluster_cmd:queue",
     "cluster": "argus.cli.cluster_cmd:cluster",
+    "drain": "argus.cli.cluster_cmd:drain",
+    "undrain": "argus.cli.cluster_cmd:undrain",
     "shares": "argus.cli.cluster_cmd:shares",
     "users": "argus.cli.admin_cmd:users",
     "tokens": "argus.cli.admin_cmd:tokens",

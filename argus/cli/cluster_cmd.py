@@ -12,7 +12,7 @@ import click
 from argus.cli.client import Client, client_options, fmt_age, fmt_starts_in, fmt_time, print_table
 from argus.scheduler.policy import fmt_amount
 
-__all__ = ["cluster", "queue", "shares"]
+__all__ = ["cluster", "drain", "queue", "shares", "undrain"]
 
 
 @click.command()
@@ -71,6 +71,38 @@ def cluster(client: Client) -> None:
              f"{fmt_amount(n['free_cpus'])}/{fmt_amount(n['total_cpus'])}",
              fmt_amount(ledger.get(n["node_id"], none)["committed_gpus"]),
              fmt_amount(ledger.get(n["node_id"], none)["committed_cpus"])] for n in d["nodes"]])
+        _print_holds(d.get("holds") or [])
+
+    client.out(d, human)
+
+
+def _print_holds(holds: list[dict[str, Any]]) -> None:
+    """The nodes that admit no new attempt, and why (their running attempts go on)."""
+    for h in holds:
+        what = f"drained by {h['by']}" if h["kind"] == "drain" else "QUARANTINED"
+        click.echo(f"node {h['node_id']} {what} since {fmt_time(h['since'])}: {h['reason']}")
+
+
+@click.command()
+@click.argument("node_id")
+@click.option("--reason", required=True, help="Why (the users whose tasks wait for the node see it).")
+@client_options
+def drain(client: Client, node_id: str, reason: str) -> None:
+    """Drain a worker node (admin): it admits no new attempt; what runs there goes on."""
+    d = client.request("POST", f"/cluster/nodes/{node_id}/drain", json={"reason": reason}).json()
+    client.out(d, lambda d: _print_holds(d.get("holds") or []))
+
+
+@click.command()
+@click.argument("node_id")
+@client_options
+def undrain(client: Client, node_id: str) -> None:
+    """Undrain a worker node (admin): it admits again, unless it is quarantined."""
+    d = client.request("POST", f"/cluster/nodes/{node_id}/undrain").json()
+
+    def human(d: dict[str, Any]) -> None:
+        click.echo(f"node {node_id} undrained")
+        _print_holds(d.get("holds") or [])
 
     client.out(d, human)
 

@@ -40,7 +40,7 @@ from argus.events.task_events import (
     TaskSucceeded,
 )
 # The value objects events carry, here with the events that carry them (``__all__``).
-from argus.events.values import Demand, NodeCapacity, StackedProcess, SubmissionPayload
+from argus.events.values import Demand, HoldKind, NodeCapacity, StackedProcess, SubmissionPayload
 
 __all__ = [
     "ALL_EVENT_TYPES",
@@ -61,7 +61,10 @@ __all__ = [
     "Event",
     "EventBase",
     "FailureKind",
+    "HoldKind",
     "NodeCapacity",
+    "NodeHeld",
+    "NodeReleased",
     "StackedProcess",
     "ReactorLeaderElected",
     "ReactorLeaderReleased",
@@ -184,6 +187,29 @@ class ClusterUnreachable(EventBase, frozen=True, kw_only=True, tag="ClusterUnrea
     observed_at: float
 
 
+class NodeHeld(EventBase, frozen=True, kw_only=True, tag="NodeHeld"):
+    """A worker node admits no new attempt (its running ones go on): ``kind`` "drain", an
+    admin's, until undrained; "quarantine", the reactor's, while processes of attempts that
+    ended still run there (``reason``: their pids and commands), until it is clean
+    (docs/runs.md, "Node hygiene")."""
+
+    node_id: str
+    ip: str = ""
+    kind: HoldKind
+    reason: str
+    by: str
+    held_at: float
+
+
+class NodeReleased(EventBase, frozen=True, kw_only=True, tag="NodeReleased"):
+    """The node's hold of ``kind`` is lifted: undrained by an admin, or found clean."""
+
+    node_id: str
+    kind: HoldKind
+    by: str
+    released_at: float
+
+
 # ---------------------------------------------------------------------------------------
 # Reactor stream: leadership
 
@@ -234,6 +260,8 @@ Event = Union[
     TokenUsed,
     CapacityObserved,
     ClusterUnreachable,
+    NodeHeld,
+    NodeReleased,
     ReactorLeaderElected,
     ReactorLeaderReleased,
 ]

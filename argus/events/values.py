@@ -4,9 +4,11 @@ it (``NodeCapacity``) and what was handed to Ray (``SubmissionPayload``). Re-exp
 
 from __future__ import annotations
 
+import enum
+
 import msgspec
 
-__all__ = ["Demand", "NodeCapacity", "StackedProcess", "SubmissionPayload"]
+__all__ = ["Demand", "HoldKind", "NodeCapacity", "StackedProcess", "SubmissionPayload"]
 
 
 # omit_defaults: a demand or node without a GPU model encodes as it did before models were
@@ -57,3 +59,10 @@ class StackedProcess(msgspec.Struct, frozen=True, kw_only=True):
     pid: int
     command: str
     top_frame: str = ""
+
+
+class HoldKind(str, enum.Enum):
+    """Why a node admits no new attempt (``NodeHeld``)."""
+
+    DRAIN = "drain"  # an admin's, until undrained
+    QUARANTINE = "quarantine"  # processes of ended attempts still run there, until it is clean

@@ -22,6 +22,7 @@ from argus.confine.desk import ClaimDesk
 from argus.confine.registry import registry_dir
 from argus.nodepool.config import RAY_AGENT_LISTEN_PORT, RAY_CLIENT_PORT, NodePoolConfig
 from argus.nodepool.discovery import HeadRecord, read_head_record
+from argus.nodepool.keeper import CHECK_S, NodeKeeper, raylet_node_id
 from argus.nodepool.logline import DecisionLog
 from argus.nodepool.process import RayChild, StopFlag, detect_node_ip
 from argus.nodepool.startup import describe_limits, explain_ray_exit, ray_child_env
@@ -74,6 +75,9 @@ class WorkerWatchdog:
         # node that confines its workers: one GCS client claims every job's Ray job, so
         # that no job driver imports Ray to do it.
         self.desk: ClaimDesk | None = None
+        # This node's hygiene (argus.nodepool.keeper), once its raylet says its node id.
+        self.keeper: NodeKeeper | None = None
+        self._kept_at = 0.0
 
     def run(self) -> int:
         cfg = self.cfg
@@ -93,6 +97,8 @@ class WorkerWatchdog:
                 next_read = now + cfg.poll_s
                 if self.child is not None:
                     self._check_head(result.record, result.usable)
+            if self.child is not None and now - self._kept_at >= CHECK_S:
+                self._keep(now)
             if self.child is None and result is not None and now >= self.not_before:
                 if result.usable and result.record is not None:
                     self._start(result.record)
@@ -101,6 +107,25 @@ class WorkerWatchdog:
                     self._waiting(result.reason, result.detail)
             self.stop.sleep(_TICK_S)
         return self._shutdown()
+
+    def _keep(self, now: float) -> None:
+        """Report what of ended attempts still runs here (the reactor quarantines on it)."""
+        assert self.child is not None
+        self._kept_at = now
+        if self.keeper is None:
+            node_id = raylet_node_id(self.child.pid)
+            if node_id is None:
+                return  # the raylet is not up yet
+            self.keeper = NodeKeeper(self.cfg.shared_root, node_id)
+            self.log.info("keeper_start", node_id=node_id)
+        try:
+            report = self.keeper.check()
+        except OSError as exc:
+            self.log.warning("keeper_error", error=str(exc))
+            return
+        if report is not None and report.leftovers:
+            self.log.warning("leftovers", node_id=report.node_id,
+                             pids=",".join(str(p.pid) for p in report.leftovers))
 
     def _waiting(self, reason: str, detail: str) -> None:
         # One line per change of reason, not one per poll: the decision is the same.
@@ -147,6 +172,7 @@ class WorkerWatchdog:
         # Reap stragglers of the group (an agent that outlived the raylet holds ports).
         child.stop(0)
         self.child = None
+        self.keeper = None  # a new raylet is a new node
         if ran_s >= self.cfg.stable_s:
             self.failures = 0  # it ran fine for a while: this is a fresh failure
         cause = explain_ray_exit(child.argv, child.last_lines, rc, ran_s)
@@ -172,6 +198,7 @@ class WorkerWatchdog:
             rc = self.child.stop(min(_HEAD_GONE_GRACE_S, self.cfg.stop_grace_s))
             self.log.info("ray_stopped", rc=rc, reason="head_withdrawn")
             self.child = None
+            self.keeper = None  # a new raylet is a new node
             self.failures = 0
             self.not_before = 0.0
             return
@@ -184,6 +211,7 @@ class WorkerWatchdog:
         rc = self.child.stop(min(_HEAD_GONE_GRACE_S, self.cfg.stop_grace_s))
         self.log.info("ray_stopped", rc=rc, reason="head_changed")
         self.child = None
+        self.keeper = None  # a new raylet is a new node
         # A move of the head is not a failure of this node: reconnect without backoff.
         self.failures = 0
         self.not_before = 0.0
@@ -197,4 +225,5 @@ class WorkerWatchdog:
             rc = self.child.stop(self.cfg.stop_grace_s)
             self.log.info("ray_stopped", rc=rc, reason="stop_requested")
             self.child = None
+            self.keeper = None  # a new raylet is a new node
         return 0

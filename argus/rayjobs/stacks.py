@@ -19,7 +19,7 @@ as the drivers' other reports, ``argus.rayjobs.reports``):
 - ``stacks/<sid>.json``: the summary (``StacksSummary``), written after the dumps.
 
 Bounds: at most ``MAX_PROCESSES`` processes, ``PY_SPY_TIMEOUT_S`` each; an environment is
-read up to ``MAX_ENVIRON_BYTES``. Only this host is searched: a multi-node job's workers on
+read with a bound (``argus.proctable``). Only this host is searched: a multi-node job's workers on
 other nodes are not dumped (the summary says how many processes were found here).
 """
 
@@ -35,6 +35,7 @@ from pathlib import Path
 import msgspec
 
 from argus import safefs
+from argus.proctable import attempt_processes, command_line
 from argus.rayjobs.reports import attempts_dir
 
 __all__ = [
@@ -45,10 +46,8 @@ __all__ = [
 MAX_PROCESSES = 32
 MAX_PROCESS_BYTES = 64 * 1024
 MAX_DUMP_BYTES = 512 * 1024
-MAX_ENVIRON_BYTES = 256 * 1024
 MAX_SUMMARY_BYTES = 16 * 1024
 PY_SPY_TIMEOUT_S = 10.0
-_COMMAND_CHARS = 200
 _FRAME_CHARS = 200
 
 
@@ -129,30 +128,9 @@ def read_stacks(shared_root: str, submission_id: str) -> str | None:
     return None if body is None else body[:MAX_DUMP_BYTES].decode("utf-8", "replace")
 
 
-def _environ_has(pid: int, needle: bytes) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return needle in f.read(MAX_ENVIRON_BYTES).split(b"\0")
-    except OSError:  # gone, or not ours to read
-        return False
-
-
 def attempt_pids(submission_id: str, exclude: tuple[int, ...] = ()) -> list[int]:
-    """The processes of this host whose environment names the attempt, oldest pid first."""
-    needle = f"ARGUS_SUBMISSION_ID={submission_id}".encode()
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit() and int(name) not in exclude and _environ_has(int(name), needle):
-            found.append(int(name))
-    return sorted(found)
-
-
-def _command(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read(4096).replace(b"\0", b" ").decode("utf-8", "replace").strip()[:_COMMAND_CHARS]
-    except OSError:
-        return ""
+    """The processes of this host whose environment names the attempt, lowest pid first."""
+    return list(attempt_processes(only=submission_id, exclude=exclude))
 
 
 def _top_frame(dump: str) -> str:
@@ -226,7 +204,7 @@ def capture_stacks(shared_root: str, submission_id: str, job_folder: Path | None
         text = _dump(tool, pid) if tool is not None else None
         if text is None or size + len(text) > MAX_DUMP_BYTES:
             continue
-        command = _command(pid)
+        command = command_line(pid)
         parts.append(f"=== pid {pid}: {command}\n{text}\n")
         size += len(parts[-1])
         dumped.append(ProcessStack(pid=pid, command=command, top_frame=_top_frame(text)))

@@ -17,6 +17,7 @@ from argus.lifecycle import AttemptStatus
 from argus.rayjobs.gateway import JobObservation
 from argus.rayjobs.reports import ExitReport
 from argus.reactor.attempts import outcome_events
+from argus.reactor.holds import describe_holds, withhold
 from argus.reactor.state import ReactorState
 from argus.scheduler import Reason
 from argus.scheduler.core import AdmissionPlan, Observed, plan_admissions
@@ -35,13 +36,15 @@ def plan_turn(state: ReactorState, capacity: Sequence[NodeCapacity] | None, now:
         return None
     active = state.active()
     fair = sched.policy == "fairshare"
-    return plan_admissions(
-        waiting=waiting, active=active, capacity=capacity, now=now, config=sched, driver_cpus=driver_cpus,
+    plan = plan_admissions(
+        waiting=waiting, active=active, capacity=withhold(capacity, (node for node, _ in state.holds)), now=now,
+        config=sched, driver_cpus=driver_cpus,
         runtimes=state.runtimes, usage=state.usage.with_running(now, active) if fair else None,
         observed=Observed(seen_since=state.seen_since, releasing=list(state.releasing.values()),
                           made=state.queue_memo),
         waits=waits, gpu_caps=state.gpu_caps,
     )
+    return describe_holds(plan, state.holds, capacity) if waits and capacity is not None else plan
 
 
 def wait_news(plan: AdmissionPlan, now: float, limit: int | None = None) -> list[tuple[TaskView, TaskDeferred]]:

@@ -34,6 +34,7 @@ from argus.lifecycle import AttemptStatus
 from argus.rayjobs import RayPort, RayUnavailable
 from argus.rayjobs.stacks import read_summary, request_stacks
 from argus.reactor.checkpoints import CheckpointWatch
+from argus.reactor.hygiene import NodeWatch
 from argus.reactor.reports import ExitNotifier, ReportWatch
 from argus.reactor.state import ReactorState
 from argus.reactor.submitting import Submitting
@@ -85,6 +86,7 @@ class Reactor(Submitting):
         self.reports = ReportWatch(config.shared_root, self.sched.progress_check_s, clock)
         self._exit_notifier: ExitNotifier | Literal[False] | None = None  # None: not opened yet; False: none
         self.memory = TurnMemory()
+        self.nodes = NodeWatch(config.shared_root, clock)
 
     # ------------------------------------------------------------------ run / leadership
     async def run(self) -> None:
@@ -207,6 +209,7 @@ class Reactor(Submitting):
         for plan in decide_turn(self.state, obs, now, self.sched, self.memory,
                                 driver_cpus=self.config.entrypoint_num_cpus):
             await self._carry_out(plan, obs, now)
+        await self.nodes.publish(self.state)
 
     async def _sleep(self, seconds: float) -> None:
         try:
@@ -277,6 +280,7 @@ class Reactor(Submitting):
         if not was_reachable:
             await self._resolve_intents(now)  # Ray is back: settle what was left hanging
         obs = Observations(capacity=tuple(nodes), answering=self.capacity is not None, exits=exits)
+        obs.node_reports, obs.leftover_tasks = await self.nodes.reports(self.state, self.store)
         tasks = followed(self.state)
         if not obs.answering or not tasks:
             return obs

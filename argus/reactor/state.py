@@ -12,14 +12,15 @@ import time
 from bisect import bisect_left
 
 from argus.events import (
-    AttemptEnded, CapacityObserved, ClusterUnreachable, NodeCapacity, Recorded, UserCreated, UserLimitsSet,
+    AttemptEnded, CapacityObserved, ClusterUnreachable, HoldKind, NodeCapacity, NodeHeld, NodeReleased, Recorded,
+    UserCreated, UserLimitsSet,
 )
 from argus.lifecycle import AttemptStatus, TaskState
 from argus.scheduler.inputs import QueueMemo, with_driver
 from argus.scheduler.ledger import Commitment
 from argus.store.dbfile import read_transaction
 from projections import TaskView, evolve_task, projection_checkpoint
-from projections.cluster import read_cluster
+from projections.cluster import NodeHold, read_cluster
 from projections.runtime_stats import RuntimeHistory, read_runtime_history, run_key, run_seconds
 from projections.tasks import TASK_EVENT_TYPES
 from projections.tasks_read import unfinished_tasks
@@ -78,6 +79,8 @@ class ReactorState:
         self.usage = UsageLedger(half_life_s)  # ended attempts' GPU-seconds, decayed (fairshare)
         self.gpu_caps: dict[str, float] = {}  # by user: GPUs their tasks may hold at once (UserLimitsSet)
         self._admins: set[str] = set()  # not limited
+        # Nodes held from admitting, by (node id, kind): drained or quarantined (NodeHeld).
+        self.holds: dict[tuple[str, HoldKind], NodeHold] = {}
 
     @classmethod
     def load(cls, db: sqlite3.Connection, half_life_s: float, driver_cpus: float = 0.0) -> "ReactorState":
@@ -96,6 +99,7 @@ class ReactorState:
             if cluster is not None:
                 state.cluster_reachable = cluster.reachable
                 state.last_capacity = cluster.nodes
+                state.holds = {(h.node_id, h.kind): h for h in cluster.holds}
                 if cluster.reachable:  # since at least then (conservative: maybe earlier)
                     state.seen_since = {n.node_id: cluster.observed_at for n in cluster.nodes}
         return state
@@ -127,6 +131,12 @@ class ReactorState:
         elif isinstance(rec.event, ClusterUnreachable):
             self.cluster_reachable = False
             self.seen_since = {}  # every node must be seen again, and settle, after an outage
+        elif isinstance(rec.event, NodeHeld):
+            e = rec.event
+            self.holds[(e.node_id, e.kind)] = NodeHold(node_id=e.node_id, ip=e.ip, kind=e.kind, reason=e.reason,
+                                                      by=e.by, since=e.held_at)
+        elif isinstance(rec.event, NodeReleased):
+            self.holds.pop((rec.event.node_id, rec.event.kind), None)
         elif isinstance(rec.event, UserLimitsSet):
             self._limits_set(rec.event)
         elif isinstance(rec.event, UserCreated) and rec.event.is_admin:

@@ -11,6 +11,7 @@ SQLite log) and ``argus.sim.turns.SimReactor`` (the fake Ray and an in-memory lo
 
 The stages, in order:
 1. the cluster: its count recorded when it changed (or while ended attempts await release);
+   nodes quarantined, or let out, on their keepers' reports;
 2. the followed attempts: placement timeouts, time limits and stalls marked (a stalled
    attempt's driver asked for its stacks, its stop sent once they came), stops sent once, and
    what Ray said made into events, or what the job's driver reported, when it says the
@@ -39,7 +40,9 @@ from argus.lifecycle import AttemptStatus, TaskState
 from argus.rayjobs.gateway import JobObservation
 from argus.rayjobs.reports import ExitReport, ProgressReport
 from argus.rayjobs.stacks import StacksSummary
+from argus.nodepool.keeper import NodeReport
 from argus.reactor.attempts import outcome_events
+from argus.reactor.holds import quarantine_news
 from argus.reactor.checkpoints import Found
 from argus.reactor.classify import classify_failure, last_step
 from argus.reactor.plan import Classify, attempt_step, plan_turn, wait_news
@@ -69,6 +72,8 @@ class Observations(msgspec.Struct, kw_only=True):
     exits: dict[str, ExitReport] = {}  # the drivers' reports of their commands' exits
     progress: dict[str, ProgressReport] = {}  # the drivers' reports of their training's progress
     stacks: dict[str, StacksSummary] = {}  # the drivers' stack dumps, of stalled attempts (awaiting_stacks)
+    node_reports: list[NodeReport] = []  # the nodes' keepers' reports, when read this turn
+    leftover_tasks: dict[str, TaskView] = {}  # the tasks those reports name, by id
     log_tails: dict[str, str] = {}  # filled by the executor for a plan's ``read_logs``
 
 
@@ -142,6 +147,10 @@ def decide_turn(state: ReactorState, obs: Observations, now: float, sched: Sched
     cluster = _cluster_news(state, obs, now)
     if cluster is not None:
         yield TurnPlan(appends=[Append(None, [cluster])])
+    if obs.node_reports and obs.capacity is not None:
+        holds = quarantine_news(obs.node_reports, state.holds, obs.leftover_tasks, obs.capacity, now)
+        if holds:
+            yield TurnPlan(appends=[Append(None, holds)])
     if obs.capacity is not None and obs.answering:
         yield from _follow(state, obs, now, sched, memory)
     yield TurnPlan(appends=_checkpoints(state, obs, now) + _progress(state, obs, now, sched) + _cancels(state, now))

@@ -251,6 +251,10 @@ def _summarize_other(t: str, e: Any) -> str:
                 f"per node {_gpus([n.free_gpus for n in e.nodes])}")
     if t == "ClusterUnreachable":
         return f"Ray unreachable: {e.error}"
+    if t == "NodeHeld":
+        return f"node {e.node_id} {'drained' if e.kind == 'drain' else 'quarantined'} by {e.by}: {e.reason}"
+    if t == "NodeReleased":
+        return f"node {e.node_id} {'undrained' if e.kind == 'drain' else 'out of quarantine'} ({e.by})"
     if t == "ReactorLeaderElected":
         return f"reactor {e.reactor_id} leads (pid {e.pid} on {e.host})"
     if t == "ReactorLeaderReleased":

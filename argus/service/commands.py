@@ -19,7 +19,11 @@ import msgspec
 
 from argus.events import (
     Demand,
+    EventBase,
     EventMeta,
+    HoldKind,
+    NodeHeld,
+    NodeReleased,
     TaskSubmitted,
     TokenIssued,
     TokenRevoked,
@@ -29,6 +33,7 @@ from argus.events import (
     UserEnabled,
     UserLimitsSet,
     cancel_events,
+    cluster_stream,
     task_stream,
     user_stream,
 )
@@ -376,6 +381,27 @@ class Commands:
             return
         event = TokenRevoked(user_id=user_id, token_id=token_id, by=who.user_id, at=time.time())
         await self._user_append(user_id, [event], who.actor, request_id)
+
+    async def hold_node(self, who: Principal, node_id: str, drain: bool, reason: str = "",
+                        request_id: str = "") -> ClusterView:
+        """Drain a node (``drain``: it admits no new attempt; its running ones go on) or
+        undrain it (admin). Idempotent: a drained node drained again keeps its first reason."""
+        cluster = await self.store.read_snapshot(read_cluster)
+        node = next((n for n in cluster.nodes if n.node_id == node_id), None) if cluster else None
+        if cluster is None or node is None:
+            raise NotFound(f"node {node_id!r} (argus cluster lists the nodes; use the full node id)")
+        held = any(h.node_id == node_id and h.kind is HoldKind.DRAIN for h in cluster.holds)
+        now = time.time()
+        if drain and not held:
+            event: EventBase = NodeHeld(node_id=node_id, ip=node.ip, kind=HoldKind.DRAIN, reason=reason or "drained",
+                                        by=who.user_id, held_at=now)
+        elif not drain and held:
+            event = NodeReleased(node_id=node_id, kind=HoldKind.DRAIN, by=who.user_id, released_at=now)
+        else:
+            return cluster
+        await self._append([AppendBatch(stream=cluster_stream, expected_version=None, events=[event])],
+                           EventMeta(actor=who.actor, request_id=request_id))
+        return await self.store.read_snapshot(read_cluster) or cluster
 
     async def bootstrap_admin(self, token: str) -> None:
         """Make sure the admin user exists and ``token`` is one of its tokens (idempotent)."""

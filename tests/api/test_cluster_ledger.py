@@ -35,3 +35,20 @@ async def test_cluster_shows_what_is_committed_next_to_rays_free_count(env: Env)
     assert ledger["n1"]["committed_gpus"] == 3.0 and ledger["n1"]["committed_cpus"] == 3 * 3 + 1 + driver
     assert ledger["n1"]["admissible_gpus"] == 1.0  # Ray says 4 free; 3 are promised
     assert [n["free_gpus"] for n in body["nodes"]] == [4.0, 4.0]  # Ray's count, as observed
+
+
+async def test_an_admin_drains_a_node_and_everyone_sees_it(env: Env) -> None:
+    nodes = [NodeCapacity(node_id="n0", ip="10.0.0.9", total_gpus=4, free_gpus=4, total_cpus=32, free_cpus=32)]
+    await env.store.append_batches([AppendBatch(stream=cluster_stream, expected_version=None,
+                                                events=[CapacityObserved(nodes=nodes, observed_at=time.time())])])
+    url = "/api/v2/cluster/nodes/n0/drain"
+    assert (await env.client.post(url, headers=env.h("alice"), json={"reason": "x"})).status_code == 403
+    r = await env.client.post("/api/v2/cluster/nodes/nope/drain", headers=env.h("admin"), json={"reason": "x"})
+    assert r.status_code == 404 and "argus cluster" in r.json()["detail"], r.text
+    assert (await env.client.post(url, headers=env.h("admin"), json={"reason": ""})).status_code == 400
+    r = await env.client.post(url, headers=env.h("admin"), json={"reason": "fan failure"})
+    assert r.status_code == 200, r.text
+    holds = (await env.client.get("/api/v2/cluster", headers=env.h("bob"))).json()["holds"]
+    assert [(h["node_id"], h["kind"], h["reason"], h["ip"]) for h in holds] == [("n0", "drain", "fan failure", "10.0.0.9")]
+    r = await env.client.post("/api/v2/cluster/nodes/n0/undrain", headers=env.h("admin"))
+    assert r.status_code == 200 and r.json()["holds"] == []

@@ -67,12 +67,18 @@ export async function render(main, _params, ctx) {
         ["Observed", timeEl(c.observed_at)],
       ], "facts facts-row"));
     const headIp = c.head && (c.head.ip || c.head.node_ip || c.head.host);
+    const holds = {};
+    for (const x of c.holds || []) (holds[x.node_id] = holds[x.node_id] || []).push(x);
     const rows = nodes.map((n) => {
       const isHead = n.is_head || (headIp && n.ip === headIp && !n.total_gpus);
       return h("tr", { "data-node-id": n.node_id, class: isHead ? "is-head" : null },
         h("td", { class: "mono" }, String(n.node_id || "").slice(0, 16), isHead ? h("span", { class: "tag tag-head" }, "head") : null),
         h("td", { class: "mono" }, n.ip || ""),
-        h("td", { class: "col-role" }, isHead ? "head (runs no training)" : n.gpu_type ? `worker (${n.gpu_type})` : "worker"),
+        h("td", { class: "col-role" }, isHead ? "head (runs no training)" : n.gpu_type ? `worker (${n.gpu_type})` : "worker",
+          // Held: it admits no new attempt (drained by an admin, or quarantined with the
+          // leftover processes as evidence); what runs there goes on.
+          (holds[n.node_id] || []).map((x) => h("div", { class: "hold" },
+            h("span", { class: `tag tag-${x.kind}` }, x.kind === "drain" ? "drained" : "quarantined"), ` ${x.reason}`))),
         h("td", {}, usage(n.free_gpus, n.total_gpus, "GPUs")),
         h("td", {}, usage(n.free_cpus, n.total_cpus, "CPUs")),
         h("td", { class: "col-committed" }, ledger[n.node_id]

@@ -1,0 +1,183 @@
+"""A worker node's hygiene: what of an ended attempt still runs here (docs/runs.md, "Node
+hygiene").
+
+A stopped run can leave processes behind that still hold GPUs (AReaL #622, vLLM #20860),
+and the next job on that node then fails. The reactor publishes which attempts are live
+(``live.json``, ``write_live``); each node's keeper (run by ``argus node worker``, every
+``CHECK_S``) finds the processes of this host that belong to an attempt
+(``ARGUS_SUBMISSION_ID`` in their environment: a job's command, its children and its Ray
+workers all carry it), and reports those whose attempt has not been live for ``grace_s``
+(Ray's stop takes seconds), with their pids and commands; on a GPU host also any process
+``nvidia-smi`` says holds a GPU while belonging to no live attempt. The reactor
+quarantines a node whose report names leftovers of an attempt that ran there, and lifts
+the quarantine when a report finds it clean (``argus.reactor.holds``).
+
+Files, in the control plane's folder of the shared root, out of every job's reach:
+``ray/attempts/live.json`` (the reactor's) and ``ray/nodes/<node id>.json`` (each keeper's).
+A live set older than ``LIVE_FRESH_S`` (a reactor down or restarting) judges nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from argus import proctable, safefs
+
+__all__ = [
+    "LiveAttempts", "Leftover", "NodeKeeper", "NodeReport", "gpu_holders", "raylet_node_id", "read_live",
+    "read_node_reports", "write_live",
+]
+
+CHECK_S = 5.0
+LIVE_FRESH_S = 120.0
+LIVE_HEARTBEAT_S = 30.0  # the reactor rewrites live.json at least this often
+MAX_LEFTOVERS = 50
+MAX_REPORT_BYTES = 64 * 1024
+MAX_NODES = 10_000
+
+
+class LiveAttempts(msgspec.Struct, frozen=True, kw_only=True):
+    """The attempts the reactor follows (started, submitted or running), at ``written_at``."""
+
+    written_at: float
+    submission_ids: list[str]
+
+
+class Leftover(msgspec.Struct, frozen=True, kw_only=True):
+    """A process of no live attempt: ``submission_id`` the attempt it belongs to ("": none,
+    a process holding a GPU)."""
+
+    pid: int
+    submission_id: str
+    command: str
+
+
+class NodeReport(msgspec.Struct, frozen=True, kw_only=True):
+    """A keeper's last look at its node."""
+
+    node_id: str
+    hostname: str
+    checked_at: float
+    leftovers: list[Leftover] = []
+
+
+def _folder(shared_root: str) -> Path:
+    return Path(shared_root) / "ray"
+
+
+def _write(path: Path, body: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    tmp.write_bytes(body)
+    os.replace(tmp, path)
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        fd = os.open(path, safefs.FILE_FLAGS)
+    except OSError:
+        return None
+    try:
+        body = os.read(fd, MAX_REPORT_BYTES + 1)
+    finally:
+        os.close(fd)
+    return body if len(body) <= MAX_REPORT_BYTES else None
+
+
+def write_live(shared_root: str, live: LiveAttempts) -> None:
+    _write(_folder(shared_root) / "attempts" / "live.json", msgspec.json.encode(live))
+
+
+def read_live(shared_root: str) -> LiveAttempts | None:
+    body = _read(_folder(shared_root) / "attempts" / "live.json")
+    try:
+        return None if body is None else msgspec.json.decode(body, type=LiveAttempts)
+    except msgspec.DecodeError:
+        return None
+
+
+def read_node_reports(shared_root: str) -> list[NodeReport]:
+    """Every keeper's last report (the first ``MAX_NODES``)."""
+    folder = _folder(shared_root) / "nodes"
+    reports = []
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".json") and not n.startswith("."))
+    except OSError:
+        return []
+    for name in names[:MAX_NODES]:
+        body = _read(folder / name)
+        try:
+            report = None if body is None else msgspec.json.decode(body, type=NodeReport)
+        except msgspec.DecodeError:
+            continue
+        if report is not None and f"{report.node_id}.json" == name:
+            reports.append(report)
+    return reports
+
+
+def gpu_holders(nvidia_smi: str | None) -> list[int]:
+    """The pids ``nvidia-smi`` says hold a GPU (none without it, or when it fails)."""
+    if not nvidia_smi:
+        return []
+    try:
+        done = subprocess.run([nvidia_smi, "--query-compute-apps=pid", "--format=csv,noheader"],
+                              capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return parse_pids(done.stdout.decode("ascii", "replace")) if done.returncode == 0 else []
+
+
+def parse_pids(text: str) -> list[int]:
+    """``nvidia-smi --query-compute-apps=pid --format=csv,noheader``: one pid a line."""
+    return [int(line.strip()) for line in text.splitlines() if line.strip().isdigit()]
+
+
+def raylet_node_id(root_pid: int) -> str | None:
+    """The Ray node id of the raylet below ``root_pid`` (``ray start --block``'s child),
+    read from its ``--node_id=`` argument."""
+    for pid in proctable.descendants_of(root_pid):
+        argv = proctable.command_line(pid).split()
+        if argv and argv[0].endswith("/raylet"):
+            for arg in argv:
+                if arg.startswith("--node_id="):
+                    return arg.split("=", 1)[1]
+    return None
+
+
+class NodeKeeper:
+    """One node's look at what outlived its attempts; ``check`` writes its report."""
+
+    def __init__(self, shared_root: str, node_id: str, *, grace_s: float = 30.0,
+                 clock: Callable[[], float] = time.time, nvidia_smi: str | None = None) -> None:
+        self.shared_root, self.node_id, self.grace_s, self.clock = shared_root, node_id, grace_s, clock
+        self.nvidia_smi = nvidia_smi if nvidia_smi is not None else shutil.which("nvidia-smi")
+        self._gone_since: dict[str, float] = {}  # submission id -> first seen not live
+
+    def check(self) -> NodeReport | None:
+        """Look once; None (and no report) while the live set is not fresh."""
+        now = self.clock()
+        live = read_live(self.shared_root)
+        if live is None or now - live.written_at > LIVE_FRESH_S:
+            self._gone_since.clear()  # judged again from scratch once the reactor is back
+            return None
+        processes = proctable.attempt_processes(exclude=(os.getpid(),))
+        report = NodeReport(node_id=self.node_id, hostname=os.uname().nodename, checked_at=now,
+                            leftovers=self._leftovers(processes, set(live.submission_ids), now))
+        _write(_folder(self.shared_root) / "nodes" / f"{self.node_id}.json", msgspec.json.encode(report))
+        return report
+
+    def _leftovers(self, processes: dict[int, str], live: set[str], now: float) -> list[Leftover]:
+        gone = {sid for sid in processes.values() if sid not in live}
+        self._gone_since = {sid: self._gone_since.get(sid, now) for sid in gone}
+        out = [Leftover(pid=pid, submission_id=sid, command=proctable.command_line(pid))
+               for pid, sid in processes.items() if sid in gone and now - self._gone_since[sid] >= self.grace_s]
+        out += [Leftover(pid=pid, submission_id="", command=proctable.command_line(pid))
+                for pid in gpu_holders(self.nvidia_smi) if pid not in processes]  # an attempt's: judged above
+        return out[:MAX_LEFTOVERS]
