@@ -121,6 +121,8 @@ TRANSITIONS: dict[str, dict[TaskState, TaskState]] = {
     "AttemptPlacementTimedOut": {S.RUNNING: S.RUNNING},
     "AttemptStalled": {S.RUNNING: S.RUNNING},
     "AttemptStacksCaptured": {S.RUNNING: S.RUNNING, S.CANCELING: S.CANCELING},
+    "AttemptInterrupted": {S.SUBMITTING: S.SUBMITTING, S.SUBMITTED: S.SUBMITTED, S.RUNNING: S.RUNNING,
+                           S.CANCELING: S.CANCELING},
     "AttemptPreempted": {S.SUBMITTED: S.SUBMITTED, S.RUNNING: S.RUNNING},
     "CheckpointObserved": {S.RUNNING: S.RUNNING},
     "AttemptProgressed": {S.RUNNING: S.RUNNING},

@@ -18,6 +18,7 @@ from argus.events import (
     AttemptRunning,
     AttemptTimeLimitReached,
     AttemptPlacementTimedOut,
+    AttemptInterrupted,
     AttemptStacksCaptured,
     AttemptStalled,
     AttemptPreempted,
@@ -52,6 +53,7 @@ TASK_EVENT_TYPES = frozenset(
         "AttemptPlacementTimedOut",
         "AttemptStalled",
         "AttemptStacksCaptured",
+        "AttemptInterrupted",
         "AttemptPreempted",
         "CheckpointObserved",
         "AttemptProgressed",
@@ -85,6 +87,7 @@ class AttemptView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defa
     running_seen_at: float | None = None  # when the reactor first saw it RUNNING
     placement_timed_out_at: float | None = None  # its Ray job is being stopped: placement groups PENDING too long
     stalled_at: float | None = None  # its Ray job is being stopped: no new step for its bound (AttemptStalled)
+    interrupted_at: float | None = None  # the operator stopped Argus with it running (AttemptInterrupted)
     stacks_at: float | None = None  # its stacks were taken (or given up on) before its stop (AttemptStacksCaptured)
     stacks_processes: int = 0  # how many processes were dumped
     stop_reason: str = ""  # why the reactor is stopping it (the evidence its end will carry)
@@ -301,6 +304,12 @@ def _stacks(view: TaskView, e: AttemptStacksCaptured, state: TaskState, rec: Rec
                     attempts=attempts)
 
 
+def _interrupted(view: TaskView, e: AttemptInterrupted, state: TaskState, rec: Recorded) -> TaskView:
+    attempts = _with_attempt(view, e.attempt_no, interrupted_at=e.interrupted_at,
+                             stop_reason=f"interrupted by {e.by}: {e.reason}; resumed first when Argus is back")
+    return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version, attempts=attempts)
+
+
 def _placement_timeout(view: TaskView, e: AttemptPlacementTimedOut, state: TaskState, rec: Recorded) -> TaskView:
     attempts = _with_attempt(view, e.attempt_no, placement_timed_out_at=e.reached_at, stop_reason=(
         f"placement group(s) {', '.join(e.placement_groups)} stayed PENDING for {e.pending_s:.0f} s "
@@ -354,6 +363,7 @@ _EVOLVE: dict[str, Callable[[TaskView, Any, TaskState, Recorded], TaskView]] = {
     "AttemptPlacementTimedOut": _placement_timeout,
     "AttemptStalled": _stalled,
     "AttemptStacksCaptured": _stacks,
+    "AttemptInterrupted": _interrupted,
     "AttemptPreempted": _preempted,
     "CheckpointObserved": _checkpoint,
     "AttemptProgressed": _progressed,

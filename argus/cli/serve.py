@@ -69,6 +69,38 @@ def open_event_log_once(config: Any) -> str:
     return f"PostgreSQL at {redact_url(url)} (this host's copy: {path})" if url else f"SQLite {path}"
 
 
+def say_what_stops(config: Any, echo: Callable[[str], None]) -> None:
+    """Before the Ray nodes go: record the running tasks as interrupted by the operator
+    (they resume first, from their checkpoints, at the next start) and say which."""
+    from argus.service.interrupt import interrupt_running
+    from projections import open_store
+
+    async def interrupt() -> list[Any]:
+        store = await open_store(config.v2.sqlite.db_path, synchronous=config.v2.sqlite.synchronous,
+                                 shared_url=config.v2.postgres.url)
+        try:
+            return await interrupt_running(store, "operator", "argus up was stopped")
+        finally:
+            await store.close()
+
+    try:
+        stopped = asyncio.run(interrupt())
+    except Exception as exc:  # noqa: BLE001 - the log is away: stopping still goes on
+        echo(f"could not record which tasks this stop interrupts ({type(exc).__name__}: {exc}); "
+             "they will be found lost, and retried, at the next start")
+        return
+    if not stopped:
+        return
+    echo(f"stopping {len(stopped)} running task(s); they resume first, from their last checkpoints, "
+         "at the next `argus up`:")
+    for task in stopped:
+        attempt = task.attempts[-1]
+        where = f"checkpoint of step {attempt.checkpoint_step}" if attempt.checkpoint_step is not None \
+            else "no checkpoint yet: it starts over"
+        at = f" at step {attempt.step}" if attempt.step is not None else ""
+        echo(f"  {task.task_id} ({task.user}){at}: {where}")
+
+
 def reactor_background(config: Any) -> Any:
     """A background job for create_app: the reactor, until shutdown. Ray is followed, never
     waited for (argus.rayjobs.target.following_gateway)."""
@@ -313,6 +345,7 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, gpu
         progress.start()
         _run_uvicorn(app, host, port)
     finally:
+        say_what_stops(config, lambda text: click.echo(text, err=True))
         click.echo("stopping the Ray nodes (Ray takes up to 20 s) ...", err=True)
         stopping_since = time.monotonic()
         stack.stop()

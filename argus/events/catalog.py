@@ -19,6 +19,7 @@ from argus.events.base import EventBase
 # The task stream's events and why an attempt fails: their own module, named here too.
 from argus.events.task_events import (
     AttemptEnded,
+    AttemptInterrupted,
     AttemptPlacementTimedOut,
     AttemptPreempted,
     AttemptProgressed,
@@ -45,6 +46,7 @@ from argus.events.values import Demand, HoldKind, NodeCapacity, StackedProcess, 
 __all__ = [
     "ALL_EVENT_TYPES",
     "AttemptEnded",
+    "AttemptInterrupted",
     "AttemptRunning",
     "AttemptStarting",
     "AttemptSubmitted",
@@ -241,6 +243,7 @@ Event = Union[
     AttemptPlacementTimedOut,
     AttemptStalled,
     AttemptStacksCaptured,
+    AttemptInterrupted,
     AttemptPreempted,
     AttemptProgressed,
     CheckpointObserved,

@@ -19,6 +19,9 @@ class FailureKind(str, enum.Enum):
     CANCELED = "CANCELED"
     TIME_LIMIT = "TIME_LIMIT"  # stopped at the spec's time_limit: not retried (it would run as long again)
     PREEMPTED = "PREEMPTED"  # stopped to make room: back to its place in line, not counted
+    # Stopped by the operator (``argus up`` shut down with it running): resumed first, at
+    # once, from its last checkpoint when Argus is back; not counted.
+    INTERRUPTED = "INTERRUPTED"
     # What large training runs hit now and then, and a resume from the last checkpoint
     # often gets past: a collective that timed out (a peer stalled, a link flapped), a GPU
     # or a host out of memory (fragmentation, a long sequence, a neighbour on the node).
@@ -32,7 +35,7 @@ class FailureKind(str, enum.Enum):
         """Resource races, lost clusters and transient faults are worth another attempt;
         user and runtime errors are not (retrying would hide the error, seed 002 §2.1)."""
         return self in (FailureKind.INSUFFICIENT_RESOURCES, FailureKind.CLUSTER_LOST, FailureKind.PREEMPTED,
-                        *TRANSIENT_KINDS)
+                        FailureKind.INTERRUPTED, *TRANSIENT_KINDS)
 
     def is_transient(self) -> bool:
         """A fault of the run itself that a resume from its last checkpoint often gets
@@ -154,6 +157,19 @@ class AttemptStalled(EventBase, frozen=True, kw_only=True, tag="AttemptStalled")
     bound_s: float
     why: str  # how the bound was set, in words
     reached_at: float
+
+
+class AttemptInterrupted(EventBase, frozen=True, kw_only=True, tag="AttemptInterrupted"):
+    """The operator stopped Argus with this attempt running (``argus up`` shut down: its Ray
+    nodes go with it). When Argus is back and Ray has no such job, the attempt ends
+    ``INTERRUPTED``, and the task is resumed first, at once, from its last checkpoint."""
+
+    task_id: str
+    attempt_no: int
+    submission_id: str
+    by: str
+    reason: str
+    interrupted_at: float
 
 
 class AttemptStacksCaptured(EventBase, frozen=True, kw_only=True, tag="AttemptStacksCaptured"):

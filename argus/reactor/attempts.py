@@ -24,14 +24,14 @@ from projections import AttemptView, TaskView
 __all__ = ["outcome_events", "retry_delay", "short_of_the_end"]
 
 
-_NOT_COUNTED = (FailureKind.INSUFFICIENT_RESOURCES, FailureKind.PREEMPTED)
+_NOT_COUNTED = (FailureKind.INSUFFICIENT_RESOURCES, FailureKind.PREEMPTED, FailureKind.INTERRUPTED)
 
 
 def retry_delay(task: TaskView, kind: FailureKind, config: SchedulerConfig) -> float:
     """Resource races back off exponentially over consecutive resource failures (capped);
     a lost cluster is retried after the plain interval; a preempted attempt at once (its
     task waits at its old place in line, behind the work it made room for)."""
-    if kind is FailureKind.PREEMPTED:
+    if kind in (FailureKind.PREEMPTED, FailureKind.INTERRUPTED):
         return 0.0
     if kind is not FailureKind.INSUFFICIENT_RESOURCES:
         return config.retry_interval_s
@@ -53,8 +53,8 @@ def _may_retry(task: TaskView, kind: FailureKind, now: float, config: SchedulerC
     stopped it, not the task. A transient fault is retried ``transient_retries`` times,
     unless an earlier attempt ended with the same kind at the same step (``_repeated``).
     Nothing else is retried."""
-    if kind is FailureKind.PREEMPTED:
-        return True
+    if kind in (FailureKind.PREEMPTED, FailureKind.INTERRUPTED):
+        return True  # the scheduler, or the operator, stopped it: not the task
     if kind.is_transient():
         earlier = task.attempts[:-1]
         transient = sum(1 for a in earlier if a.failure_kind is not None and a.failure_kind.is_transient())

@@ -77,6 +77,9 @@ def attempt_step(task: TaskView, observed: JobObservation | None, now: float, sc
     nothing new. ``exit_report``: its driver's, where there is one (how far it got)."""
     attempt = task.attempts[-1]
     if observed is None:
+        if attempt.interrupted_at is not None:  # the operator stopped it, with Ray: not lost
+            return outcome_events(task, ray_status=AttemptStatus.LOST, exit_code=None, kind=FailureKind.INTERRUPTED,
+                                  evidence=attempt.stop_reason, now=now, config=sched)
         return outcome_events(task, ray_status=AttemptStatus.LOST, exit_code=None, kind=FailureKind.CLUSTER_LOST,
                               evidence=f"Ray has no job {attempt.submission_id} (head restarted or job lost)",
                               now=now, config=sched)
@@ -87,7 +90,8 @@ def attempt_step(task: TaskView, observed: JobObservation | None, now: float, sc
                                   step=exit_report.step if exit_report else None, exit_report=exit_report)
         if not attempt.stop_reason:
             return Classify()
-        kind = (FailureKind.TIME_LIMIT if attempt.time_limit_reached_at is not None
+        kind = (FailureKind.INTERRUPTED if attempt.interrupted_at is not None
+                else FailureKind.TIME_LIMIT if attempt.time_limit_reached_at is not None
                 else FailureKind.PREEMPTED if attempt.preempted_by
                 else FailureKind.STALLED if attempt.stalled_at is not None else FailureKind.INSUFFICIENT_RESOURCES)
         return outcome_events(task, ray_status=observed.status, exit_code=observed.driver_exit_code, kind=kind,

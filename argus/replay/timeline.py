@@ -49,6 +49,7 @@ SOURCES: dict[str, str] = {
     "AttemptPlacementTimedOut": "scheduler",
     "AttemptStalled": "scheduler",
     "AttemptStacksCaptured": "ray",
+    "AttemptInterrupted": "scheduler",
     "AttemptPreempted": "scheduler",
     "CheckpointObserved": "ray",
     "AttemptProgressed": "ray",
@@ -186,6 +187,8 @@ def summarize(rec: Recorded) -> str:
         at = f"after step {e.step}" if e.step is not None else "before its first step"
         return (f"attempt {e.attempt_no} stalled: no new step for {e.reached_at - e.since:.0f} s {at} "
                 f"(bound {e.bound_s:.0f} s: {e.why}): stopping its Ray job, to resume")
+    if t == "AttemptInterrupted":
+        return f"attempt {e.attempt_no} interrupted by {e.by}: {e.reason}"
     if t == "AttemptStacksCaptured":
         if not e.processes:
             return f"attempt {e.attempt_no}: no stacks ({e.note})"

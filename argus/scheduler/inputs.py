@@ -22,7 +22,7 @@ from typing import TypeVar, cast
 import msgspec
 
 from argus.config import SchedulerConfig
-from argus.events import Demand, NodeCapacity
+from argus.events import Demand, FailureKind, NodeCapacity
 from argus.lifecycle import TaskState
 from argus.scheduler.ledger import Commitment, CommittedSums, committed_per_node, node_ledgers, ready_nodes
 from argus.scheduler.model import Capacity, QueuedTask, RunningTask
@@ -233,7 +233,7 @@ class QueueMemo:
                        priority=t.priority, user=t.user, next_run_at=t.next_run_at,
                        estimate_s=history.estimate(t, default)[0], limited=t.time_limit_s is not None,
                        preempting_since=t.preempting_since, waiting_since=t.waiting_since,
-                       preemptible=t.preemptible)
+                       preemptible=t.preemptible, resume_first=_interrupted(t))
         self.queued[t.task_id] = (t, history.version, driver_cpus, q)
         return q
 
@@ -356,3 +356,8 @@ def _began(task: TaskView, now: float) -> float:
     if attempt is None:
         return now
     return attempt.started_at or attempt.submitted_at or attempt.decided_at
+
+
+def _interrupted(t: TaskView) -> bool:
+    """Its last attempt was stopped by the operator (``INTERRUPTED``): it resumes first."""
+    return t.latest_attempt is not None and t.latest_attempt.failure_kind is FailureKind.INTERRUPTED

@@ -58,6 +58,9 @@ class QueuedTask(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     preempting_since: float | None = None
     waiting_since: float | None = None  # since when it waits (fair share's age term)
     preemptible: bool = True  # may be stopped once it runs (false: it keeps off rare nodes it does not need)
+    # The operator stopped Argus while it ran (``INTERRUPTED``): it goes before every other
+    # waiting task, under every policy, so that a planned restart costs no run its place.
+    resume_first: bool = False
 
 
 class RunningTask(msgspec.Struct, frozen=True, kw_only=True):

@@ -107,7 +107,15 @@ def decide(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity
     """Run the policy named in ``config`` over ``queue`` in that policy's order
     (``queue_order``); KeyError for an unknown name."""
     policy = POLICIES[config.policy]
-    return policy(queue_order(config.policy, queue), running, capacity, now, config)
+    return policy(resumed_first(queue_order(config.policy, queue)), running, capacity, now, config)
+
+
+def resumed_first(queue: Sequence[QueuedTask]) -> list[QueuedTask]:
+    """Tasks the operator interrupted (``resume_first``) before the others, each part in the
+    order it had: a planned restart must not cost a run its place (docs/runs.md)."""
+    if not any(t.resume_first for t in queue):
+        return list(queue)
+    return [t for t in queue if t.resume_first] + [t for t in queue if not t.resume_first]
 
 
 @register_policy("fifo", ends_matter=False)
@@ -171,7 +179,8 @@ def fairshare(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capac
     theirs) or beyond their fair share (for one within theirs)."""
     total = sum(n.total_gpus for n in capacity.nodes) if capacity is not None else 0.0
     shares = fair_shares(queue, running, total, config.shares, config.quotas)
-    ordered = fair_line(queue, running, now, config, shares if capacity is not None else None, in_line_order=True)
+    ordered = resumed_first(fair_line(queue, running, now, config, shares if capacity is not None else None,
+                                      in_line_order=True))
     return run_pass(ordered, running, capacity, now, msgspec.structs.replace(config, reserve=True), _ByShare(shares))
 
 

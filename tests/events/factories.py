@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from argus.rayjobs.submission import submission_id_for
 from argus.events import (
     AttemptEnded,
+    AttemptInterrupted,
     AttemptRunning,
     AttemptTimeLimitReached,
     AttemptPlacementTimedOut,
@@ -132,6 +133,11 @@ def stalled(task_id: str, attempt_no: int = 1, at: float = T0, step: int = 3) ->
         task_id=task_id, attempt_no=attempt_no, submission_id=submission_id_for(task_id, attempt_no),
         step=step, since=at - 901.0, bound_s=900.0, why="v2.scheduler.stall.floor_s", reached_at=at,
     )
+
+
+def interrupted(task_id: str, attempt_no: int = 1, at: float = T0) -> AttemptInterrupted:
+    return AttemptInterrupted(task_id=task_id, attempt_no=attempt_no, submission_id=submission_id_for(task_id, attempt_no),
+                              by="operator", reason="argus up was stopped", interrupted_at=at)
 
 
 def stacks_captured(task_id: str, attempt_no: int = 1, at: float = T0) -> AttemptStacksCaptured:

@@ -40,7 +40,7 @@ def one_of_each() -> list[Any]:
     return [
         f.submitted("a"), f.deferred("a"), f.starting("a"), f.attempt_submitted("a"), f.running("a"),
         f.time_limit_reached("a"), f.placement_timed_out("a"), f.preempted("a"), f.checkpoint("a"),
-        f.progressed("a"), f.stalled("a"), f.stacks_captured("a"), f.incomplete("b"),
+        f.progressed("a"), f.stalled("a"), f.stacks_captured("a"), f.interrupted("a"), f.incomplete("b"),
         f.ended("a", failure_kind=FailureKind.RUNTIME_ERROR), f.retry("a"), f.succeeded("a"), f.failed("a"),
         f.cancel_requested("a"), f.canceled("a", ray_status="STOPPED"), f.user_created("u"),
         f.user_disabled("u"), f.user_enabled("u"), f.user_limits_set("u"), f.token_issued("u", "k"), f.token_revoked("u", "k"),

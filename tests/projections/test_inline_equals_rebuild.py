@@ -20,7 +20,7 @@ from tests.projections.compare import inline_tables, rebuilt_from_scratch
 
 Step = tuple[str, str | None, EventBase]  # (stream, owner, event)
 
-_NEEDS_ATTEMPT = {"AttemptSubmitted", "AttemptRunning", "AttemptTimeLimitReached", "AttemptPlacementTimedOut", "CheckpointObserved", "AttemptEnded", "RetryScheduled", "TaskSucceeded", "TaskFailed", "AttemptProgressed", "AttemptStalled", "AttemptStacksCaptured", "TaskIncomplete"}
+_NEEDS_ATTEMPT = {"AttemptSubmitted", "AttemptRunning", "AttemptTimeLimitReached", "AttemptPlacementTimedOut", "CheckpointObserved", "AttemptEnded", "RetryScheduled", "TaskSucceeded", "TaskFailed", "AttemptProgressed", "AttemptStalled", "AttemptStacksCaptured", "AttemptInterrupted", "TaskIncomplete"}
 USERS = ["alice", "bob", "carol"]
 
 
@@ -45,6 +45,7 @@ def _task_event(kind: str, tid: str, attempt: int, at: float, draw: st.DrawFn) -
         "AttemptProgressed": lambda: f.progressed(tid, attempt, at, step=draw(st.integers(1, 50))),
         "AttemptStalled": lambda: f.stalled(tid, attempt, at),
         "AttemptStacksCaptured": lambda: f.stacks_captured(tid, attempt, at),
+        "AttemptInterrupted": lambda: f.interrupted(tid, attempt, at),
         "TaskFailed": lambda: f.failed(tid, attempt, failure, at),
         "TaskCancelRequested": lambda: f.cancel_requested(tid, draw(st.sampled_from(USERS)), at),
         "TaskCanceled": lambda: f.canceled(tid, "alice", draw(st.none() | st.just("STOPPED")), at),

@@ -393,6 +393,7 @@ export const DESCRIBE = {
   AttemptStacksCaptured: (d) => (d.processes || []).length === 0 ? `attempt ${d.attempt_no}: no stacks (${d.note})` :
     `attempt ${d.attempt_no}: Python stacks of ${d.processes.length} process(es) on ${d.hostname} saved ` +
     `(${d.processes.slice(0, 2).map((p) => `pid ${p.pid}: ${p.top_frame}`).join("; ")})`,
+  AttemptInterrupted: (d) => `attempt ${d.attempt_no} interrupted by ${d.by}: ${d.reason}; it resumes first when Argus is back`,
   AttemptPreempted: (d) => `attempt ${d.attempt_no} preempted (${d.reason}) for ${d.by_task_id}: ${d.message}`,
   AttemptProgressed: (d) => d.step === null || d.step === undefined ? `attempt ${d.attempt_no} will train ${d.total_steps} steps` :
     `attempt ${d.attempt_no} at step ${d.step}` +
