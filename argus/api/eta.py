@@ -36,7 +36,7 @@ from projections.cluster import read_cluster
 from projections.queue import QueueEntry
 from projections.runtime_stats import RunKey, RuntimeHistory, read_runtime_history
 from projections.tasks import TASK_FOLD
-from projections.tasks_read import TaskSummary, task_workloads, tasks_in_states
+from projections.tasks_read import TaskDetail, TaskSummary, task_workloads, tasks_in_states
 from projections.users import gpu_caps
 
 __all__ = ["DryRun", "EtaBoard", "Estimates", "with_estimates"]
@@ -47,18 +47,20 @@ log = logging.getLogger(__name__)
 class Estimates(NamedTuple):
     """What one refresh gives: each waiting task's point ETA and its 80 % interval
     (``argus.scheduler.eta_calibration``; none until enough ETAs have come true or not),
-    by task id."""
+    by task id. A task the forward run gave no start (no cluster seen yet, or it never
+    fits by these estimates) has its reservation's, where the reactor made one."""
 
     starts: dict[str, float]
     ranges: dict[str, StartRange]
 
 
-Estimated = TypeVar("Estimated", QueueEntry, TaskSummary)
+Estimated = TypeVar("Estimated", QueueEntry, TaskSummary, TaskDetail)
 
 
 def with_estimates(item: Estimated, etas: Estimates) -> Estimated:
-    """A queue entry or task-list row with its estimated start and interval (none for a
-    task that is not waiting, or past the first ``DEFAULT_LIMIT`` in line)."""
+    """A queue entry, task-list row or task page with its estimated start and interval
+    (none for a task that is not waiting, or past the first ``DEFAULT_LIMIT`` in line).
+    The one place all three get them, so they show the same."""
     task_id = item.task_id or ""
     span = etas.ranges.get(task_id)
     return msgspec.structs.replace(item, expected_start=etas.starts.get(task_id),
@@ -118,14 +120,15 @@ class EtaBoard:
         now = time.time()
         line = self._line(db, now, with_usage=False)
         if line.capacity is None:
-            return Estimates(starts={}, ranges={})
+            return Estimates(starts=dict(line.reserved), ranges={})
         starts = estimate_starts(line.queue, line.running, line.capacity, now,
                                  PolicyConfig.from_scheduler(sched, gpu_caps=line.gpu_caps), in_line=True)
         self._score(db, starts)
         calibration = self.calibration
         calibration.overdue(now)
         ranges = calibration.give_line(now, starts, ahead={t.task_id for t in line.queue[:DEFAULT_HORIZON]})
-        return Estimates(starts=starts, ranges=ranges)
+        # (reservations after the scoring: the intervals learn from the forward run's ETAs only)
+        return Estimates(starts={**line.reserved, **starts}, ranges=ranges)
 
     def _score(self, db: sqlite3.Connection, starts: dict[str, float]) -> None:
         """The ETAs of tasks that left the line since: scored if they started, forgotten if
@@ -162,8 +165,9 @@ class EtaBoard:
             waiting=waiting, active=active, capacity=list(cluster.nodes) if reachable and cluster else None,
             now=now, config=sched, driver_cpus=self.config.entrypoint_num_cpus, runtimes=history)
         queue += self._coarse(rest, workloads, history)
+        reserved = {t.task_id: t.expected_start for t in waiting if t.expected_start is not None}
         return _Line(queue=queue, running=running, capacity=capacity, history=history, usage=usage,
-                     full=len(shown) >= DEFAULT_LIMIT, gpu_caps=caps)
+                     full=len(shown) >= DEFAULT_LIMIT, gpu_caps=caps, reserved=reserved)
 
     async def dry_run(self, user: str, workload: str, demand: Demand, priority: int,
                       time_limit_s: float | None) -> DryRun:
@@ -228,3 +232,4 @@ class _Line(NamedTuple):
     usage: dict[str, float]  # fairshare: each user's decayed GPU-seconds; else empty
     full: bool  # the line is longer than what was read (DEFAULT_LIMIT)
     gpu_caps: dict[str, float]  # by user: GPUs their tasks may hold at once
+    reserved: dict[str, float]  # by task id: the reactor's reservation (TaskDeferred.reserved_from)

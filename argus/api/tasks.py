@@ -195,13 +195,10 @@ class TasksController(Controller):
     async def show(self, state: State, reads: Reads, who: Principal, task_id: str) -> TaskDetail:
         """State, attempts, failure reason, queue position and why it waits."""
         v = await state.commands.load_task(who, task_id)
-        position = expected = span = None
-        if v.state.is_waiting():
-            position = await reads.queue_position(task_id)
-            etas = await state.etas.estimates()
-            expected, span = etas.starts.get(task_id, v.expected_start), etas.ranges.get(task_id)
-        detail = TaskDetail(**{**msgspec.structs.asdict(v), "expected_start": expected}, queue_position=position,
-                            start_earliest=span.earliest if span else None, start_latest=span.latest if span else None)
+        detail = TaskDetail(**{**msgspec.structs.asdict(v), "expected_start": None})
+        if v.state.is_waiting():  # its start as the list and the queue show it (with_estimates)
+            detail = with_estimates(msgspec.structs.replace(detail, queue_position=await reads.queue_position(task_id)),
+                                    await state.etas.estimates())
         return redacted(await redactor_for(reads, who), detail)
 
     @get("/{task_id:str}/spec", responses=errors(404))

@@ -163,11 +163,16 @@ def fmt_time(ts: float | None) -> str:
 
 
 def fmt_starts_in(d: dict[str, Any], now: float) -> str:
-    """A waiting task's 80 % start interval for a table row, from now: "in 20m-1h30m",
-    "in 2h05m or later" (no upper end known); "" without one."""
+    """A waiting task's start for a table row, from now: its 80 % interval, "in 20m-1h30m"
+    or "in 2h05m or later" (no upper end known); until the intervals have learned (a fresh
+    stack), its expected start as ``argus show`` gives it, "~in 25m" ("any moment" once
+    due); "" without either."""
     earliest, latest = d.get("start_earliest"), d.get("start_latest")
     if earliest is None:
-        return ""
+        expected = d.get("expected_start")
+        if not expected:
+            return ""
+        return f"~in {fmt_age(expected - now)}" if expected > now else "any moment"
     low = "now" if earliest <= now else fmt_age(earliest - now)
     if latest is None:
         return f"in {low} or later"

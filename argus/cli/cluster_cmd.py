@@ -28,7 +28,7 @@ def queue(client: Client) -> None:
             click.echo("the queue is empty")
             return
         now = time.time()
-        print_table(["#", "task", "user", "prio", "needs", "waiting", "starts (80 %)", "why"], [
+        print_table(["#", "task", "user", "prio", "needs", "waiting", "starts", "why"], [
             [e["position"], e.get("task_id") or "(another user's)", e.get("user") or "", e["priority"],
              f"{e['demand']['nnodes']}x{e['demand']['n_gpus_per_node']} GPU",
              fmt_age(now - e["waiting_since"]) if e.get("waiting_since") else "", fmt_starts_in(e, now),

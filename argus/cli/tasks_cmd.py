@@ -71,7 +71,7 @@ def tasks(client: Client, state: str | None, user: str | None, limit: int, curso
 
     def human(d: dict[str, Any]) -> None:
         now = time.time()
-        print_table(["task", "name", "user", "state", "gpus", "age", "ran", "step", "starts (80 %)", "why"], [
+        print_table(["task", "name", "user", "state", "gpus", "age", "ran", "step", "starts", "why"], [
             [t["task_id"], t.get("name") or "", t["user"], t["state"], t.get("gpus", ""),
              fmt_age(now - t["created_at"]), _ran(t, now), _step(t), fmt_starts_in(t, now), _why(t)]
             for t in d["items"]])

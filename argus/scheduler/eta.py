@@ -100,7 +100,7 @@ class _Forward:
         self.free_now = sum(g for g, _ in self.free)
         self.deltas: list[tuple[float, float]] = []  # (when, GPUs given back (+) or taken (-)) from now on
         for k, r in enumerate(running):
-            at = expected_end(r.expected_end, r.started_at, now, default)
+            at = expected_end(r.expected_end, r.started_at, now, default, r.by_progress)
             self.deltas.append((at, float(r.demand.total_gpus)))
             placed = tuple(self.index[n] for n in r.node_ids if n in self.index)
             for i in placed:

@@ -158,6 +158,8 @@ def _committed(usage: Mapping[str, float], running: Sequence[RunningTask], now: 
         end = r.expected_end
         if end is None:
             end = now + default_runtime_s
+        elif end <= now and r.by_progress:
+            end = now  # past an end from its own progress: any moment
         elif end <= now:
             s = r.started_at
             ran = now - s if s is not None and s < now else 0.0

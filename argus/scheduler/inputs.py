@@ -26,6 +26,7 @@ from argus.events import Demand, FailureKind, NodeCapacity
 from argus.lifecycle import TaskState
 from argus.scheduler.ledger import Commitment, CommittedSums, committed_per_node, node_ledgers, ready_nodes
 from argus.scheduler.model import Capacity, QueuedTask, RunningTask
+from argus.scheduler.running_end import running_end
 from projections import TaskView
 from projections.runtime_stats import RuntimeHistory
 
@@ -246,18 +247,20 @@ class QueueMemo:
             if r.settled == (at is not None and now >= at):
                 if hit[1] == history.version:
                     return r
-                if _began(t, now) + history.estimate(t, default)[0] == r.expected_end:
+                if running_end(t, history, default, _began(t, now)).at == r.expected_end:
                     self.running[t.task_id] = (t, history.version, (driver_cpus, min_run_s), at, r)
                     return r
         at = settles_at(t, min_run_s)
         began = _began(t, now)
+        end = running_end(t, history, default, began)
         r = RunningTask(task_id=t.task_id, demand=with_driver(t.demand, driver_cpus), user=t.user,
                         node_ids=t.latest_attempt.node_ids if t.latest_attempt is not None else (),
-                        expected_end=began + history.estimate(t, default)[0], priority=t.priority,
+                        expected_end=end.at, priority=t.priority,
                         preemptible=t.preemptible, stopping=_stopping(t), started_at=began,
                         settled=at is not None and now >= at,
                         preempted=sum(1 for a in t.attempts if a.preempted_by),
-                        limited=t.time_limit_s is not None, settles_at=at if at is not None and now < at else None,
+                        limited=end.limited, by_progress=end.by_progress,
+                        settles_at=at if at is not None and now < at else None,
                         checkpointed_at=t.latest_attempt.checkpointed_at if t.latest_attempt is not None else None)
         self.running[t.task_id] = (t, history.version, (driver_cpus, min_run_s), at, r)
         return r

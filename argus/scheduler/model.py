@@ -75,13 +75,14 @@ class RunningTask(msgspec.Struct, frozen=True, kw_only=True):
     user: str = ""
     node_ids: tuple[str, ...] = ()
     settled: bool = True
-    expected_end: float | None = None  # start + time limit or estimate; None: now + the default
+    expected_end: float | None = None  # argus.scheduler.running_end; None: now + the default
     priority: int = 0
     preemptible: bool = False  # may be stopped to make room (argus.scheduler.preempt)
     stopping: bool = False  # being stopped already (preempted, time limit, ...): gives its GPUs back soon
     preempted: int = 0  # times it was stopped to make room so far (``max_preemptions`` caps it)
     started_at: float | None = None
     limited: bool = False  # ``expected_end`` is its enforced time limit: it ends by then
+    by_progress: bool = False  # ``expected_end`` is from its own progress: once past, it ends any moment
     settles_at: float | None = None  # when it becomes ``settled``, while that is ahead (else None)
     checkpointed_at: float | None = None  # its last checkpoint a resume can use (None: none seen)
 

@@ -3,7 +3,8 @@ backfill scheduler and Maui do it).
 
 The first task in line that does not fit now gets a reservation: the earliest time its
 gang fits, given when the running tasks are expected to end (their ``expected_end``:
-start plus time limit or estimate), and on which nodes. A task behind it may start now
+``argus.scheduler.running_end``, from their progress, time limit or estimate), and on
+which nodes. A task behind it may start now
 only if it cannot delay that: it fits on nodes the reservation does not need, or it is
 expected to end before the reservation starts. Estimates can be wrong: a reservation is
 recomputed on every pass, and a gang is still admitted only when it fits per node.
@@ -53,16 +54,21 @@ class Reservation(msgspec.Struct, frozen=True, kw_only=True):
     firm: bool = False
 
 
-def expected_end(end: float | None, started: float | None, now: float, default_s: float) -> float:
-    """When a running task is expected to end: its start plus its time limit or estimate;
-    ``now + default_s`` when nothing is known. A task already past that has shown its
-    estimate was short: it is expected to run as long again as it has so far (run times
-    are heavy-tailed: the longer a job has run, the longer it is likely to run on), not
-    to end at once (the simulator saw ETAs of "now" for tasks that waited hours)."""
+def expected_end(end: float | None, started: float | None, now: float, default_s: float,
+                 by_progress: bool = False) -> float:
+    """When a running task is expected to end, at ``now``: ``end``
+    (``argus.scheduler.running_end``: its progress, time limit or estimate);
+    ``now + default_s`` when nothing is known. Past an end from its own progress
+    (``by_progress``) it ends any moment: now. Past an estimate, it has shown the estimate
+    was short: it is expected to run as long again as it has so far (run times are
+    heavy-tailed: the longer a job has run, the longer it is likely to run on), not to end
+    at once (the simulator saw ETAs of "now" for tasks that waited hours)."""
     if end is None:
         return now + default_s
     if end > now:
         return end
+    if by_progress:
+        return now
     ran = now - started if started is not None and started < now else 0.0
     return now + max(ran, 60.0)
 
@@ -147,7 +153,8 @@ class _Grouped:
     a plan puts them in order without making each again (most running tasks are past their
     estimate, and their expected end moves with the clock: ``expected_end``):
 
-    - ``due``: a time limit already passed: now (being stopped), in their order;
+    - ``due``: a time limit already passed (being stopped), or an end from progress
+      (any moment): now, in their order;
     - ``fixed``: an expected end or limit ahead, by time;
     - ``unknown``: nothing known: now + the default run time, in their order;
     - ``overdue``: past their estimate: now + as long again as they have run (at least a
@@ -177,8 +184,8 @@ class _Grouped:
                 self.unknown.append((k, r.demand, nodes))
             elif end > now:
                 self.fixed.append((end, k, r.demand, nodes, r.limited))
-            elif r.limited:
-                self.due.append((now, k, r.demand, nodes, True))  # its time limit stops it (being stopped)
+            elif r.limited or r.by_progress:  # its time limit stops it; its steps are done
+                self.due.append((now, k, r.demand, nodes, r.limited))
             else:  # run as long again: the latest started end first (None: counts as just started)
                 started = r.started_at if r.started_at is not None else float("inf")
                 overdue.append((-started, k, r.demand, nodes))
@@ -196,7 +203,7 @@ class _Grouped:
         """The groups in order of time at ``now``, each as a stream of steps."""
         out: list[Iterator[Step]] = []
         if self.due:
-            out.append(iter([(now, k, e, nodes, True) for _, k, e, nodes, _ in self.due]))
+            out.append(iter([(now, k, e, nodes, limited) for _, k, e, nodes, limited in self.due]))
         if self.fixed:
             out.append(iter(self.fixed))
         if self.unknown:

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from argus.events import cluster_stream, task_stream
+from argus.events import AttemptProgressed, TaskDeferred, cluster_stream, task_stream
+from argus.rayjobs.submission import submission_id_for
 from argus.store import AppendBatch
 from tests.api.conftest import ADVANCED, Env, put_dataset
 from tests.events import factories as f
@@ -132,3 +133,46 @@ async def test_the_intervals_learn_from_how_the_boards_own_etas_came_true(env: E
     assert shown["expected_start"] <= shown["start_earliest"] <= shown["start_latest"], shown
     queue = {e["task_id"]: e for e in (await env.client.get("/api/v2/queue", headers=h)).json()["items"]}
     assert queue[b]["start_latest"] == pytest.approx(shown["start_latest"], abs=5)
+
+
+async def _shown_starts(env: Env, task_id: str, who: str = "alice") -> tuple[float | None, float | None, float | None]:
+    """``task_id``'s expected start as the task page, the task list and the queue show it."""
+    h = env.h(who)
+    page = (await env.client.get(f"/api/v2/tasks/{task_id}", headers=h)).json()
+    rows = {r["task_id"]: r for r in (await env.client.get("/api/v2/tasks", headers=h)).json()["items"]}
+    queue = {e["task_id"]: e for e in (await env.client.get("/api/v2/queue", headers=h)).json()["items"]}
+    return page["expected_start"], rows[task_id]["expected_start"], queue[task_id]["expected_start"]
+
+
+async def test_a_task_behind_one_with_progress_starts_when_its_steps_are_done(env: Env) -> None:
+    """On a fresh stack (no run history): the running task's driver reported step 40 of 100
+    at 30 s a step, so it ends 30 min after that step, not an hour after it started (the
+    default); the task page, the list and the queue all say so."""
+    now = time.time()
+    busy, other, waiting = ("alice-ppo-20260101-000030-prog", "alice-ppo-20260101-000031-none",
+                            "alice-ppo-20260101-000032-wait")
+    started = now - 600
+    progress = AttemptProgressed(task_id=busy, attempt_no=1, submission_id=submission_id_for(busy, 1), step=40,
+                                 step_at=now - 10, first_step=1, total_steps=100, step_time_s=30.0, observed_at=now)
+    batches = [AppendBatch(stream=cluster_stream, expected_version=None, events=[f.capacity({"n0": 0.0}, at=now)])]
+    for tid, extra in ((busy, [progress]), (other, [])):  # two 4-GPU tasks fill the node
+        batches.append(AppendBatch(stream=task_stream(tid), expected_version=0, owner="alice", events=[
+            f.submitted(tid, at=started), f.starting(tid, at=started), f.attempt_submitted(tid, at=started),
+            f.running(tid, at=started), *extra]))
+    batches.append(AppendBatch(stream=task_stream(waiting), expected_version=0, owner="alice",
+                               events=[f.submitted(waiting, at=now), f.deferred(waiting, at=now)]))
+    await env.store.append_batches(batches)
+    page, row, entry = await _shown_starts(env, waiting)
+    assert page == pytest.approx(now - 10 + 60 * 30.0, abs=1)  # 60 steps left x 30 s, from step 40
+    assert row == page and entry == page
+
+
+async def test_without_a_cluster_seen_every_surface_shows_the_reservation(env: Env) -> None:
+    """No forward run without a cluster: the task page, the list and the queue show the
+    reactor's reservation alike (the list and the queue used to show none)."""
+    tid = "alice-ppo-20260101-000040-resv"
+    at = time.time()
+    reserved = TaskDeferred(task_id=tid, reason="no_capacity_per_node", message="reserved", needed=f.DEMAND,
+                            reserved_from=at + 900, reserved_nodes=["n0"], decided_at=at)
+    await env.store.append(task_stream(tid), 0, [f.submitted(tid, at=at), reserved], owner="alice")
+    assert await _shown_starts(env, tid) == (at + 900, at + 900, at + 900)

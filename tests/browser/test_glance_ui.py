@@ -246,6 +246,16 @@ def test_queue_page_shows_position_gpus_waiting_time_and_reason(browsing: Browsi
     assert cells[5].startswith("no_capacity_per_node") and "needs 2 nodes" in cells[5], cells
     # bob's entry is there, anonymised.
     assert "(another user's task)" in page.inner_text("#queue-table")
+    # Until the 80 % intervals have learned (a fresh stack), a row shows the expected start,
+    # as the task page does, not "—" (here nothing fits by the estimates: the rows' is "—").
+    shown = page.evaluate("""async () => {
+        const { startsIn } = await import(new URL("js/dom.js", document.baseURI).href);
+        const now = Date.now() / 1000;
+        return [startsIn({ expected_start: now + 1530 }, now), startsIn({ expected_start: now - 5 }, now),
+                startsIn({}, now)].map((el) => [el.textContent, el.title]);
+    }""")
+    assert shown[0][0] == "~in 25m" and shown[0][1].startswith("expected ~"), shown
+    assert shown[1][0] == "any moment" and shown[2][0] == "—", shown
     shot(page, "queue-wide")
 
 

@@ -4,6 +4,7 @@ queue with reasons; the cluster; one readable line per event. Against a real ser
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,9 +67,10 @@ def test_tasks_queue_cluster_watch(server: Server) -> None:
         AppendBatch(stream=task_stream(running), expected_version=1, owner="admin", events=[
             AttemptStarting(task_id=running, attempt_no=1, submission_id=sid, payload=payload, decided_at=now),
             AttemptRunning(task_id=running, attempt_no=1, submission_id=sid, started_at=now - 125),
-            # its driver reported step 3 (argus.rayjobs.reports): what the list shows
+            # its driver reported step 3 (argus.rayjobs.reports): what the list shows; 4 steps
+            # of the spec's 7 left at 5 min a step: it ends in 20 min
             AttemptProgressed(task_id=running, attempt_no=1, submission_id=sid, step=3, step_at=now,
-                              observed_at=now)]),
+                              step_time_s=300.0, observed_at=now)]),
         AppendBatch(stream=task_stream(waiting), expected_version=1, owner="admin", events=[
             TaskDeferred(task_id=waiting, reason="no_capacity_per_node",
                          message="needs 1 node with 1 GPU free; free GPUs per node: [0]",
@@ -86,10 +88,20 @@ def test_tasks_queue_cluster_watch(server: Server) -> None:
     row = next(line for line in out.splitlines() if line.startswith(running))
     assert "tiny toy run" in row and "RUNNING" in row and "3/7" in row and " 2m" in row, out
     row = next(line for line in out.splitlines() if line.startswith(waiting))
-    assert "no_capacity_per_node: needs 1 node" in row, out
+    assert "no_capacity_per_node: needs 1 node" in row and "~in 19m" in row, out
 
     out = run(server, "queue").output
     assert waiting in out and "1x1 GPU" in out and "no_capacity_per_node" in out, out
+    row = next(line for line in out.splitlines() if waiting in line)
+    assert "~in 19m" in row, out  # a fresh stack: no interval learned yet, the expected start
+
+    # The list, the queue and the task page give the waiting task the same expected start:
+    # when the running task's steps are done (a fresh stack has no history: not an hour).
+    shown = [run(server, "show", waiting, "--json").output]
+    shown += [next(t for t in json.loads(run(server, cmd, "--json").output)["items"] if t["task_id"] == waiting)
+              for cmd in ("tasks", "queue")]
+    starts = [json.loads(shown[0])["expected_start"], shown[1]["expected_start"], shown[2]["expected_start"]]
+    assert starts[0] == pytest.approx(now + 1200, abs=1) and starts.count(starts[0]) == 3, starts
 
     out = run(server, "cluster").output
     assert "reachable" in out and "0/4" in out and "12/16" in out and "10.1.2.3" in out, out

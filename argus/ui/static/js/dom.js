@@ -69,11 +69,18 @@ export function fmtAge(seconds) {
   return `${Math.floor(s / 86400)}d${Math.floor((s % 86400) / 3600)}h`;
 }
 
-/** A waiting task's 80 % start interval, from now ("in 20m–1h30m"; "in 2h05m or later"
- * with no upper end known), its times in the title; a dash without one. */
+/** A waiting task's start, from now: its 80 % interval ("in 20m–1h30m"; "in 2h05m or
+ * later" with no upper end known), its times in the title; until the intervals have
+ * learned (a fresh stack), its expected start as the task page gives it ("~in 25m", "any
+ * moment" once due; as the CLI's fmt_starts_in); a dash without either. */
 export function startsIn(d, now) {
   const lo = d.start_earliest, hi = d.start_latest;
-  if (lo === null || lo === undefined) return h("span", { class: "muted" }, "—");
+  if (lo === null || lo === undefined) {
+    const at = d.expected_start;
+    if (!at) return h("span", { class: "muted" }, "—");
+    const title = `expected ~${fmtTime(at)} (if nothing else arrives ahead of it)`;
+    return h("span", { class: "starts-in", title }, at > now ? `~in ${fmtAge(at - now)}` : "any moment");
+  }
   const low = lo <= now ? "now" : fmtAge(lo - now);
   const text = hi === null || hi === undefined ? `in ${low} or later`
     : hi <= now ? "now" : `in ${low}–${fmtAge(hi - now)}`;

@@ -33,7 +33,7 @@ export async function render(main, _params, ctx) {
         h("th", { scope: "col", class: "col-state" }, "State"),
         h("th", { scope: "col", class: "num col-priority" }, "Priority"),
         h("th", { scope: "col", class: "col-next", title: "When the scheduler looks at it again" }, "Next try"),
-        h("th", { scope: "col", class: "col-starts", title: "When it starts, 80 % sure" }, "Starts"))),
+        h("th", { scope: "col", class: "col-starts", title: "When it starts: 80 % sure, else ~expected" }, "Starts"))),
       tbody)),
     h("h2", {}, "Shares"), sharesNote,
     h("div", { class: "table-wrap" }, h("table", { class: "data", id: "shares-table" },

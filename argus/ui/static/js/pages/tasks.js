@@ -52,7 +52,7 @@ export async function render(main, params, ctx) {
       h("th", { scope: "col", class: "col-ran", title: "How long the latest attempt ran (so far)" }, "Ran"),
       h("th", { scope: "col", class: "col-progress" }, "Progress"),
       h("th", { scope: "col", class: "col-why" }, "Why it waits / failed"),
-      h("th", { scope: "col", class: "col-starts", title: "While it waits: when it starts, 80 % sure" }, "Starts"))),
+      h("th", { scope: "col", class: "col-starts", title: "While it waits: when it starts, 80 % sure, else ~expected" }, "Starts"))),
     tbody);
   const pager = h("nav", { class: "pager", "aria-label": "Pages" });
   const errorBox = h("div");
