@@ -159,7 +159,14 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # from the last checkpoint up to this many times per task; the same kind at the same
     # step twice ends the task FAILED at once (it is a bug, not bad luck). 0: never.
     transient_retries: int = 3
-    max_running_tasks: int = 8
+    # Tasks running at once on the cluster (each one Ray job): more wait, with a message
+    # naming this setting. 32: through argus up on a 2-core host 43 ran at once without an
+    # error (docs/evaluation/2026-12-03-concurrency.md); the head's own services grew ~4-7 MB
+    # a task (each job's supervisor and driver, ~160 MB, run on the workers), but Ray's job
+    # list slowed to p95 ~0.9 s and Ray started jobs at ~0.2 a second there, and Ray
+    # reports Jobs API failures past ~30 running jobs on some versions. Raise it on a
+    # larger head (docs/operations.md, "Tasks at once").
+    max_running_tasks: int = 32
     max_running_per_user: int = 0  # 0: no per-user limit
     # Let tasks behind a head that does not fit start if they fit (better use of GPUs;
     # the head may wait longer). Strict FIFO when false.

@@ -20,7 +20,8 @@ resumes from it). Paths are resolved in the driver's working directory.
 
 Test knobs: ``trainer.step_sleep_s`` (make runs last), ``trainer.init_sleep_s`` (wait
 before reserving the gang, as verl loads its tokenizer, data and models first: Ray shows the
-GPUs free meanwhile), ``trainer.fail_at_step`` (raise a
+GPUs free meanwhile), ``trainer.driver_sleep_s`` (the same, in the driver, before the
+TaskRunner starts), ``trainer.fail_at_step`` (raise a
 runtime error), ``trainer.max_colocate_count`` (CPUs in each GPU bundle: more than a node
 has reproduces verl's endless wait on a placement group Ray cannot place). A missing train file is a user error: a clear message and exit code 1.
 """
@@ -51,6 +52,9 @@ class ToyConfig(msgspec.Struct, kw_only=True):
     logger: list[str] = msgspec.field(default_factory=lambda: ["console", "file"])
     step_sleep_s: float = 0.0
     init_sleep_s: float = 0.0
+    # Sleep in the driver, connected to Ray, before its TaskRunner starts: a running Ray
+    # job with the fewest processes (tests/bench/bench_concurrency.py holds 100 at once).
+    driver_sleep_s: float = 0.0
     fail_at_step: int = 0
     # Hang (sleep for ever, in _hang_here) at the start of this step, on attempt
     # hang_on_attempt only (the driver's ARGUS_ATTEMPT; 0: every attempt): a stalled run.
@@ -80,6 +84,7 @@ _KEYS = {
     "trainer.logger": "logger",
     "trainer.step_sleep_s": "step_sleep_s",
     "trainer.init_sleep_s": "init_sleep_s",
+    "trainer.driver_sleep_s": "driver_sleep_s",
     "trainer.fail_at_step": "fail_at_step",
     "trainer.hang_at_step": "hang_at_step",
     "trainer.hang_on_attempt": "hang_on_attempt",
@@ -329,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     from argus.examples import toy_trainer
 
     ray.init(address=cfg.ray_address)
+    if cfg.driver_sleep_s:
+        time.sleep(cfg.driver_sleep_s)
     runner = toy_trainer._task_runner_cls().remote()
     summary = ray.get(runner.run.remote(msgspec.to_builtins(cfg), metrics_path))  # a failure raises RayTaskError
     print(f"toy_trainer done: {json.dumps(summary)}", flush=True)

@@ -104,7 +104,7 @@ class Capacity(msgspec.Struct, frozen=True, kw_only=True):
 
 class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     policy: str = "fifo"
-    max_running_tasks: int = 8
+    max_running_tasks: int = 32  # as SchedulerConfig's (argus.config: why 32)
     max_running_per_user: int = 0  # 0: no per-user limit
     # GPUs each user's admitted tasks may hold at once, by user (UserLimitsSet, set by an
     # admin; not listed: no cap). An input of the pass like ``usage``: it changes as admins act.

@@ -318,8 +318,11 @@ def _limited(t: QueuedTask, n_running: int, per_user: dict[str, int], held: dict
     """``max_running_tasks`` run, or ``t``'s user runs the most ``max_running_per_user``
     allows, or holds so many GPUs that ``t``'s gang would take them past their cap."""
     if n_running >= config.max_running_tasks:
-        return Defer(task_id=t.task_id, reason=Reason.MAX_RUNNING,
-                     message=f"{config.max_running_tasks} task(s) already running (max_running_tasks)")
+        # Says the setting and its number: a task held back by the head's cap looks, on a
+        # cluster with free GPUs, like a bug unless the wait names what holds it.
+        return Defer(task_id=t.task_id, reason=Reason.MAX_RUNNING, message=(
+            f"the head runs its limit of {config.max_running_tasks} task(s) at once "
+            "(v2.scheduler.max_running_tasks): it starts when one ends"))
     if config.max_running_per_user <= 0 or per_user.get(t.user, 0) < config.max_running_per_user:
         return _over_gpu_cap(t, held.get(t.user, 0.0), config.gpu_caps[t.user])
     return Defer(task_id=t.task_id, reason=Reason.USER_LIMIT, message=(

@@ -141,24 +141,42 @@ class OneWorkerCluster(RayCluster):
         worker.proc = self._spawn(worker.args, worker.name)
 
 
-def task_spec(steps: int) -> str:
+def task_spec(steps: int, extra: str = "") -> str:
+    """An advanced task running the toy trainer on 1 GPU; ``extra``: more of its overrides
+    (e.g. ``trainer.init_sleep_s=60``)."""
     return ("kind: advanced\nworkload: ppo\nnnodes: 1\nn_gpus_per_node: 1\nmax_attempts: 1\n"
             "command: PYTHONUNBUFFERED=1 python3 -m argus.examples.toy_trainer"
             " data.train_files=$HOME/datasets/bench/train.jsonl trainer.nnodes=1"
             f" trainer.n_gpus_per_node=1 trainer.total_training_steps={steps}"
-            " trainer.default_local_dir=${ARGUS_JOB_DIR}/checkpoints\n")
+            f" trainer.default_local_dir=${{ARGUS_JOB_DIR}}/checkpoints{' ' + extra if extra else ''}\n")
 
 
-def run_argus(n: int, gpus: int, steps: int, work: Path) -> tuple[Side, str]:
-    """The Argus side; returns it and the expanded command its tasks ran."""
+class UpStack(msgspec.Struct, kw_only=True):
+    """A running ``argus up`` subprocess (its own process group) and how to reach it."""
+
+    proc: subprocess.Popen[bytes]
+    url: str  # the API's base, .../api/v2
+    data_dir: Path
+    console: Path
+    token: str = ""  # a plain user's (``bench``), once made
+    dashboard: str = ""  # the Ray head's dashboard (job server) URL
+
+
+def start_up(work: Path, gpus: int, env_extra: dict[str, str] | None = None) -> UpStack:
+    """``argus up --gpus G`` in ``work`` (fresh data dir, free port; ``env_extra``: e.g.
+    ``ARGUS_V2__SCHEDULER__…`` overrides), waited for until its cluster is ready; a user
+    ``bench`` and its token made with the admin token. The caller stops it with
+    ``kill_group(up.proc, grace_s=60.0)``, also when this raises (the proc is then gone)."""
     data_dir, console = work / "up", work / "up-console.log"
     port = free_ports(1)[0]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ARGUS_", "RAY_ADDRESS"))}
+    env.update(env_extra or {})
     with open(console, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "argus", "up", "--gpus", str(gpus), "--data-dir", str(data_dir),
              "--port", str(port)], cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True)
+    up = UpStack(proc=proc, url=f"http://127.0.0.1:{port}/api/v2", data_dir=data_dir, console=console)
     try:
         started = time.monotonic()
         while "cluster ready" not in console.read_text(errors="replace"):  # the README's ready line
@@ -166,16 +184,31 @@ def run_argus(n: int, gpus: int, steps: int, work: Path) -> tuple[Side, str]:
                 raise RuntimeError(f"argus up not ready (rc={proc.poll()}):\n{console.read_text()[-3000:]}")
             time.sleep(0.5)
         print(f"  argus up ready in {time.monotonic() - started:.1f}s (port {port})", flush=True)
-        url = f"http://127.0.0.1:{port}/api/v2"
         admin = (data_dir / "admin.token").read_text().strip()
-        with httpx.Client(base_url=url, timeout=30, headers={"Authorization": f"Bearer {admin}"}) as c:
+        with httpx.Client(base_url=up.url, timeout=30, headers={"Authorization": f"Bearer {admin}"}) as c:
             c.post("/users", json={"user_id": "bench"}).raise_for_status()
-            token = c.post("/users/bench/tokens", json={"label": "bench"}).raise_for_status().json()["token"]
+            up.token = c.post("/users/bench/tokens", json={"label": "bench"}).raise_for_status().json()["token"]
             head = c.get("/cluster").raise_for_status().json()["head"]
-        watch = RayWatch(f"http://{head['head_ip']}:{head['dashboard_port']}")
-        with httpx.Client(base_url=url, timeout=30, headers={"Authorization": f"Bearer {token}"}) as c:
-            dataset = make_example_dataset(work / "train.jsonl")
-            c.put("/files/datasets/bench/train.jsonl", content=dataset.read_bytes()).raise_for_status()
+        up.dashboard = f"http://{head['head_ip']}:{head['dashboard_port']}"
+    except BaseException:
+        kill_group(proc, grace_s=60.0)
+        raise
+    return up
+
+
+def upload_dataset(c: httpx.Client, work: Path) -> None:
+    """The toy trainer's dataset, where task_spec's command reads it."""
+    dataset = make_example_dataset(work / "train.jsonl")
+    c.put("/files/datasets/bench/train.jsonl", content=dataset.read_bytes()).raise_for_status()
+
+
+def run_argus(n: int, gpus: int, steps: int, work: Path) -> tuple[Side, str]:
+    """The Argus side; returns it and the expanded command its tasks ran."""
+    up = start_up(work, gpus)
+    try:
+        watch = RayWatch(up.dashboard)
+        with httpx.Client(base_url=up.url, timeout=30, headers={"Authorization": f"Bearer {up.token}"}) as c:
+            upload_dataset(c, work)
             spec = task_spec(steps)
             t0 = time.time()
             ids = [c.post("/tasks", content=spec, headers={"Content-Type": "application/yaml"})
@@ -207,7 +240,7 @@ def run_argus(n: int, gpus: int, steps: int, work: Path) -> tuple[Side, str]:
             jobs.append(job)
         return Side(name="argus", jobs=jobs, t0=t0), command
     finally:  # SIGTERM to its group (it stops its Ray node watchdogs), SIGKILL after 60 s
-        kill_group(proc, grace_s=60.0)
+        kill_group(up.proc, grace_s=60.0)
 
 
 def run_ray(n: int, gpus: int, command: str, work: Path) -> Side:

@@ -158,6 +158,9 @@ def test_max_running():
     running = [RunningTask(task_id="r", demand=Demand(nnodes=1, n_gpus_per_node=1, cpus_per_node=1))]
     d = decide([task("a")], running, cap(8), NOW, PolicyConfig(max_running_tasks=1))[0]
     assert d.reason == Reason.MAX_RUNNING
+    # The wait names the setting and its number, and what ends it.
+    assert d.message == ("the head runs its limit of 1 task(s) at once (v2.scheduler.max_running_tasks): "
+                         "it starts when one ends")
 
 
 def test_user_limit_does_not_block_others():
@@ -246,6 +249,11 @@ def test_priority_reserves_for_the_first_task_that_does_not_fit_and_backfills_ar
     assert out["high"].reserved_from == NOW + 3600
     assert out["low"] == Admit(task_id="low", node_ids=("n01",), note=out["low"].note)  # off the reserved node
     assert out["low-wide"].reason == Reason.BEHIND_RESERVATION  # only on n00, and it would delay "high"
+
+
+def test_max_running_default_agrees():
+    """The head's cap has one default (argus.config says why 32), kept in both places."""
+    assert PolicyConfig().max_running_tasks == SchedulerConfig().max_running_tasks == 32
 
 
 def test_from_scheduler_config_and_unknown_policy():
