@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, AsyncIterator
@@ -32,6 +33,7 @@ from argus.rayjobs.submission import job_dir
 from argus.service import CommandError, Principal
 from argus.taskspec import TaskSpecError
 from argus.taskspec.document import decode_json
+from projections.goodput import task_goodput
 from projections.tasks_read import PageCursor, summarize
 
 __all__ = ["TasksController", "read_document"]
@@ -192,7 +194,8 @@ class TasksController(Controller):
 
     @get("/{task_id:str}", responses=errors(404))
     async def show(self, state: State, reads: Reads, who: Principal, task_id: str) -> TaskDetail:
-        """State, attempts, failure reason, queue position and why it waits."""
+        """State, attempts, failure reason, queue position, why it waits, and its goodput
+        (the GPU time it held and where it went, up to now)."""
         v = await state.commands.load_task(who, task_id)
         position = expected = span = None
         if v.state.is_waiting():
@@ -200,7 +203,8 @@ class TasksController(Controller):
             etas = await state.etas.estimates()
             expected, span = etas.starts.get(task_id, v.expected_start), etas.ranges.get(task_id)
         detail = TaskDetail(**{**msgspec.structs.asdict(v), "expected_start": expected}, queue_position=position,
-                            start_earliest=span.earliest if span else None, start_latest=span.latest if span else None)
+                            start_earliest=span.earliest if span else None, start_latest=span.latest if span else None,
+                            goodput=task_goodput(v, time.time()))
         return redacted(await redactor_for(reads, who), detail)
 
     @get("/{task_id:str}/spec", responses=errors(404))

@@ -51,19 +51,21 @@ def sums_to_held(g: Goodput) -> None:
     assert sum(getattr(g, c) for c in CATEGORIES) == pytest.approx(g.held)
 
 
-def stalled_then_resumed(checkpoint_step: int, checkpoint_at: float) -> list[EventBase]:
-    """Placement 10 s, start-up 30 s, steps 1-3 at 50/60/70 s, no step after: stalled at
-    170 s, ended 175 s; resumed at 185 s, running at 190 s, steps 4..10 from 200 to 260 s,
-    succeeded at 265 s."""
+def stalled_then_resumed(checkpoint_step: int, checkpoint_at: float, task: str = "t",
+                         base: float = T) -> list[EventBase]:
+    """Submitted at ``base``; placement 10 s, start-up 30 s, steps 1-3 at 50/60/70 s, no step
+    after: stalled at 170 s, ended 175 s; resumed at 185 s, running at 190 s, steps 4..10
+    from 200 to 260 s, succeeded at 265 s (``step``'s and ``saved``'s times are from T)."""
+    o = base - T
     return [
-        f.submitted("t", at=T), f.starting("t", 1, T + 10), f.attempt_submitted("t", 1, T + 11),
-        f.running("t", 1, T + 20), step("t", 1, 1, 50), step("t", 1, 2, 60), step("t", 1, 3, 70),
-        saved("t", 1, checkpoint_step, checkpoint_at), f.stalled("t", 1, T + 170, step=3),
-        f.ended("t", 1, "STOPPED", failure_kind=FailureKind.STALLED, at=T + 175),
-        f.retry("t", 1, FailureKind.STALLED, T + 175),
-        f.starting("t", 2, T + 185), f.attempt_submitted("t", 2, T + 186), f.running("t", 2, T + 190),
-        step("t", 2, 4, 200, first=4), step("t", 2, 10, 260, first=4),
-        f.ended("t", 2, "SUCCEEDED", at=T + 265), f.succeeded("t", 2, T + 265),
+        f.submitted(task, at=base), f.starting(task, 1, base + 10), f.attempt_submitted(task, 1, base + 11),
+        f.running(task, 1, base + 20), step(task, 1, 1, o + 50), step(task, 1, 2, o + 60), step(task, 1, 3, o + 70),
+        saved(task, 1, checkpoint_step, o + checkpoint_at), f.stalled(task, 1, base + 170, step=3),
+        f.ended(task, 1, "STOPPED", failure_kind=FailureKind.STALLED, at=base + 175),
+        f.retry(task, 1, FailureKind.STALLED, base + 175),
+        f.starting(task, 2, base + 185), f.attempt_submitted(task, 2, base + 186), f.running(task, 2, base + 190),
+        step(task, 2, 4, o + 200, first=4), step(task, 2, 10, o + 260, first=4),
+        f.ended(task, 2, "SUCCEEDED", at=base + 265), f.succeeded(task, 2, base + 265),
     ]
 
 
