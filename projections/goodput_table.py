@@ -1,31 +1,32 @@
-"""Goodput per user and for the cluster (``/goodput``, ``/metrics``): finished tasks' kept in
-``task_goodput``, unfinished ones' computed when read.
+"""Goodput per user and for the cluster (``/goodput``, ``/metrics``): finished tasks' summed
+per user in ``goodput_sums``, unfinished ones' computed when read.
 
 A finished task's goodput no longer changes (``projections.goodput.task_goodput`` counts it
-to its last event), so it is kept, one row per task, when the task ends (again, should a
-late event move it). An unfinished task's grows with the clock: the reader folds it in at
-``now``. Rows, not running sums: a rebuild then writes exactly what the inline path wrote,
-and a sum over a user's rows is one index walk.
+to its last event), so it is added to its user's sums when the task ends (and, should a late
+event move it, what was added is taken back and the new figures added). The sums are
+integer milliseconds: integers add exactly in any order, so the sums kept as tasks finish
+equal a rebuild's. An unfinished task's figures grow with the clock: the reader adds them
+at ``now``. So a read is one row per user plus the unfinished tasks, however long the log.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import msgspec
 
-from projections.base import Change, EntityProjection, insert_sql, upsert_sql
+from projections.base import Change, EntityProjection
 from projections.goodput import CATEGORIES, Goodput, UserGoodput, by_user, task_goodput
 from projections.tasks import TASK_FOLD, TaskView
 from projections.tasks_read import unfinished_tasks
 
 __all__ = ["GoodputProjection", "GoodputReport", "read_goodput"]
 
-_NUMBERS = ("held", *CATEGORIES, "waiting_s", "lost_steps")
-_COLUMNS = ", ".join(("task_id", "user", *_NUMBERS))
-_UPSERT = upsert_sql("task_goodput", _COLUMNS, "task_id", frozenset({"user"}))
-_INSERT = insert_sql("task_goodput", _COLUMNS)
+_SECONDS = ("held", *CATEGORIES, "waiting_s")  # kept as integer milliseconds
+_COLUMNS = ("tasks", *_SECONDS, "lost_steps")
+_ADD = (f"INSERT INTO goodput_sums (user, {', '.join(_COLUMNS)}) VALUES (?{', ?' * len(_COLUMNS)}) "
+        f"ON CONFLICT (user) DO UPDATE SET {', '.join(f'{c} = {c} + excluded.{c}' for c in _COLUMNS)}")
 
 
 class GoodputReport(msgspec.Struct, kw_only=True):
@@ -36,35 +37,52 @@ class GoodputReport(msgspec.Struct, kw_only=True):
     cluster: UserGoodput
 
 
-def _row(view: TaskView) -> tuple[object, ...]:
+def _sums(view: TaskView) -> list[int]:
+    """A finished task's figures as its row adds them: one task, milliseconds, lost steps."""
     g = task_goodput(view, view.updated_at)  # finished: ``now`` is not read
-    return (view.task_id, view.user, *(getattr(g, name) for name in _NUMBERS))
+    return [1, *(round(getattr(g, name) * 1000) for name in _SECONDS), g.lost_steps]
+
+
+def _add(db: sqlite3.Connection, deltas: Iterable[tuple[str, list[int]]]) -> None:
+    totals: dict[str, list[int]] = {}
+    for user, delta in deltas:
+        acc = totals.setdefault(user, [0] * len(_COLUMNS))
+        for i, d in enumerate(delta):
+            acc[i] += d
+    rows = [(user, *acc) for user, acc in totals.items() if any(acc)]
+    if rows:
+        db.executemany(_ADD, rows)
 
 
 class GoodputProjection(EntityProjection[TaskView]):
-    """``task_goodput``: one row per finished task."""
+    """``goodput_sums``: one row per user, the sums of their finished tasks."""
 
-    name = "task_goodput"
+    name = "goodput_sums"
     version = 1
-    tables = ("task_goodput",)
+    tables = ("goodput_sums",)
     fold = TASK_FOLD
 
     def save(self, db: sqlite3.Connection, changes: Sequence[Change[TaskView]]) -> None:
-        rows = [_row(after) for _, _, after in changes if after is not None and after.state.is_terminal()]
-        if rows:
-            db.executemany(_UPSERT, rows)
+        deltas: list[tuple[str, list[int]]] = []
+        for _, before, after in changes:
+            if after is None or not after.state.is_terminal():
+                continue  # (a finished task never becomes unfinished again)
+            added = _sums(after)
+            if before is not None and before.state.is_terminal():  # moved by a late event
+                added = [a - b for a, b in zip(added, _sums(before))]
+            deltas.append((after.user, added))
+        _add(db, deltas)
 
     def write_all(self, db: sqlite3.Connection, entities: dict[str, TaskView]) -> None:
-        db.executemany(_INSERT, (_row(v) for v in entities.values() if v.state.is_terminal()))
+        # Added to what is there: a parallel rebuild writes its shares one after another.
+        _add(db, ((v.user, _sums(v)) for v in entities.values() if v.state.is_terminal()))
 
 
 def _finished(db: sqlite3.Connection) -> dict[str, tuple[int, Goodput]]:
-    sums = ", ".join(f"total({name})" for name in _NUMBERS)
     out: dict[str, tuple[int, Goodput]] = {}
-    for who, n, *numbers in db.execute(f"SELECT user, count(*), {sums} FROM task_goodput GROUP BY user"):
-        fields = dict(zip(_NUMBERS, numbers))
-        fields["lost_steps"] = int(fields["lost_steps"])
-        out[who] = (n, Goodput().plus(Goodput(**fields)))  # plus: with its ratio
+    for user, tasks, *numbers in db.execute(f"SELECT user, {', '.join(_COLUMNS)} FROM goodput_sums"):
+        fields: dict[str, float] = {name: ms / 1000 for name, ms in zip(_SECONDS, numbers)}
+        out[user] = (tasks, Goodput().plus(Goodput(**fields, lost_steps=numbers[-1])))  # plus: with its ratio
     return out
 
 

@@ -1,6 +1,7 @@
 """Goodput in the API: a task's own (``GET /tasks/{id}``), per user and for the cluster
-(``GET /goodput``), and in ``/metrics``; a finished task's kept by the ``task_goodput``
-projection (tests/projections/test_inline_equals_rebuild.py checks it against a rebuild)."""
+(``GET /goodput``), and in ``/metrics``; finished tasks' summed per user by the
+``goodput_sums`` projection (tests/projections/test_inline_equals_rebuild.py checks it
+against a rebuild)."""
 
 from __future__ import annotations
 
@@ -52,5 +53,6 @@ async def test_goodput_of_a_stalled_and_resumed_task_in_show_goodput_and_metrics
     assert 'argus_goodput_ratio{user="bob"} 0.0' in text  # running, no step yet
     assert "argus_cluster_goodput_ratio " in text and 'argus_task_wait_seconds_total{user="alice"} 20.0' in text
 
-    kept = await env.store.read_snapshot(lambda db: db.execute("SELECT task_id FROM task_goodput").fetchall())
-    assert kept == [(stalled,)]  # the finished task's row; bob's running one is computed when read
+    kept = await env.store.read_snapshot(lambda db: db.execute(
+        "SELECT user, tasks, held, stalled, lost_steps FROM goodput_sums").fetchall())
+    assert kept == [("alice", 1, 245_000, 105_000, 1)]  # GPU-ms; bob's running task is added when read
