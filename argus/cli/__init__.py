@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "queue": "argus.cli.cluster_cmd:queue",
     "cluster": "argus.cli.cluster_cmd:cluster",
     "shares": "argus.cli.cluster_cmd:shares",
+    "goodput": "argus.cli.cluster_cmd:goodput",
     "users": "argus.cli.admin_cmd:users",
     "tokens": "argus.cli.admin_cmd:tokens",
     "files": "argus.cli.admin_cmd:files",

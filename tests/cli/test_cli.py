@@ -195,3 +195,10 @@ def test_show_says_where_a_stalled_and_resumed_tasks_gpu_time_went(server: Serve
     assert "goodput   29 % productive: 288 GPU-s of 980 GPU-s held; waited 20s" in r.output, r.output
     assert ("the rest: placement 60 GPU-s (6 %); start-up 160 GPU-s (16 %); stalled 420 GPU-s (43 %); "
             "lost to restarts 32 GPU-s (3 %, 1 step(s) trained again); other 20 GPU-s (2 %)") in r.output, r.output
+    # Per user and for the cluster (alice's other task here, from the test above, runs
+    # since long ago: its start-up is large, and it stalled nothing).
+    table = run(server, "goodput").output.splitlines()
+    assert table[0].split()[:5] == ["USER", "TASKS", "HELD", "GPU-H", "PRODUCTIVE"], table
+    assert table[-1].startswith("all users"), table
+    alice = next(u for u in json.loads(run(server, "goodput", "--json").output)["users"] if u["user"] == "alice")
+    assert (alice["goodput"]["stalled"], alice["goodput"]["lost"]) == (420.0, 32.0)
