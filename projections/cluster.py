@@ -105,7 +105,7 @@ def read_cluster(db: sqlite3.Connection) -> ClusterView | None:
 
 class ClusterProjection(EntityProjection[ClusterView]):
     name = "cluster"
-    version = 3  # 2: nodes' gpu_type (migration 0017); 3: held nodes (0019)
+    version = 3  # 2: nodes' gpu_type (migration 0017); 3: held nodes (0020)
     tables = ("cluster_nodes", "cluster_status", "cluster_holds")
     fold = CLUSTER_FOLD
 

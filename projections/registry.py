@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from projections.base import EntityProjection
 from projections.cluster import ClusterProjection
+from projections.goodput_table import GoodputProjection
 from projections.queue import QueueProjection
 from projections.runtime_stats import RuntimeStatsProjection
 from projections.tasks import TasksProjection
@@ -24,6 +25,7 @@ def default_projections() -> list[EntityProjection]:  # type: ignore[type-arg]
         ClusterProjection(),
         RuntimeStatsProjection(),
         UsageProjection(),
+        GoodputProjection(),
     ]
 
 

@@ -105,6 +105,10 @@ class AttemptView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defa
     first_step: int | None = None
     total_steps: int | None = None
     step_time_s: float | None = None
+    # When this attempt's first reported step came (the step_at of its first progress
+    # report with a step): the start of its productive time (projections.goodput), which
+    # ``step_at`` alone, overwritten by every report, cannot tell.
+    first_step_at: float | None = None
 
     @property
     def ended(self) -> bool:
@@ -332,8 +336,13 @@ def _checkpoint(view: TaskView, e: CheckpointObserved, state: TaskState, rec: Re
 
 
 def _progressed(view: TaskView, e: AttemptProgressed, state: TaskState, rec: Recorded) -> TaskView:
-    attempts = _with_attempt(view, e.attempt_no, step=e.step, step_at=e.step_at, first_step=e.first_step,
-                             total_steps=e.total_steps, step_time_s=e.step_time_s)
+    changes: dict[str, object] = dict(step=e.step, step_at=e.step_at, first_step=e.first_step,
+                                      total_steps=e.total_steps, step_time_s=e.step_time_s)
+    if e.step is not None and e.step_at is not None:
+        attempt = next((a for a in reversed(view.attempts) if a.attempt_no == e.attempt_no), None)
+        if attempt is not None and attempt.first_step_at is None:
+            changes["first_step_at"] = e.step_at
+    attempts = _with_attempt(view, e.attempt_no, **changes)
     return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
                     attempts=attempts)
 

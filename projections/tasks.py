@@ -115,8 +115,8 @@ class TasksProjection(EntityProjection[TaskView]):
 
     name = "tasks"
     # v2: ``view`` JSON without default values; v3: name, total_steps; v4: preempting_since;
-    # v5: attempts' nodes; v6: attempts' checkpoints
-    version = 6
+    # v5: attempts' nodes; v6: attempts' checkpoints; v7: attempts' first_step_at
+    version = 7
     tables = ("tasks", "attempts")
     fold = TASK_FOLD
 

@@ -16,6 +16,7 @@ import msgspec
 
 from argus.lifecycle import TaskState
 from projections.cursor import Cursor
+from projections.goodput import Goodput
 from projections.tasks import TaskView, load_task
 
 __all__ = [
@@ -35,6 +36,8 @@ class TaskDetail(TaskView, frozen=True, kw_only=True, omit_defaults=False):
     # null: no upper end known), beside ``expected_start``, the point estimate.
     start_earliest: float | None = None
     start_latest: float | None = None
+    # The GPU time it held and where it went, up to when it was read (projections.goodput).
+    goodput: Goodput | None = None
 
 
 class TaskSummary(msgspec.Struct, kw_only=True):

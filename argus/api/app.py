@@ -20,7 +20,7 @@ from litestar.openapi.spec import (
 from litestar.static_files import create_static_files_router
 
 from argus.api.auth import AuthController, SessionStore, principal
-from argus.api.cluster import cluster_view, drain_node, queue_view, shares_view, undrain_node
+from argus.api.cluster import cluster_view, drain_node, queue_view, goodput_view, shares_view, undrain_node
 from argus.api.events_sse import Broadcaster, events_stream
 from argus.api.files import FilesController
 from argus.api.headers import ERROR_HEADERS, security_headers
@@ -145,7 +145,7 @@ def create_app(
     api = Router(
         path=API_PREFIX,
         route_handlers=[AuthController, TasksController, UsersController, FilesController,
-                        events_stream, queue_view, cluster_view, drain_node, undrain_node, shares_view, vocabulary],
+                        events_stream, queue_view, cluster_view, drain_node, undrain_node, shares_view, goodput_view, vocabulary],
         dependencies={"who": Provide(principal)},
         guards=[strict_body],
     )

@@ -23,8 +23,9 @@ from argus.scheduler.ledger import admissible
 from argus.service import Principal
 from argus.views.queue import QueueCursor
 from argus.views.standing import Standing
+from projections.goodput_table import GoodputReport
 
-__all__ = ["cluster_view", "drain_node", "queue_view", "shares_view", "undrain_node"]
+__all__ = ["cluster_view", "drain_node", "goodput_view", "queue_view", "shares_view", "undrain_node"]
 
 
 @get("/queue", tags=["cluster"])
@@ -62,6 +63,18 @@ async def shares_view(reads: Reads, who: Principal) -> Standing:
     if not who.is_admin:
         standing = msgspec.structs.replace(standing, users=[u for u in standing.users if u.user == who.user_id])
     return standing
+
+
+@get("/goodput", tags=["cluster"])
+async def goodput_view(reads: Reads, who: Principal) -> GoodputReport:
+    """GPU-seconds held by every task so far (running ones up to now) and where they went:
+    productive, placement, start-up, stalled, lost to restarts, failed, other; with the
+    wall time tasks waited (docs/runs.md "Goodput"). Per user, and the cluster's sum. Users
+    see their own row and the cluster's; admins every row."""
+    report = await reads.goodput(time.time())
+    if not who.is_admin:
+        report.users = [u for u in report.users if u.user == who.user_id]
+    return report
 
 
 def _head(state: State) -> dict[str, Any] | None:

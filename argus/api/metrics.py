@@ -1,11 +1,12 @@
 """Prometheus ``/metrics`` and the ``/healthz`` / ``/readyz`` probes.
 
-Queue depth, admissions and failures are read from the projections at scrape time (so
-they are right after a restart); append latency and SSE clients are this process's.
+Queue depth, admissions, failures and goodput are read from the projections at scrape
+time (so they are right after a restart); append latency and SSE clients are this process's.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from litestar import Response, get
@@ -15,6 +16,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily, CounterMetricFamily
 
 from argus.api.reads import Reads
+from projections.goodput import CATEGORIES
+from projections.goodput_table import GoodputReport
 from projections.tasks_read import TaskCounts
 
 __all__ = ["ApiMetrics", "healthz", "metrics", "readyz"]
@@ -27,6 +30,7 @@ class _ProjectionCollector:
         self.counts = TaskCounts(unfinished_by_state={}, attempts=0, failed_by_kind={})
         self.sse_clients = 0
         self.head = 0
+        self.goodput: GoodputReport | None = None
 
     def collect(self) -> Any:
         counts = self.counts
@@ -48,6 +52,33 @@ class _ProjectionCollector:
         head = GaugeMetricFamily("argus_log_position", "Last position of the event log")
         head.add_metric([], self.head)
         yield head
+        if self.goodput is not None:
+            yield from _goodput_metrics(self.goodput)
+
+
+def _goodput_metrics(report: GoodputReport) -> Any:
+    """Goodput per user (docs/runs.md "Goodput"), and the cluster's ratio. Held and waiting
+    only grow: counters. A category can shrink (an attempt's steps since its checkpoint move
+    from productive to lost when it is restarted): a gauge."""
+    held = CounterMetricFamily("argus_gpu_seconds_held", "GPU-seconds held by each user's tasks "
+                               "(from admission to each attempt's end)", labels=["user"])
+    parts = GaugeMetricFamily("argus_gpu_seconds", "Where the GPU-seconds held went, by category "
+                              "(the categories sum to argus_gpu_seconds_held_total)", labels=["user", "category"])
+    ratio = GaugeMetricFamily("argus_goodput_ratio", "Productive GPU-seconds / GPU-seconds held", labels=["user"])
+    waited = CounterMetricFamily("argus_task_wait_seconds", "Wall seconds each user's tasks waited to be "
+                                 "admitted", labels=["user"])
+    for row in report.users:
+        g = row.goodput
+        held.add_metric([row.user], g.held)
+        for category in CATEGORIES:
+            parts.add_metric([row.user, category], getattr(g, category))
+        if g.ratio is not None:
+            ratio.add_metric([row.user], g.ratio)
+        waited.add_metric([row.user], g.waiting_s)
+    cluster = GaugeMetricFamily("argus_cluster_goodput_ratio", "Productive / held GPU-seconds, all users")
+    if report.cluster.goodput.ratio is not None:
+        cluster.add_metric([], report.cluster.goodput.ratio)
+    yield from (held, parts, ratio, waited, cluster)
 
 
 class ApiMetrics:
@@ -72,6 +103,7 @@ class ApiMetrics:
         self.projections.counts = await reads.task_counts()
         self.projections.sse_clients = len(state.broadcaster.clients)
         self.projections.head = state.broadcaster.position
+        self.projections.goodput = await reads.goodput(time.time())
 
 
 @get("/metrics", media_type="text/plain; version=0.0.4", tags=["ops"], include_in_schema=True)

@@ -19,6 +19,7 @@ from argus.views.queue import QueueCursor, fair_view, queue_page, queue_position
 from argus.views.standing import Standing, read_standing
 from projections import TaskView
 from projections.cluster import ClusterView, read_cluster
+from projections.goodput_table import GoodputReport, read_goodput
 from projections.queue import QueuePage
 from projections.tasks_read import PageCursor, TaskCounts, task_counts, task_page, tasks_in_states
 from projections.users import TokenSummary, UserSummary, list_users, token_summary, user_summary, user_tokens
@@ -55,6 +56,10 @@ class Reads:
     async def timeline(self, task_id: str) -> list[Recorded]:
         """Every event of the task, in order."""
         return await self.store.read_stream(task_stream(task_id))
+
+    async def goodput(self, now: float) -> GoodputReport:
+        """Every task's goodput at ``now``, per user and for the cluster."""
+        return await self.store.read_snapshot(lambda db: read_goodput(db, now))
 
     async def task_counts(self) -> TaskCounts:
         """Unfinished tasks by state, attempts, failures by kind (for ``/metrics``)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, AsyncIterator
@@ -33,6 +34,7 @@ from argus.rayjobs.submission import job_dir
 from argus.service import CommandError, Principal
 from argus.taskspec import TaskSpecError
 from argus.taskspec.document import decode_json
+from projections.goodput import task_goodput
 from projections.tasks_read import PageCursor, summarize
 
 __all__ = ["TasksController", "read_document"]
@@ -193,9 +195,10 @@ class TasksController(Controller):
 
     @get("/{task_id:str}", responses=errors(404))
     async def show(self, state: State, reads: Reads, who: Principal, task_id: str) -> TaskDetail:
-        """State, attempts, failure reason, queue position and why it waits."""
+        """State, attempts, failure reason, queue position, why it waits, and its goodput
+        (the GPU time it held and where it went, up to now)."""
         v = await state.commands.load_task(who, task_id)
-        detail = TaskDetail(**{**msgspec.structs.asdict(v), "expected_start": None})
+        detail = TaskDetail(**{**msgspec.structs.asdict(v), "expected_start": None}, goodput=task_goodput(v, time.time()))
         if v.state.is_waiting():  # its start as the list and the queue show it (with_estimates)
             detail = with_estimates(msgspec.structs.replace(detail, queue_position=await reads.queue_position(task_id)),
                                     await state.etas.estimates())

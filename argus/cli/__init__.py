@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "drain": "argus.cli.cluster_cmd:drain",
     "undrain": "argus.cli.cluster_cmd:undrain",
     "shares": "argus.cli.cluster_cmd:shares",
+    "goodput": "argus.cli.cluster_cmd:goodput",
     "users": "argus.cli.admin_cmd:users",
     "tokens": "argus.cli.admin_cmd:tokens",
     "files": "argus.cli.admin_cmd:files",

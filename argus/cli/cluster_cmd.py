@@ -1,6 +1,7 @@
 """Client commands for what is shared: ``argus queue`` (who waits, why), ``argus cluster``
-(the worker nodes as the reactor last saw them) and ``argus shares`` (each user's share
-and recent use, as fair share weighs them)."""
+(the worker nodes as the reactor last saw them), ``argus shares`` (each user's share
+and recent use, as fair share weighs them) and ``argus goodput`` (the GPU time held per user
+and where it went)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import click
 from argus.cli.client import Client, client_options, fmt_age, fmt_starts_in, fmt_time, print_table
 from argus.scheduler.policy import fmt_amount
 
-__all__ = ["cluster", "drain", "queue", "shares", "undrain"]
+__all__ = ["cluster", "drain", "goodput", "queue", "shares", "undrain"]
 
 
 @click.command()
@@ -125,5 +126,30 @@ def shares(client: Client) -> None:
             [u["user"], fmt_amount(u["share"]), fmt_amount(u["quota_gpus"]) if u["quota_gpus"] else "-",
              f"{u['fair_gpus']:.1f}", fmt_amount(u["held_gpus"]), u["running_tasks"], u["waiting_tasks"],
              f"{u['usage_gpu_hours']:.1f}"] for u in d["users"]])
+
+    client.out(d, human)
+
+
+# The parts of held GPU time, as ``GET /goodput`` names them (docs/runs.md, Goodput).
+_PARTS = (("placement", "placement"), ("startup", "start-up"), ("stalled", "stalled"), ("lost", "lost"),
+          ("failed", "failed"), ("other", "other"))
+
+
+@click.command()
+@client_options
+def goodput(client: Client) -> None:
+    """GPU-hours held by every task so far and where they went, per user (yours; an admin:
+    everyone's) and for the cluster."""
+    d = client.request("GET", "/goodput").json()
+
+    def human(d: dict[str, Any]) -> None:
+        def row(name: str, r: dict[str, Any]) -> list[Any]:
+            g = r["goodput"]
+            ratio = f"{100 * g['ratio']:.0f} %" if g.get("ratio") is not None else "-"
+            return [name, r["tasks"], f"{g['held'] / 3600:.2f}", f"{g['productive'] / 3600:.2f}", ratio,
+                    *(f"{g[key] / 3600:.2f}" for key, _ in _PARTS), fmt_age(g["waiting_s"])]
+
+        print_table(["user", "tasks", "held GPU-h", "productive", "goodput", *(n for _, n in _PARTS), "waited"],
+                    [*(row(u["user"], u) for u in d["users"]), row("all users", d["cluster"])])
 
     client.out(d, human)

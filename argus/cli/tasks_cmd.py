@@ -144,6 +144,8 @@ def show(client: Client, task_id: str) -> None:
             click.echo(f"failure   {_reason(d['failure_kind'], d.get('error_summary'))}")
         for w in d.get("warnings", []):
             click.echo(f"warning   {w}")
+        for line in goodput_lines(d.get("goodput")):
+            click.echo(line)
         if d["attempts"]:
             click.echo("attempts:")
             print_table(["no", "submission", "ray status", "started", "ended", "checkpoint", "failure"], [
@@ -155,6 +157,29 @@ def show(client: Client, task_id: str) -> None:
                            f"process(es): argus stacks {d['task_id']} --attempt {a['attempt_no']}")
 
     client.out(d, human)
+
+
+# Where held GPU time went besides training, as ``argus show`` names it (docs/runs.md, Goodput).
+_SPENT_ON = (("placement", "placement"), ("startup", "start-up"), ("stalled", "stalled"),
+             ("lost", "lost to restarts"), ("failed", "failed"), ("other", "other"))
+
+
+def fmt_gpu_time(gpu_s: float) -> str:
+    """GPU-seconds as GPU-s under an hour, else GPU-h."""
+    return f"{gpu_s:.0f} GPU-s" if gpu_s < 3600 else f"{gpu_s / 3600:.1f} GPU-h"
+
+
+def goodput_lines(g: dict[str, Any] | None) -> list[str]:
+    """``goodput`` lines of ``argus show``: productive of held, then where the rest went."""
+    if not g or not g.get("held"):
+        return [f"goodput   nothing held yet; waited {fmt_age(g['waiting_s'])}"] if g else []
+    held = g["held"]
+    steps = f", {g['lost_steps']} step(s) trained again" if g.get("lost_steps") else ""
+    rest = [f"{name} {fmt_gpu_time(g[key])} ({100 * g[key] / held:.0f} %{steps if key == 'lost' else ''})"
+            for key, name in _SPENT_ON if g.get(key)]
+    return [f"goodput   {100 * g['ratio']:.0f} % productive: {fmt_gpu_time(g['productive'])} of "
+            f"{fmt_gpu_time(held)} held; waited {fmt_age(g['waiting_s'])}",
+            f"          the rest: {'; '.join(rest) or 'none'}"]
 
 
 def _checkpoint(attempt: dict[str, Any]) -> str:

@@ -115,10 +115,24 @@ def _stats_row(u: UserStats) -> tuple[Any, ...]:
             f"{u.gpu_hours:.2f}", retries)
 
 
+def _goodput_row(u: UserStats) -> tuple[Any, ...]:
+    g = u.goodput
+    hours = lambda x: f"{x / 3600:.2f}"  # noqa: E731
+    ratio = f"{100 * g.ratio:.0f} %" if g.ratio is not None else "-"
+    return (u.user, u.goodput_tasks, hours(g.held), hours(g.productive), ratio, hours(g.placement),
+            hours(g.startup), hours(g.stalled), f"{hours(g.lost)} ({g.lost_steps} steps)", hours(g.failed),
+            hours(g.other), fmt_duration(g.waiting_s))
+
+
 def render_stats(s: Stats) -> str:
     start = "the start of the log" if s.since <= 0 else f"{ts(s.since)} UTC"  # no --since: all of it
     head = f"From {start} to {ts(s.until)} UTC"
     return head + "\n" + table(
         ["USER", "SUBMITTED", "ENDED", "WAITS", "WAIT P50", "WAIT P95", "GPU-H", "RETRIES"],
         [*(_stats_row(u) for u in s.users), _stats_row(s.overall)],
+    ) + "\n\nGoodput of the tasks that ended in the window (their whole lives), in GPU-hours " \
+        "(docs/runs.md, Goodput):\n" + table(
+        ["USER", "TASKS", "HELD", "PRODUCTIVE", "GOODPUT", "PLACEMENT", "START-UP", "STALLED", "LOST",
+         "FAILED", "OTHER", "WAITED"],
+        [*(_goodput_row(u) for u in s.users), _goodput_row(s.overall)],
     )

@@ -4,8 +4,10 @@ Everything is counted by when it happened (the facts' own times, see ``waits.eve
 tasks submitted in the window, tasks that ended in it (by outcome), waits that ended in it
 (TaskSubmitted or RetryScheduled → AttemptStarting; p50/p95, nearest rank), GPU-hours of
 attempt run time inside the window ((end − start) × demand.total_gpus, clipped to it), and
-retries decided in it by failure kind. One pass over the log; memory holds only the tasks
-not yet finished (each folded with ``evolve_task``) and the wait samples.
+retries decided in it by failure kind; and the goodput (``projections.goodput``) of the tasks
+that ended in it, each over its whole life, with, when the log ends in the window, the tasks
+unfinished there (up to its last event). One pass over the log; memory holds only
+the tasks not yet finished (each folded with ``evolve_task``) and the wait samples.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from argus.events import AttemptEnded, AttemptStarting, RetryScheduled, TaskSubm
 from argus.replay.source import open_log
 from argus.replay.waits import event_time
 from argus.store import iter_log
+from projections.goodput import Goodput, task_goodput
 from projections.tasks import TASK_EVENT_TYPES, AttemptView, TaskView, evolve_task
 
 __all__ = ["Stats", "UserStats", "percentile", "stats"]
@@ -38,6 +41,8 @@ class UserStats(msgspec.Struct, kw_only=True):
     wait_p95_s: float | None = None
     gpu_hours: float = 0.0
     retries: dict[str, int] = {}
+    goodput_tasks: int = 0  # the tasks ``goodput`` sums
+    goodput: Goodput = msgspec.field(default_factory=Goodput)
 
 
 class Stats(msgspec.Struct, kw_only=True):
@@ -69,13 +74,19 @@ class _Acc:
         self.waits: list[float] = []
         self.gpu_seconds = 0.0
         self.retries: Counter[str] = Counter()
+        self.goodput_tasks = 0
+        self.goodput = Goodput()
+
+    def add_goodput(self, g: Goodput) -> None:
+        self.goodput_tasks += 1
+        self.goodput = self.goodput.plus(g)
 
     def result(self, user: str) -> UserStats:
         return UserStats(
             user=user, submitted=self.submitted, outcomes=dict(sorted(self.outcomes.items())),
             waits=len(self.waits), wait_p50_s=percentile(self.waits, 50),
             wait_p95_s=percentile(self.waits, 95), gpu_hours=self.gpu_seconds / 3600,
-            retries=dict(sorted(self.retries.items())),
+            retries=dict(sorted(self.retries.items())), goodput_tasks=self.goodput_tasks, goodput=self.goodput,
         )
 
 
@@ -85,6 +96,7 @@ def stats(db_path: str | Path, since: float, until: float) -> Stats:
     tasks: dict[str, TaskView] = {}
     wait_start: dict[str, float] = {}
     last_time = since
+    log_end: float | None = None  # the log's last event's time
 
     def inside(t: float) -> bool:
         return since <= t < until
@@ -104,6 +116,7 @@ def stats(db_path: str | Path, since: float, until: float) -> Stats:
             task_id: str = e.task_id  # type: ignore[attr-defined]
             t = event_time(rec)
             last_time = max(last_time, t)
+            log_end = t if log_end is None else max(log_end, t)
             view = evolve_task(tasks.get(task_id), rec)
             if view.state.is_terminal():
                 tasks.pop(task_id, None)
@@ -130,11 +143,14 @@ def stats(db_path: str | Path, since: float, until: float) -> Stats:
                 wait_start.pop(task_id, None)
                 if inside(t):
                     acc(user).outcomes[outcome] += 1
+                    acc(user).add_goodput(task_goodput(view, t))
     # Attempts still running at the end of the log count up to then (or to ``until``).
     for view in tasks.values():
         for a in view.attempts:
             if a.ended_at is None:
                 acc(view.user).gpu_seconds += gpu_seconds(view, a, last_time)
+        if log_end is not None and inside(log_end):  # the log ends in the window: its unfinished tasks so far
+            acc(view.user).add_goodput(task_goodput(view, log_end))
     overall = _Acc()
     for each in accs.values():
         overall.submitted += each.submitted
@@ -142,6 +158,8 @@ def stats(db_path: str | Path, since: float, until: float) -> Stats:
         overall.waits.extend(each.waits)
         overall.gpu_seconds += each.gpu_seconds
         overall.retries.update(each.retries)
+        overall.goodput_tasks += each.goodput_tasks
+        overall.goodput = overall.goodput.plus(each.goodput)
     users = [accs[u].result(u) for u in sorted(accs)]
-    users = [u for u in users if u.submitted or u.outcomes or u.waits or u.gpu_hours or u.retries]
+    users = [u for u in users if u.submitted or u.outcomes or u.waits or u.gpu_hours or u.retries or u.goodput_tasks]
     return Stats(since=since, until=until, overall=overall.result("*"), users=users)

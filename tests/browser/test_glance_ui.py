@@ -233,6 +233,34 @@ def test_task_rows_say_name_gpus_age_run_time_progress_and_why(browsing: Browsin
     assert row(admin, glance.bobs).locator("td").nth(1).inner_text() == "bob"
 
 
+def test_goodput_on_the_task_page_and_per_user_on_the_cluster_page(browsing: Browsing, glance: Glance) -> None:
+    """The failed task held its one GPU for 65 s, all of it failed; the running one (2 GPUs)
+    was placed in 5 s; the cluster page shows the user's own row and everyone's."""
+    page = browsing.open("alice")
+    page.goto(f"{glance.stack.url}/#/tasks/{glance.failed}")
+    page.wait_for_selector("#goodput .goodput-head")
+    assert page.inner_text("#goodput .goodput-head").startswith("0 % productive: 0 GPU-s of 65 GPU-s held")
+    failed = page.locator('#goodput tr[data-category="failed"] td').all_inner_texts()
+    assert failed == ["65 GPU-s", "100 %"], failed
+    assert page.locator("#goodput svg.goodput-bar rect.goodput-failed").count() == 1
+    shot(page, "goodput-task")
+
+    page.goto(f"{glance.stack.url}/#/tasks/{glance.running}")
+    page.wait_for_function("() => (document.querySelector('#goodput .goodput-head') || {}).textContent"
+                           "?.includes('held')")
+    assert page.locator('#goodput tr[data-category="placement"] td').first.inner_text() == "10 GPU-s"
+
+    page.click("a[data-route=cluster]")
+    page.wait_for_selector('#goodput-table tr[data-user="alice"]')
+    assert page.locator("#goodput-table tbody tr").count() == 2  # her own row, and everyone's
+    everyone = page.locator('#goodput-table tr[data-user="all users"] td').all_inner_texts()
+    assert everyone[1] == "4", everyone  # alice's 3 tasks and bob's waiting one
+    shot(page, "goodput-cluster")
+    admin = browsing.open("admin")
+    admin.click("a[data-route=cluster]")
+    admin.wait_for_selector('#goodput-table tr[data-user="bob"]')
+
+
 def test_queue_page_shows_position_gpus_waiting_time_and_reason(browsing: Browsing, glance: Glance) -> None:
     page = browsing.open("alice")
     page.click("a[data-route=queue]")

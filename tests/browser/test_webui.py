@@ -244,10 +244,18 @@ def test_submit_advanced_task_and_follow_it_live(pages: Pages, stack: Stack) -> 
     assert "toy_trainer" in page.inner_text("#spec-raw")
     assert str(stack.shared_root) in page.inner_text("#spec-command")  # $HOME expanded
     assert page.locator("#attempts-table tbody tr").count() >= 1
+    # Goodput: the GPU time it held and where it went, a bar and a row per category.
+    assert "held" in page.inner_text("#goodput .goodput-head")
+    assert page.locator("#goodput svg.goodput-bar rect").count() >= 1
+    assert page.locator("#goodput tr[data-category]").count() == 7
     shot(page, "05-task-detail")
 
     page.click("a[data-route=cluster]")
     page.wait_for_selector("#nodes-table tbody tr[data-node-id]")
+    # Goodput per user (alice sees her own row) and the cluster's.
+    page.wait_for_selector('#goodput-table tr[data-user="alice"]')
+    assert page.locator('#goodput-table tr[data-user="all users"]').count() == 1
+    assert page.locator('#goodput-table tbody tr').count() == 2
     shot(page, "10-cluster")
 
 

@@ -169,3 +169,36 @@ def test_show_names_each_attempts_last_checkpoint(server: Server) -> None:
     assert r.exit_code == 0, r.output
     row = next(line for line in r.output.splitlines() if f"{tid}--a01" in line)
     assert "step 40 at" in row, r.output
+
+
+def test_show_says_where_a_stalled_and_resumed_tasks_gpu_time_went(server: Server) -> None:
+    """The must-show of goodput: a run that stalled and resumed from its checkpoint shows
+    the GPU time it lost (stalled, and the step trained again)."""
+    import asyncio
+
+    from argus.events import task_stream
+    from projections import open_store
+    from tests.projections.test_goodput import stalled_then_resumed
+
+    tid = "alice-ppo-20260101-000000-5ta1"
+
+    async def record() -> None:
+        store = await open_store(server.config.v2.sqlite.db_path, synchronous="NORMAL")
+        try:
+            await store.append(task_stream(tid), 0, stalled_then_resumed(2, 62, task=tid), owner="alice")
+        finally:
+            await store.close()
+
+    asyncio.run(record())
+    r = run(server, "show", tid)
+    assert r.exit_code == 0, r.output
+    assert "goodput   29 % productive: 288 GPU-s of 980 GPU-s held; waited 20s" in r.output, r.output
+    assert ("the rest: placement 60 GPU-s (6 %); start-up 160 GPU-s (16 %); stalled 420 GPU-s (43 %); "
+            "lost to restarts 32 GPU-s (3 %, 1 step(s) trained again); other 20 GPU-s (2 %)") in r.output, r.output
+    # Per user and for the cluster (alice's other task here, from the test above, runs
+    # since long ago: its start-up is large, and it stalled nothing).
+    table = run(server, "goodput").output.splitlines()
+    assert table[0].split()[:5] == ["USER", "TASKS", "HELD", "GPU-H", "PRODUCTIVE"], table
+    assert table[-1].startswith("all users"), table
+    alice = next(u for u in json.loads(run(server, "goodput", "--json").output)["users"] if u["user"] == "alice")
+    assert (alice["goodput"]["stalled"], alice["goodput"]["lost"]) == (420.0, 32.0)

@@ -75,3 +75,48 @@ def test_cli_stats(scenario: Scenario) -> None:
     assert table.output.startswith("From 2026-01-05 09:00:00 UTC to ")
     whole = runner.invoke(replay, ["--db", str(scenario.db), "stats"])  # no --since: the whole log
     assert whole.exit_code == 0 and whole.output.startswith("From the start of the log to "), whole.output
+
+
+def test_stats_goodput_sums_each_ended_tasks_whole_life(scenario: Scenario) -> None:
+    """Tasks that ended in the window count whole; the one still waiting at the log's end
+    counts (its waiting) when the window reaches the end."""
+    import sqlite3
+
+    from projections.goodput import task_goodput
+    from projections.tasks_read import all_tasks
+
+    with sqlite3.connect(scenario.db) as db:
+        views = all_tasks(db)
+    s = stats(scenario.db, T0 - 3600, T0 + 3600)
+    for u in s.users:
+        mine = [v for v in views if v.user == u.user and v.state.is_terminal()]
+        assert u.goodput_tasks == len(mine) + (u.user == "alice")  # E, still waiting
+        assert u.goodput.held == pytest.approx(sum(task_goodput(v, 0).held for v in mine))
+        assert u.goodput.failed == pytest.approx(sum(task_goodput(v, 0).failed for v in mine))
+    assert s.overall.goodput.failed > 0  # D failed USER_ERROR: its attempt held GPUs for nothing
+
+
+def test_stats_goodput_of_a_run_that_stalled_and_resumed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    from argus.events import task_stream
+    from projections import open_store
+    from tests.events import factories as f
+    from tests.projections.test_goodput import stalled_then_resumed
+
+    db = tmp_path / "argus.sqlite3"
+
+    async def record() -> None:
+        store = await open_store(str(db), synchronous="NORMAL")
+        try:
+            await store.append(task_stream("t"), 0, stalled_then_resumed(2, 62), owner="alice")
+        finally:
+            await store.close()
+
+    asyncio.run(record())
+    s = stats(db, f.T0 - 60, f.T0 + 3600)
+    g = s.overall.goodput
+    assert (s.overall.goodput_tasks, g.held, g.productive) == (1, pytest.approx(980.0), pytest.approx(288.0))
+    assert (g.stalled, g.lost, g.lost_steps) == (pytest.approx(420.0), pytest.approx(32.0), 1)
+    out = CliRunner().invoke(replay, ["--db", str(db), "stats", "--since", str(f.T0 - 60)]).output
+    assert "Goodput of the tasks that ended in the window" in out and "0.01 (1 steps)" in out, out

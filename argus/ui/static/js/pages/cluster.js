@@ -1,9 +1,10 @@
 // Cluster: worker nodes with free/total GPUs and CPUs, the head (from its discovery
-// record), and when Argus last looked.
+// record), when Argus last looked, and goodput per user and for the cluster.
 
 import { get, errorText } from "../api.js";
 import { onEvent } from "../events.js";
 import { h, replace, timeEl, dl, notice, debounce, pretty } from "../dom.js";
+import { goodputBreakdown, goodputByUser } from "../goodput.js";
 
 function fmtNum(v) {
   if (v === null || v === undefined) return "?";
@@ -23,6 +24,7 @@ export async function render(main, _params, ctx) {
   const head = h("section", { class: "card", id: "head-node", "aria-labelledby": "head-h" });
   const tbody = h("tbody");
   const errorBox = h("div");
+  const goodput = h("section", { class: "card", id: "goodput", "aria-labelledby": "goodput-h" });
   replace(main,
     h("div", { class: "page-head" }, h("h1", {}, "Cluster")),
     errorBox, summary,
@@ -38,9 +40,24 @@ export async function render(main, _params, ctx) {
           h("th", { scope: "col", title: "GPUs and CPUs of the gangs Argus admitted here, held until Ray gives them back" }, "Committed"),
           h("th", { scope: "col", class: "col-seen" }, "Last seen"))),
         tbody))),
-    head);
+    goodput, head);
+
+  async function loadGoodput() {
+    try {
+      const report = await get("/goodput");
+      replace(goodput, h("h2", { id: "goodput-h" }, "Goodput"),
+        h("p", { class: "help" }, "GPU time held by every task so far (running ones up to now), and where it went: ",
+          h("strong", {}, "productive"), " is time between steps; the rest went to placement, start-up, stalls, ",
+          "work trained again after restarts and preemptions, failures, and the ends of attempts. ",
+          "You see your own row and the cluster's; an admin sees every user's."),
+        goodputBreakdown(report.cluster.goodput), goodputByUser(report));
+    } catch (err) {
+      replace(goodput, h("h2", { id: "goodput-h" }, "Goodput"), notice("error", errorText(err)));
+    }
+  }
 
   async function load() {
+    loadGoodput();
     let c;
     try {
       c = await get("/cluster");

@@ -1,5 +1,5 @@
-// Task detail: state, why it waits, progress chart, attempts, outputs, live log, timeline,
-// spec.
+// Task detail: state, why it waits, progress chart, attempts, goodput, outputs, live log,
+// timeline, spec.
 
 import { get, post, query, errorText, encodePath } from "../api.js";
 import { API } from "../api.js";
@@ -11,6 +11,7 @@ import { lineChart, mainMetric } from "../chart.js";
 import { renderNotFound } from "./not_found.js";
 import { CANCELABLE, TASK_EVENT_TYPES } from "../vocabulary.js";
 import { outputsPanel } from "./task_outputs.js";
+import { goodputBreakdown } from "../goodput.js";
 
 const LOG_TAIL = 300;
 const MAX_LOG_CHARS = 400_000;
@@ -47,6 +48,11 @@ export async function render(main, params, ctx) {
   const attemptsBody = h("div");
   const stacksBody = h("div", { id: "stacks" });
   attempts.append(attemptsBody, stacksBody);
+  // The GPU time it held and where it went (docs/runs.md, "Goodput"), as of the last read.
+  const goodput = h("section", { id: "goodput", class: "card", "aria-labelledby": "goodput-h" },
+    h("h2", { id: "goodput-h" }, "Goodput"));
+  const goodputBody = h("div");
+  goodput.append(goodputBody);
   const outputs = outputsPanel(ctx);
   const logSection = h("section", { id: "logs", class: "card", "aria-labelledby": "logs-h" });
   const timeline = h("section", { id: "timeline", "aria-labelledby": "timeline-h" },
@@ -79,7 +85,7 @@ export async function render(main, params, ctx) {
       h("h1", { class: "mono task-title" }, id), stateSlot, h("span", { class: "spacer" }), cancelBtn),
     flash,
     h("div", { class: "grid-2" }, h("section", { class: "card", "aria-label": "Summary" }, summary), progress),
-    waiting, attempts, outputs.section, logSection, timeline, specSection, dialog);
+    waiting, attempts, goodput, outputs.section, logSection, timeline, specSection, dialog);
 
   // --- summary, waiting, attempts -----------------------------------------------------
   function drawTask(t) {
@@ -118,6 +124,7 @@ export async function render(main, params, ctx) {
     }
     drawAttempts(t.attempts || []);
     drawStacks(t.attempts || []);
+    replace(goodputBody, goodputBreakdown(t.goodput));
     outputs.draw(t).catch((err) => console.error(err));
     drawLogPicker(t.attempts || []);
   }
