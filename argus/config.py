@@ -149,6 +149,7 @@ class StallConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     retry_interval_s: float = 60.0
+    retry_on_max: int = 2  # attempts retried per task because its spec's retry_on named their end
     retry_backoff: float = 2.0
     retry_max_interval_s: float = 600.0
     # Attempts that fail for lack of resources are retried without counting against a
@@ -255,6 +256,9 @@ class TaskSpecConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # "python3" is whatever the workers' environment finds; ``argus up`` sets the
     # interpreter Argus itself runs in. Shown in every task's expanded command.
     python: str = "python3"
+    # The failure kinds a spec's retry_on may name (docs/taskspec.md, Retries): by default the
+    # ones whose cause Argus cannot tell, never retried by its own rule.
+    retry_on_kinds: list[str] = msgspec.field(default_factory=lambda: ["RUNTIME_ERROR", "UNKNOWN"])
 
 
 class SandboxConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -146,6 +146,7 @@ class TaskView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_default
     total_steps: int | None = None  # training steps asked for, when the spec says
     time_limit_s: float | None = None  # how long one attempt may run
     stall_timeout_s: float | None = None  # no new step for this long: stalled (the spec's stall_timeout)
+    retry_on: tuple[str | int, ...] = ()  # kinds and exit codes its spec asks to retry on (retry_on)
     expected_start: float | None = None  # its reservation (reserve-backfill): the estimated start
     # ... and when it starts at the latest, while the tasks it waits for have time limits
     start_at_latest: float | None = None
@@ -201,7 +202,15 @@ def evolve_task(view: TaskView | None, rec: Recorded) -> TaskView:
         time_limit_s=event.time_limit_s,
         preemptible=event.preemptible,
         stall_timeout_s=event.stall_timeout_s,
+        retry_on=_retry_on(event.spec.get("retry_on")),
     )
+
+
+def _retry_on(value: object) -> tuple[str | int, ...]:
+    """The spec's ``retry_on`` (checked at submit; a stored spec is read as it is)."""
+    if not isinstance(value, (list, tuple)):
+        return ()
+    return tuple(v for v in value if isinstance(v, (str, int)) and not isinstance(v, bool))
 
 
 _TOTAL_STEPS_RE = re.compile(r"(?:^|\s)\+{0,2}trainer\.total_training_steps=['\"]?(\d+)")

@@ -102,7 +102,8 @@ def outcome_events(
                                           total_steps=total, reason=reason, finished_at=now)]
         return [ended, TaskSucceeded(task_id=task.task_id, attempt_no=attempt.attempt_no, finished_at=now)]
     kind = kind or FailureKind.UNKNOWN
-    if kind.is_retryable() and _may_retry(task, kind, now, config, step):
+    if (kind.is_retryable() and _may_retry(task, kind, now, config, step)) or _asked_to_retry(task, kind, exit_code,
+                                                                                              config):
         delay = retry_delay(task, kind, config)
         return [ended, RetryScheduled(task_id=task.task_id, failed_attempt_no=attempt.attempt_no,
                                       failure_kind=kind, next_run_at=now + delay, delay_s=delay)]
@@ -132,6 +133,22 @@ def short_of_the_end(task: TaskView, report: ExitReport | None) -> tuple[int | N
         return saved_before, None, (f"a resumed attempt exited 0 without training a step (it resumed from the "
                                     f"checkpoint of step {saved_before})")
     return None
+
+
+def _named(retry_on: tuple[str | int, ...], kind: FailureKind | None, exit_code: int | None) -> bool:
+    """The spec's ``retry_on`` names this end: its kind, or its exit code."""
+    return (kind is not None and kind.value in retry_on) or (exit_code is not None and exit_code in retry_on
+                                                             and not isinstance(exit_code, bool))
+
+
+def _asked_to_retry(task: TaskView, kind: FailureKind, exit_code: int | None, config: SchedulerConfig) -> bool:
+    """The user's own rule (``retry_on``), for an end Argus's rule does not retry: at most
+    ``retry_on_max`` times per task and within ``max_attempts``."""
+    if kind.is_retryable() or not _named(task.retry_on, kind, exit_code) or len(task.attempts) >= task.max_attempts:
+        return False
+    earlier = sum(1 for a in task.attempts[:-1] if not (a.failure_kind and a.failure_kind.is_retryable())
+                  and _named(task.retry_on, a.failure_kind, a.exit_code))
+    return earlier < config.retry_on_max
 
 
 def _repeated(task: TaskView, kind: FailureKind, step: int | None) -> AttemptView | None:

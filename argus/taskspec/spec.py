@@ -111,6 +111,11 @@ class BasicTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fi
     # (Checked by _gpu_type_problem, not by constraints here: msgspec 0.22 crashed in its
     # garbage collection after a constrained array inside a union failed to convert.)
     gpu_type: str | tuple[str, ...] | None = None
+    # Failure kinds and exit codes to retry on beyond Argus's own rule, e.g. [RUNTIME_ERROR,
+    # 137]: a kind among those the admin allows (v2.taskspec.retry_on_kinds), an exit code
+    # 1-255; at most v2.scheduler.retry_on_max such retries per task (docs/taskspec.md).
+    # (Checked by _retry_on_problem, for the same reason as gpu_type.)
+    retry_on: tuple[str | int, ...] = ()
 
 
 class AdvancedTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -138,6 +143,11 @@ class AdvancedTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown
     # (Checked by _gpu_type_problem, not by constraints here: msgspec 0.22 crashed in its
     # garbage collection after a constrained array inside a union failed to convert.)
     gpu_type: str | tuple[str, ...] | None = None
+    # Failure kinds and exit codes to retry on beyond Argus's own rule, e.g. [RUNTIME_ERROR,
+    # 137]: a kind among those the admin allows (v2.taskspec.retry_on_kinds), an exit code
+    # 1-255; at most v2.scheduler.retry_on_max such retries per task (docs/taskspec.md).
+    # (Checked by _retry_on_problem, for the same reason as gpu_type.)
+    retry_on: tuple[str | int, ...] = ()
 
 
 TaskSpec: TypeAlias = BasicTaskSpec | AdvancedTaskSpec
@@ -176,6 +186,8 @@ _ACCEPTS: dict[str, str] = {
     "gpu_type": f"a GPU model as the nodes are labelled, such as H100 (letters, digits, '.', '_', '-'), "
     f"a list of up to {MAX_GPU_TYPES} such names, or null (any model)",
     "preemptible": "true or false (false: never stopped to make room for other work)",
+    "retry_on": "a list of failure kinds the admin allows (v2.taskspec.retry_on_kinds) and exit codes from 1 to 255, "
+    "such as [RUNTIME_ERROR, 137]",
     "command": "a non-empty string: NAME=value assignments, then python3 -m <module> args",
 }
 _DEFAULT_ACCEPTS = "a positive integer"
@@ -372,6 +384,10 @@ def check_taskspec(
     if problem is not None:
         problems.add("gpu_type", f"{problem}; accepted: {_ACCEPTS['gpu_type']}")
         del values["gpu_type"]
+    problem = _retry_on_problem(values.get("retry_on"), config.retry_on_kinds)
+    if problem is not None:
+        problems.add("retry_on", f"{problem}; accepted: {_ACCEPTS['retry_on']}")
+        del values["retry_on"]
     return CheckedSpec(
         kind="advanced" if advanced else "basic",
         spec=None if problems else spec, values=values, warnings=warnings, problems=problems,
@@ -386,6 +402,30 @@ def _gpu_type_problem(value: str | tuple[str, ...] | None) -> str | None:
     for name in names:
         if not _GPU_TYPE_RE.match(name):
             return f"{name[:60]!r} is not a GPU model name"
+    return None
+
+
+MAX_RETRY_ON = 16
+
+
+def _retry_on_problem(value: object, allowed: list[str]) -> str | None:
+    """What is wrong with a spec's ``retry_on``, or None. Booleans are refused: YAML's
+    ``yes`` is True, which Python would also take for the exit code 1."""
+    if value is None:
+        return None
+    items = list(value) if isinstance(value, (list, tuple)) else None
+    if items is None:
+        return f"{str(value)[:60]!r} is not a list"
+    if len(items) > MAX_RETRY_ON:
+        return f"a list of {len(items)} entries (at most {MAX_RETRY_ON})"
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, (str, int)):
+            return f"{str(item)[:60]!r} is neither a failure kind nor an exit code"
+        if isinstance(item, int) and not 1 <= item <= 255:
+            return f"exit code {item} is not from 1 to 255"
+        if isinstance(item, str) and item not in allowed:
+            return (f"{item[:60]!r} is not a failure kind the admin lets specs retry on "
+                    f"({', '.join(allowed) or 'none'})")
     return None
 
 

@@ -219,3 +219,26 @@ def test_encode_is_json_ready_and_round_trips() -> None:
 def test_explicit_kind_basic_is_the_basic_kind() -> None:
     spec = parse_taskspec(BASIC_YAML + "kind: basic\n")
     assert isinstance(spec, BasicTaskSpec) and spec == parse_taskspec(BASIC_YAML)
+
+
+@pytest.mark.parametrize(
+    "retry_on, fragment",
+    [
+        (["USER_ERROR"], "not a failure kind the admin lets specs retry on (RUNTIME_ERROR, UNKNOWN)"),
+        ([300], "exit code 300 is not from 1 to 255"),
+        ([True], "got `bool`"),
+        ("RUNTIME_ERROR", "Expected `array`"),
+        ([1] * 17, "at most 16"),
+    ],
+)
+def test_retry_on_names_what_the_admin_allows(retry_on: Any, fragment: str) -> None:
+    with pytest.raises(TaskSpecError) as err:
+        parse_taskspec(basic(retry_on=retry_on))
+    assert err.value.field.startswith("retry_on") and fragment in err.value.message, err.value
+
+
+def test_retry_on_kinds_and_exit_codes() -> None:
+    spec = parse_taskspec(basic(retry_on=["RUNTIME_ERROR", 137]))
+    assert spec.retry_on == ("RUNTIME_ERROR", 137)
+    wider = TaskSpecConfig(retry_on_kinds=["RUNTIME_ERROR", "USER_ERROR"])
+    assert parse_taskspec(basic(retry_on=["USER_ERROR"]), config=wider).retry_on == ("USER_ERROR",)
