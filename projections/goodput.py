@@ -95,13 +95,16 @@ def _last_step_at(a: AttemptView) -> float | None:
 
 
 def _first_step_at(a: AttemptView) -> float | None:
-    """When its first step came; for a view folded before ``first_step_at`` was kept,
-    estimated back from its last report by ``step_time_s`` per step."""
-    if a.first_step_at is not None or a.step_at is None:
+    """When its first step came. Reports are rate-bounded, so the first one recorded may
+    name a step well past the first (steps of 0.3 s, one report a second): where its step
+    time is known, it is also estimated back from its last report by ``step_time_s`` per
+    step, and the earlier of the two is taken."""
+    if a.step_at is None:
         return a.first_step_at
+    seen = a.first_step_at if a.first_step_at is not None else a.step_at
     if a.first_step is not None and a.step is not None and a.step_time_s:
-        return a.step_at - (a.step - a.first_step) * a.step_time_s
-    return a.step_at
+        return min(seen, a.step_at - (a.step - a.first_step) * a.step_time_s)
+    return seen
 
 
 def _lost_from(a: AttemptView, first: float, last: float) -> tuple[float, int]:

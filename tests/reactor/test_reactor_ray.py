@@ -15,6 +15,7 @@ import pytest
 from argus.events import AttemptStacksCaptured, task_stream
 from argus.lifecycle import TaskState
 from argus.rayjobs.stacks import read_stacks
+from projections.goodput import task_goodput
 from argus.rayjobs import AsyncRayGateway, RayGateway
 from argus.reactor import Reactor
 from argus.store import EventStore
@@ -279,3 +280,8 @@ async def test_a_run_that_hangs_after_step_3_is_stopped_and_resumed_from_its_che
         assert "_hang_here" in dumps and "toy_trainer" in dumps, dumps[:2000]
         copy = shared / "users" / "alice" / "jobs" / first.submission_id / "stacks.txt"
         assert copy.read_text() == dumps
+        # Goodput shows the GPU time the stall cost: the bound and the stacks' wait at least.
+        spent = task_goodput(view, time.time())
+        assert spent.stalled >= 10.0 and 0 < spent.productive < spent.held, (spent, view.attempts)
+        assert abs(sum((spent.productive, spent.placement, spent.startup, spent.stalled, spent.lost, spent.failed,
+                        spent.other)) - spent.held) < 1e-6, spent
