@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["ATTEMPT_KEY", "attempt_processes", "command_line", "descendants_of", "parent_of"]
+__all__ = ["ATTEMPT_KEY", "argv_of", "attempt_processes", "command_line", "descendants_of", "parent_of"]
 
 ATTEMPT_KEY = "ARGUS_SUBMISSION_ID"
 MAX_ENVIRON_BYTES = 256 * 1024
@@ -49,6 +49,16 @@ def attempt_processes(only: str | None = None, exclude: tuple[int, ...] = ()) ->
         if value is not None and (only is None or value == only):
             found[pid] = value
     return dict(sorted(found.items()))
+
+
+def argv_of(pid: int, limit: int = 65_536) -> list[str]:
+    """The process's arguments, whole (up to ``limit`` bytes in all): a raylet's run long."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            blob = f.read(limit)
+    except OSError:
+        return []
+    return [a.decode("utf-8", "replace") for a in blob.split(b"\0") if a]
 
 
 def command_line(pid: int) -> str:

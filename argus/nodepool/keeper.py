@@ -143,7 +143,7 @@ def raylet_node_id(root_pid: int) -> str | None:
     """The Ray node id of the raylet below ``root_pid`` (``ray start --block``'s child),
     read from its ``--node_id=`` argument."""
     for pid in proctable.descendants_of(root_pid):
-        argv = proctable.command_line(pid).split()
+        argv = proctable.argv_of(pid)  # whole: the node id comes late in a raylet's arguments
         if argv and argv[0].endswith("/raylet"):
             for arg in argv:
                 if arg.startswith("--node_id="):

@@ -58,6 +58,8 @@ def test_ctrl_c_and_up_again_resumes_the_running_task_first(tmp_path: Path) -> N
         long_spec = SPEC.format(steps=400, sleep=0.3).replace("+trainer.step_sleep_s", "trainer.save_freq=2 \\\n  +trainer.step_sleep_s")
         long = c.post("/tasks", content=long_spec).json()["task_id"]
         _wait("a checkpoint of the long task", lambda: (_task(c, long)["attempts"] or [{}])[-1].get("checkpoint_step"))
+        # The worker's keeper (node hygiene) found its node's id and looks after it.
+        assert "keeper_start" in (data / "logs" / "worker.log").read_text()
         _stop(proc)
         said = console.read_text()
         assert "stopping 1 running task(s)" in said and long in said and "checkpoint of step" in said, said[-3000:]

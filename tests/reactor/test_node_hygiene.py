@@ -119,7 +119,9 @@ def test_a_stale_live_set_judges_nothing(tmp_path: Path) -> None:
 def test_the_node_id_is_read_from_the_raylet_below_the_ray_child() -> None:
     """``ray start --block`` starts the raylet with ``--node_id=<hex>``; a stand-in named
     raylet, one level down, is found."""
-    stand_in = f"(exec -a /opt/ray/raylet {sys.executable} -c 'import time; time.sleep(30)' --node_id=ab12); true"
+    padding = " ".join(f"--option-{i}=value" for i in range(40))  # a raylet's arguments run long
+    stand_in = (f"(exec -a /opt/ray/raylet {sys.executable} -c 'import time; time.sleep(30)' {padding} "
+                "--node_id=ab12); true")
     parent = subprocess.Popen(["bash", "-c", stand_in], start_new_session=True)
     try:
         found = None
