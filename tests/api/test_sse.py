@@ -99,12 +99,16 @@ async def test_resume_with_last_event_id(live: Env) -> None:
 
 async def test_live_delivery_and_heartbeat(live: Env) -> None:
     comments: list[str] = []
+    # The admin sees every event: on a loaded host the fixture's last seeding events (a user
+    # disabled) may still be on their way to the stream when it opens, and come first.
     task: asyncio.Task[list[dict[str, Any]]] = asyncio.create_task(
-        collect(live.client, live.h("admin"), 1, None, timeout=5, comments=comments))
+        collect(live.client, live.h("admin"), 4, None, timeout=5, comments=comments, partial_ok=True))
     await asyncio.sleep(1.2)  # heartbeat_s = 0.5 in the fixture
     t = await submit(live, "bob")
     got = await task
-    assert got[0]["event"] == "TaskSubmitted" and t in got[0]["data"]
+    submitted = [e for e in got if e["event"] == "TaskSubmitted"]
+    assert len(submitted) == 1 and t in submitted[0]["data"], got
+    assert all(e["event"] in ("TaskSubmitted", "UserDisabled", "TokenIssued", "UserCreated") for e in got), got
     assert "heartbeat" in comments
 
 
