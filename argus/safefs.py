@@ -21,7 +21,7 @@ import stat
 from pathlib import Path
 from typing import Callable, Sequence
 
-__all__ = ["AtomicWrite", "Label", "Refused", "jobs_label", "open_dir", "remove", "walk"]
+__all__ = ["AtomicWrite", "Label", "Refused", "jobs_label", "open_dir", "read_bounded", "remove", "walk", "write_atomic"]
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO a job planted must not hang the server (it is refused after).
@@ -239,3 +239,26 @@ def remove(dirfd: int, name: str, what: str, recursive: bool) -> bool:
         return True
     finally:
         os.close(dirfd)
+
+
+def write_atomic(path: Path, body: bytes) -> None:
+    """``path`` written whole or not at all (a temp file beside it, renamed over it), its
+    folder made if need be. For the control plane's own folders of the shared root, which
+    no job can write: there a path is taken as it stands."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    tmp.write_bytes(body)
+    os.replace(tmp, path)
+
+
+def read_bounded(path: Path, limit: int) -> bytes | None:
+    """At most ``limit + 1`` bytes of ``path`` (one more than allowed: the caller sees it
+    was too long); None when it is missing or a link (never followed)."""
+    try:
+        fd = os.open(path, FILE_FLAGS)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, limit + 1)
+    finally:
+        os.close(fd)

@@ -72,27 +72,13 @@ def _folder(shared_root: str) -> Path:
     return Path(shared_root) / "ray"
 
 
-def _write(path: Path, body: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
-    tmp.write_bytes(body)
-    os.replace(tmp, path)
-
-
 def _read(path: Path) -> bytes | None:
-    try:
-        fd = os.open(path, safefs.FILE_FLAGS)
-    except OSError:
-        return None
-    try:
-        body = os.read(fd, MAX_REPORT_BYTES + 1)
-    finally:
-        os.close(fd)
-    return body if len(body) <= MAX_REPORT_BYTES else None
+    body = safefs.read_bounded(path, MAX_REPORT_BYTES)
+    return body if body is not None and len(body) <= MAX_REPORT_BYTES else None
 
 
 def write_live(shared_root: str, live: LiveAttempts) -> None:
-    _write(_folder(shared_root) / "attempts" / "live.json", msgspec.json.encode(live))
+    safefs.write_atomic(_folder(shared_root) / "attempts" / "live.json", msgspec.json.encode(live))
 
 
 def read_live(shared_root: str) -> LiveAttempts | None:
@@ -170,7 +156,7 @@ class NodeKeeper:
         processes = proctable.attempt_processes(exclude=(os.getpid(),))
         report = NodeReport(node_id=self.node_id, hostname=os.uname().nodename, checked_at=now,
                             leftovers=self._leftovers(processes, set(live.submission_ids), now))
-        _write(_folder(self.shared_root) / "nodes" / f"{self.node_id}.json", msgspec.json.encode(report))
+        safefs.write_atomic(_folder(self.shared_root) / "nodes" / f"{self.node_id}.json", msgspec.json.encode(report))
         return report
 
     def _leftovers(self, processes: dict[int, str], live: set[str], now: float) -> list[Leftover]:

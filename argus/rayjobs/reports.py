@@ -24,7 +24,6 @@ Reading is bounded and never follows a link (an unconfined job could still write
 
 from __future__ import annotations
 
-import os
 import re
 import statistics
 import time
@@ -83,21 +82,11 @@ def exits_dir(shared_root: str) -> Path:
 
 
 def _write(folder: Path, name: str, body: bytes) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{name}.{os.getpid()}.tmp"
-    tmp.write_bytes(body)
-    os.replace(tmp, folder / name)
+    safefs.write_atomic(folder / name, body)
 
 
 def _read(folder: Path, name: str) -> bytes | None:
-    try:
-        fd = os.open(folder / name, safefs.FILE_FLAGS)
-    except OSError:  # none yet, or a link (never followed)
-        return None
-    try:
-        return os.read(fd, MAX_REPORT_BYTES + 1)
-    finally:
-        os.close(fd)
+    return safefs.read_bounded(folder / name, MAX_REPORT_BYTES)
 
 
 def write_exit(shared_root: str, report: ExitReport) -> None:

@@ -99,20 +99,9 @@ def withdraw_stacks_request(shared_root: str, submission_id: str) -> None:
         pass
 
 
-def _read_bounded(path: Path, limit: int) -> bytes | None:
-    try:
-        fd = os.open(path, safefs.FILE_FLAGS)
-    except OSError:  # none, or a link (never followed)
-        return None
-    try:
-        return os.read(fd, limit + 1)
-    finally:
-        os.close(fd)
-
-
 def read_summary(shared_root: str, submission_id: str) -> StacksSummary | None:
     """The attempt's stacks summary (None: none yet, or not that attempt's)."""
-    body = _read_bounded(_stacks_dir(shared_root) / f"{submission_id}.json", MAX_SUMMARY_BYTES)
+    body = safefs.read_bounded(_stacks_dir(shared_root) / f"{submission_id}.json", MAX_SUMMARY_BYTES)
     if body is None or len(body) > MAX_SUMMARY_BYTES:
         return None
     try:
@@ -124,7 +113,7 @@ def read_summary(shared_root: str, submission_id: str) -> StacksSummary | None:
 
 def read_stacks(shared_root: str, submission_id: str) -> str | None:
     """The attempt's dumps as text (None: none were saved)."""
-    body = _read_bounded(_stacks_dir(shared_root) / f"{submission_id}.txt", MAX_DUMP_BYTES)
+    body = safefs.read_bounded(_stacks_dir(shared_root) / f"{submission_id}.txt", MAX_DUMP_BYTES)
     return None if body is None else body[:MAX_DUMP_BYTES].decode("utf-8", "replace")
 
 
@@ -158,13 +147,6 @@ def _dump(tool: str, pid: int) -> str | None:
     if done.returncode != 0 or b"Thread " not in done.stdout:
         return None
     return done.stdout[:MAX_PROCESS_BYTES].decode("utf-8", "replace")
-
-
-def _write(path: Path, body: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
-    tmp.write_bytes(body)
-    os.replace(tmp, path)
 
 
 def _user_copy(job_folder: Path, body: bytes) -> None:
@@ -213,8 +195,8 @@ def capture_stacks(shared_root: str, submission_id: str, job_folder: Path | None
     body = "".join(parts).encode()
     summary = StacksSummary(submission_id=submission_id, captured_at=time.time(), hostname=socket.gethostname(),
                             processes=dumped, skipped=len(pids) - len(dumped), dump_bytes=len(body), note=note)
-    _write(_stacks_dir(shared_root) / f"{submission_id}.txt", body)
+    safefs.write_atomic(_stacks_dir(shared_root) / f"{submission_id}.txt", body)
     if job_folder is not None:
         _user_copy(job_folder, body)
-    _write(_stacks_dir(shared_root) / f"{submission_id}.json", msgspec.json.encode(summary))
+    safefs.write_atomic(_stacks_dir(shared_root) / f"{submission_id}.json", msgspec.json.encode(summary))
     return summary
