@@ -125,7 +125,7 @@ class FairShareConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # An age term: a task that has waited this long goes before every user's share, oldest
     # first (after the rooms being made), so the first of them that does not fit gets the
     # reservation: fair share alone let a heavy user's big gang wait for days while small
-    # tasks backfilled around it (docs/scheduling.md, measured on 4 seeds). 0: off.
+    # tasks backfilled around it (docs/evaluation/2026-11-26-fairshare-age-term.md, 4 seeds). 0: off.
     max_wait_s: float = 12 * 3600.0
 
 
@@ -187,8 +187,8 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # sooner throws its start away), and at most this many times (then it runs to its end;
     # 0: no cap). Victims: the least work lost first (lowest priority, then the least work
     # since the last checkpoint seen, or since the start). Both stay at what they were before they could be set: on the
-    # openb trace each helps one policy and breaks the other (docs/scheduling.md,
-    # Preemption, "What a preemption costs").
+    # openb trace each helps one policy and breaks the other
+    # (docs/evaluation/2026-11-26-preemption-cost.md).
     preempt_min_run_s: float = 15.0
     max_preemptions: int = 0
     # Moving to make room (with ``preemption``): a waiting task that would wait at least
@@ -197,7 +197,7 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # kinds of node can hold it than can hold the waiting task (a rare node is freed for
     # the work only it holds); they start again at once, elsewhere. 0: never. On the openb
     # trace 1 h was better than none for priority on all of seeds 0-7 (fair share: 7 of 8),
-    # and moving without a wait bound collapsed seed 1 (docs/scheduling.md, "Moving to make room").
+    # and moving without a wait bound collapsed seed 1 (docs/evaluation/2026-11-27-moving-to-make-room.md).
     move_after_s: float = 3600.0
     # How often the reactor looks for each running attempt's last checkpoint (verl's
     # latest_checkpointed_iteration.txt under its job dir; argus.reactor.checkpoints), for

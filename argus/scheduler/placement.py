@@ -132,7 +132,7 @@ class Pool:
         the GPUs, CPUs or model for it, and no more of them than it needs): a gang that
         fits elsewhere is placed off them. On the openb trace a shape of 8 GPUs and 120
         CPUs fits one node of 60; other users' tasks placed there, when they fitted
-        elsewhere, made such tasks wait 40-57 h under fair share (docs/scheduling.md)."""
+        elsewhere, made such tasks wait 40-57 h under fair share (docs/evaluation/2026-11-27-policy-comparison.md)."""
         if self._spared is None:
             spared: set[int] = set()
             shapes = {(d.nnodes, d.n_gpus_per_node, d.cpus_per_node, d.gpu_types)
@@ -160,7 +160,7 @@ class Pool:
         (``rare_nodes``), unless too few others could ever hold its gang. Such a task
         cannot be moved once it runs: on the trace (seed 1, half the tasks preemptible) a
         1-GPU task of 287 h took a GPU of the one 128-CPU node of 60, and the 8-GPU tasks
-        with 120 CPUs that arrived next waited up to 284 h (docs/scheduling.md)."""
+        with 120 CPUs that arrived next waited up to 284 h (docs/evaluation/2026-11-27-policy-comparison.md)."""
         if self._rare is None:
             self._rare = rare_nodes(self._totals_key, self.types)
         rare = self._rare

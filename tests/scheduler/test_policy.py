@@ -238,7 +238,7 @@ def test_priority_policy_fifo_within_priority():
 
 def test_priority_reserves_for_the_first_task_that_does_not_fit_and_backfills_around_it():
     """A strict line behind a head that fit nowhere yet left the cluster draining (seed 1
-    of the trace: 0.391 busy against reserve-backfill's 0.946, docs/scheduling.md), so
+    of the trace: 0.391 busy against reserve-backfill's 0.946, docs/evaluation/2026-11-27-policy-comparison.md), so
     ``priority`` reserves as ``reserve-backfill`` does, in priority order."""
     running = [RunningTask(task_id="r", demand=Demand(nnodes=1, n_gpus_per_node=4, cpus_per_node=4),
                            node_ids=("n00",), expected_end=NOW + 3600)]
