@@ -146,10 +146,12 @@ class RayGateway:
                     self._probe = None
 
     def close(self) -> None:
-        with self._lock:
-            if self._probe is not None:
-                self._probe.close()
-                self._probe = None
+        """Stop the GCS probe child, at once: not under the gateway's lock, which a call
+        still waiting on a Ray that does not answer may hold (a shutdown must not wait on
+        Ray's timeouts; that call then fails)."""
+        probe, self._probe = self._probe, None
+        if probe is not None:
+            probe.close()
 
     # -- clients -----------------------------------------------------------------------
     def _jobs(self) -> Any:

@@ -11,9 +11,11 @@ it, reports Ray unavailable, and starts a fresh one on the next call.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import threading
@@ -92,8 +94,17 @@ class GcsProbe:
                 stream.close()
 
     def close(self) -> None:
-        with self._lock:
-            self._kill()
+        """Kill the child at once, even while a request waits on it (the request then fails
+        on the child's closed pipe): a shutdown never waits on a GCS that does not answer."""
+        child = self._child
+        if child is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(child.pid, signal.SIGKILL)
+        if self._lock.acquire(timeout=2.0):  # the request sees the pipe close and lets go
+            try:
+                self._kill()
+            finally:
+                self._lock.release()
 
     def nodes(self) -> list[dict[str, Any]]:
         """Every node the GCS knows, with total and free resources. Raises ProbeFailed, at
