@@ -1,7 +1,7 @@
 """This host's processes as ``/proc`` shows them, read with bounds: which belong to an
 attempt (``ARGUS_SUBMISSION_ID`` in their environment), their command lines, parents.
 
-Used by a stalled attempt's driver to find what to dump (``argus.rayjobs.stacks``) and by
+Used by a stalled attempt's driver to find what to dump (``argus.nodepool.stacks``) and by
 a node's keeper to find what outlived its attempt (``argus.nodepool.keeper``). A process
 may vanish between two reads, and another user's may not be readable: both are skipped.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["ATTEMPT_KEY", "argv_of", "attempt_processes", "command_line", "descendants_of", "parent_of"]
+__all__ = ["ATTEMPT_KEY", "ancestors_of", "argv_of", "attempt_processes", "command_line", "descendants_of", "parent_of"]
 
 ATTEMPT_KEY = "ARGUS_SUBMISSION_ID"
 MAX_ENVIRON_BYTES = 256 * 1024
@@ -80,6 +80,15 @@ def parent_of(pid: int) -> int | None:
     # The command name, in parentheses, may itself hold spaces and parentheses.
     fields = stat[stat.rfind(b")") + 2:].split()
     return int(fields[1]) if len(fields) > 1 else None
+
+
+def ancestors_of(pid: int) -> list[int]:
+    """The process's parent, its parent's, ... up to (not including) pid 1."""
+    out: list[int] = []
+    while (parent := parent_of(pid)) is not None and parent > 1 and parent not in out and len(out) < 64:
+        out.append(parent)
+        pid = parent
+    return out
 
 
 def descendants_of(root: int) -> list[int]:

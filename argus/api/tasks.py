@@ -29,7 +29,7 @@ from argus.api.schemas import (
 )
 from argus.api.streams import EventStream
 from argus.lifecycle import TaskState
-from argus.rayjobs.stacks import read_stacks
+from argus.nodepool.stacks import read_stacks
 from argus.rayjobs.submission import job_dir
 from argus.service import CommandError, Principal
 from argus.taskspec import TaskSpecError

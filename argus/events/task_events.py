@@ -174,7 +174,7 @@ class AttemptInterrupted(EventBase, frozen=True, kw_only=True, tag="AttemptInter
 
 class AttemptStacksCaptured(EventBase, frozen=True, kw_only=True, tag="AttemptStacksCaptured"):
     """Before a stalled attempt is stopped, its driver dumped the Python stacks of its
-    processes on its node (``argus.rayjobs.stacks``; the dumps are in the control plane's
+    processes on its node (``argus.nodepool.stacks``; the dumps are in the control plane's
     folder, served by ``GET /tasks/{id}/stacks``). ``processes`` empty: none could be taken,
     ``note`` says why (none came within ``v2.scheduler.stall.stacks_wait_s``, no py-spy, ...)."""
 

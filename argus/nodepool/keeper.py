@@ -12,6 +12,16 @@ workers all carry it), and reports those whose attempt has not been live for ``g
 quarantines a node whose report names leftovers of an attempt that ran there, and lifts
 the quarantine when a report finds it clean (``argus.reactor.holds``).
 
+A report also names the processes of attempts that left the live set less than
+``grace_s`` ago (``ending``), and which live set it judged (``live_at``): a node an
+attempt ended on admits again only once a report judged after the end finds none of its
+processes (``argus.reactor.clearing``). So the keeper looks again as soon as the live set
+changes (one ``stat`` a tick, ``due``), not only every ``CHECK_S``.
+
+The keeper also answers the reactor's requests for a stalled attempt's stacks for its
+node (``argus.nodepool.stacks.answer_for_node``), once each, on a thread: a multi-node
+job's Ray workers on other hosts than its driver are dumped there.
+
 Files, in the control plane's folder of the shared root, out of every job's reach:
 ``ray/attempts/live.json`` (the reactor's) and ``ray/nodes/<node id>.json`` (each keeper's).
 A live set older than ``LIVE_FRESH_S`` (a reactor down or restarting) judges nothing.
@@ -22,6 +32,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +40,7 @@ from pathlib import Path
 import msgspec
 
 from argus import proctable, safefs
+from argus.nodepool.stacks import answer_for_node, requested
 
 __all__ = [
     "LiveAttempts", "Leftover", "NodeKeeper", "NodeReport", "gpu_holders", "raylet_node_id", "read_live",
@@ -60,12 +72,15 @@ class Leftover(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class NodeReport(msgspec.Struct, frozen=True, kw_only=True):
-    """A keeper's last look at its node."""
+    """A keeper's last look at its node: ``leftovers`` past the grace, ``ending`` within it,
+    judged against the live set written at ``live_at``."""
 
     node_id: str
     hostname: str
     checked_at: float
     leftovers: list[Leftover] = []
+    ending: list[Leftover] = []
+    live_at: float = 0.0
 
 
 def _folder(shared_root: str) -> Path:
@@ -77,12 +92,30 @@ def _read(path: Path) -> bytes | None:
     return body if body is not None and len(body) <= MAX_REPORT_BYTES else None
 
 
+def _live_path(shared_root: str) -> Path:
+    return _folder(shared_root) / "attempts" / "live.json"
+
+
 def write_live(shared_root: str, live: LiveAttempts) -> None:
-    safefs.write_atomic(_folder(shared_root) / "attempts" / "live.json", msgspec.json.encode(live))
+    safefs.write_atomic(_live_path(shared_root), msgspec.json.encode(live))
+
+
+def report_path(shared_root: str, node_id: str) -> Path:
+    return _folder(shared_root) / "nodes" / f"{node_id}.json"
+
+
+def read_node_report(shared_root: str, node_id: str) -> NodeReport | None:
+    """One node's keeper's last report (None: no keeper there, or unreadable)."""
+    body = _read(report_path(shared_root, node_id))
+    try:
+        report = None if body is None else msgspec.json.decode(body, type=NodeReport)
+    except msgspec.DecodeError:
+        return None
+    return report if report is not None and report.node_id == node_id else None
 
 
 def read_live(shared_root: str) -> LiveAttempts | None:
-    body = _read(_folder(shared_root) / "attempts" / "live.json")
+    body = _read(_live_path(shared_root))
     try:
         return None if body is None else msgspec.json.decode(body, type=LiveAttempts)
     except msgspec.DecodeError:
@@ -138,32 +171,80 @@ def raylet_node_id(root_pid: int) -> str | None:
 
 
 class NodeKeeper:
-    """One node's look at what outlived its attempts; ``check`` writes its report."""
+    """One node's look at what outlived its attempts; ``check`` writes its report, ``due``
+    says when to call it."""
 
     def __init__(self, shared_root: str, node_id: str, *, grace_s: float = 30.0,
                  clock: Callable[[], float] = time.time, nvidia_smi: str | None = None) -> None:
         self.shared_root, self.node_id, self.grace_s, self.clock = shared_root, node_id, grace_s, clock
         self.nvidia_smi = nvidia_smi if nvidia_smi is not None else shutil.which("nvidia-smi")
         self._gone_since: dict[str, float] = {}  # submission id -> first seen not live
+        self._checked_at = -1e18
+        self._live_mtime = 0.0
+        self._answered: set[str] = set()  # stacks requests answered
+        self._answering: threading.Thread | None = None
+
+    def due(self) -> bool:
+        """Every ``CHECK_S``, and at once when the live set was rewritten (an attempt may
+        have ended: its node admits again only once a report judged after that says so)."""
+        try:
+            mtime = os.stat(_live_path(self.shared_root)).st_mtime
+        except OSError:
+            mtime = 0.0
+        return mtime != self._live_mtime or self.clock() - self._checked_at >= CHECK_S
 
     def check(self) -> NodeReport | None:
         """Look once; None (and no report) while the live set is not fresh."""
-        now = self.clock()
+        now = self._checked_at = self.clock()
+        try:
+            self._live_mtime = os.stat(_live_path(self.shared_root)).st_mtime
+        except OSError:
+            self._live_mtime = 0.0
         live = read_live(self.shared_root)
         if live is None or now - live.written_at > LIVE_FRESH_S:
             self._gone_since.clear()  # judged again from scratch once the reactor is back
             return None
+        self._answer_stacks()
         processes = proctable.attempt_processes(exclude=(os.getpid(),))
+        leftovers, ending = self._judge(processes, set(live.submission_ids), now)
         report = NodeReport(node_id=self.node_id, hostname=os.uname().nodename, checked_at=now,
-                            leftovers=self._leftovers(processes, set(live.submission_ids), now))
-        safefs.write_atomic(_folder(self.shared_root) / "nodes" / f"{self.node_id}.json", msgspec.json.encode(report))
+                            leftovers=leftovers, ending=ending, live_at=live.written_at)
+        safefs.write_atomic(report_path(self.shared_root, self.node_id), msgspec.json.encode(report))
         return report
 
-    def _leftovers(self, processes: dict[int, str], live: set[str], now: float) -> list[Leftover]:
+    def _judge(self, processes: dict[int, str], live: set[str], now: float) -> tuple[list[Leftover], list[Leftover]]:
+        """The leftovers (of attempts out of the live set for ``grace_s``, or holding a GPU
+        for no attempt) and the processes still ending (out of it for less)."""
         gone = {sid for sid in processes.values() if sid not in live}
         self._gone_since = {sid: self._gone_since.get(sid, now) for sid in gone}
-        out = [Leftover(pid=pid, submission_id=sid, command=proctable.command_line(pid))
-               for pid, sid in processes.items() if sid in gone and now - self._gone_since[sid] >= self.grace_s]
-        out += [Leftover(pid=pid, submission_id="", command=proctable.command_line(pid))
-                for pid in gpu_holders(self.nvidia_smi) if pid not in processes]  # an attempt's: judged above
-        return out[:MAX_LEFTOVERS]
+        leftovers, ending = [], []
+        for pid, sid in processes.items():
+            if sid in gone:
+                past = now - self._gone_since[sid] >= self.grace_s
+                (leftovers if past else ending).append(Leftover(pid=pid, submission_id=sid,
+                                                                command=proctable.command_line(pid)))
+        leftovers += [Leftover(pid=pid, submission_id="", command=proctable.command_line(pid))
+                      for pid in gpu_holders(self.nvidia_smi) if pid not in processes]  # an attempt's: judged above
+        return leftovers[:MAX_LEFTOVERS], ending[:MAX_LEFTOVERS]
+
+    def _answer_stacks(self) -> None:
+        """Start answering the stacks requests not yet answered (one thread at a time: a
+        dump takes up to seconds per process)."""
+        if self._answering is not None and self._answering.is_alive():
+            return
+        asked = requested(self.shared_root)
+        self._answered &= set(asked)  # a request withdrawn is forgotten
+        todo = [sid for sid in asked if sid not in self._answered]
+        if not todo:
+            return
+        self._answered.update(todo)
+
+        def answer() -> None:
+            for sid in todo:
+                try:
+                    answer_for_node(self.shared_root, sid, self.node_id, exclude=(os.getpid(),))
+                except OSError:
+                    pass  # the reactor stops the job after its wait, noting this node did not answer
+
+        self._answering = threading.Thread(target=answer, name="argus-keeper-stacks", daemon=True)
+        self._answering.start()

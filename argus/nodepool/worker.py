@@ -97,7 +97,8 @@ class WorkerWatchdog:
                 next_read = now + cfg.poll_s
                 if self.child is not None:
                     self._check_head(result.record, result.usable)
-            if self.child is not None and now - self._kept_at >= CHECK_S:
+            if self.child is not None and (self.keeper.due() if self.keeper is not None
+                                           else now - self._kept_at >= CHECK_S):
                 self._keep(now)
             if self.child is None and result is not None and now >= self.not_before:
                 if result.usable and result.record is not None:

@@ -71,6 +71,9 @@ class ExitReport(msgspec.Struct, frozen=True, kw_only=True):
     step: int | None = None  # the last step it printed
     first_step: int | None = None  # the first (a resume starts past 1)
     total_steps: int | None = None
+    # No other process of the attempt was left on the driver's host when it reported: its
+    # node may admit again at once (argus.reactor.clearing); False: unknown or some were.
+    host_clean: bool = False
 
 
 def attempts_dir(shared_root: str) -> Path:
@@ -176,11 +179,12 @@ class ProgressTracker:
             return
         self._written_at, self._news = now, False
 
-    def exited(self, exit_code: int) -> None:
+    def exited(self, exit_code: int, host_clean: bool = False) -> None:
         """The command exited: say so at once (the reactor watches for it)."""
         try:
             write_exit(self.shared_root, ExitReport(submission_id=self.submission_id, exit_code=exit_code,
                                                     exited_at=self.clock(), step=self.step,
-                                                    first_step=self.first_step, total_steps=self.total_steps))
+                                                    first_step=self.first_step, total_steps=self.total_steps,
+                                                    host_clean=host_clean))
         except OSError:
             pass  # Ray's own report of the job's end still comes

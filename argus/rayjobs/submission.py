@@ -149,7 +149,7 @@ def build_submission(
         entrypoint_resources[ACCELERATOR_PREFIX + gpu_type] = 0.001
     merged_env.update(env_vars or {})
     # Every process of the attempt carries its id, its Ray workers too (they get the job's
-    # runtime env): how its driver finds them to dump their stacks (argus.rayjobs.stacks).
+    # runtime env): how its driver finds them to dump their stacks (argus.nodepool.stacks).
     merged_env["ARGUS_SUBMISSION_ID"] = sid
     runtime_env["env_vars"] = merged_env
 

@@ -7,7 +7,7 @@ calls the very same functions on its own state, its fake Ray and its virtual clo
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import msgspec
 
@@ -27,23 +27,30 @@ __all__ = ["Classify", "attempt_step", "plan_turn", "wait_news"]
 
 
 def plan_turn(state: ReactorState, capacity: Sequence[NodeCapacity] | None, now: float, sched: SchedulerConfig,
-              driver_cpus: float, waits: bool = True) -> AdmissionPlan | None:
+              driver_cpus: float, waits: bool = True, clearing: Mapping[str, str] | None = None) -> AdmissionPlan | None:
     """The turn's admission plan from what the log says (``state``) and Ray's count just
     taken (``capacity``; None: unreachable); None when nothing waits. ``waits`` False:
-    why each task waits is not worked out (the simulator, which does not record it)."""
+    why each task waits is not worked out (the simulator, which does not record it).
+    ``clearing``: nodes that admit nothing until an ended attempt's processes are gone
+    (``argus.reactor.clearing``), and why."""
+    clearing = clearing or {}
     waiting = state.waiting()
     if not waiting:
         return None
     active = state.active()
     fair = sched.policy == "fairshare"
     plan = plan_admissions(
-        waiting=waiting, active=active, capacity=withhold(capacity, (node for node, _ in state.holds)), now=now,
+        waiting=waiting, active=active, now=now,
+        capacity=withhold(capacity, {*(node for node, _ in state.holds), *clearing}),
         config=sched, driver_cpus=driver_cpus,
         runtimes=state.runtimes, usage=state.usage.with_running(now, active) if fair else None,
         observed=Observed(seen_since=state.seen_since, releasing=list(state.releasing.values()),
                           made=state.queue_memo),
         waits=waits, gpu_caps=state.gpu_caps,
     )
+    # A clearing node is not named in wait messages: it clears within seconds (or is
+    # quarantined, and named then), and a message that changed with every attempt's end
+    # would be a new wait event for every waiting task each time.
     return describe_holds(plan, state.holds, capacity) if waits and capacity is not None else plan
 
 

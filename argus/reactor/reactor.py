@@ -32,7 +32,7 @@ from argus.events import (
 from argus.gcpause import collector_paused
 from argus.lifecycle import AttemptStatus
 from argus.rayjobs import RayPort, RayUnavailable
-from argus.rayjobs.stacks import read_summary, request_stacks
+from argus.nodepool.stacks import StacksSummary, merge_summaries, read_node_summaries, read_summary, request_stacks
 from argus.reactor.checkpoints import CheckpointWatch
 from argus.reactor.hygiene import NodeWatch
 from argus.reactor.reports import ExitNotifier, ReportWatch
@@ -41,11 +41,12 @@ from argus.reactor.submitting import Submitting
 from argus.reactor.turn import Append, Observations, TurnMemory, TurnPlan, awaiting_stacks, decide_turn, followed
 from argus.reactor.watchdog import PlacementWatchdog
 from argus.store import AppendBatch, ConcurrencyConflict, EventStore, InvariantViolation, LogUnreachable
-from projections import TaskView
+from projections import AttemptView, TaskView
 
 __all__ = ["CRASH_POINTS", "Reactor"]
 
 log = logging.getLogger("argus.reactor")
+_CLEAR_LOOK_S = 0.1  # how often a node still clearing is looked at between turns
 
 LEASE_NAME = "reactor"
 # Fault injection for crash tests: ARGUS_REACTOR_CRASH_AT=<point> makes the reactor SIGKILL
@@ -182,6 +183,14 @@ class Reactor(Submitting):
                     timer[0] = loop.call_later(self.sched.exit_watch_s, look)
 
             timer.append(loop.call_later(self.sched.exit_watch_s, look))
+        if self.nodes.ended:  # a node clears when its keeper says so: a stat per node, often
+            def clear_look() -> None:
+                if self.nodes.reports_changed():
+                    exited.set()
+                else:
+                    timer.append(loop.call_later(_CLEAR_LOOK_S, clear_look))
+
+            timer.append(loop.call_later(_CLEAR_LOOK_S, clear_look))
         waiters = {asyncio.ensure_future(appended.wait()), asyncio.ensure_future(exited.wait()),
                    asyncio.ensure_future(self._stopping.wait())}
         try:
@@ -209,7 +218,7 @@ class Reactor(Submitting):
         for plan in decide_turn(self.state, obs, now, self.sched, self.memory,
                                 driver_cpus=self.config.entrypoint_num_cpus):
             await self._carry_out(plan, obs, now)
-        await self.nodes.publish(self.state)
+        await self.nodes.publish(self.state, obs.exits, self.memory.stacks_asked)
 
     async def _sleep(self, seconds: float) -> None:
         try:
@@ -281,6 +290,7 @@ class Reactor(Submitting):
             await self._resolve_intents(now)  # Ray is back: settle what was left hanging
         obs = Observations(capacity=tuple(nodes), answering=self.capacity is not None, exits=exits)
         obs.node_reports, obs.leftover_tasks = await self.nodes.reports(self.state, self.store)
+        obs.clearing = await self.nodes.clearing()
         tasks = followed(self.state)
         if not obs.answering or not tasks:
             return obs
@@ -297,11 +307,24 @@ class Reactor(Submitting):
             log.warning("placement groups unknown this turn: %s", exc)
         obs.checkpoints = await self.checkpoints.found(self.state.active())
         obs.progress = await self.reports.progress(self.state.active())
-        awaiting = [t.attempts[-1].submission_id for t in tasks if awaiting_stacks(t, self.sched)]
+        awaiting = [t.attempts[-1] for t in tasks if awaiting_stacks(t, self.sched)]
         if awaiting:
-            found = await asyncio.to_thread(lambda: {sid: read_summary(self.config.shared_root, sid) for sid in awaiting})
-            obs.stacks = {sid: summary for sid, summary in found.items() if summary is not None}
+            obs.stacks = await asyncio.to_thread(self._stacks, awaiting, now)
         return obs
+
+    def _stacks(self, attempts: list[AttemptView], now: float) -> dict[str, StacksSummary]:
+        """The stalled attempts' stacks as their drivers and the keepers of their nodes
+        saved them: one summary each, naming the nodes whose keepers have not answered
+        (those with a fresh report; a node without a keeper has nobody to ask)."""
+        keepers = self.nodes.keepers(now)
+        found = {}
+        for attempt in attempts:
+            expected = {n for n in (*attempt.node_ids, attempt.driver_node_id) if n in keepers}
+            merged = merge_summaries(read_summary(self.config.shared_root, attempt.submission_id),
+                                     read_node_summaries(self.config.shared_root, attempt.submission_id), expected)
+            if merged is not None:
+                found[attempt.submission_id] = merged
+        return found
 
     # ------------------------------------------------------------------ carrying out
     async def _carry_out(self, plan: TurnPlan, obs: Observations, now: float) -> None:

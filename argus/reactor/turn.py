@@ -39,7 +39,7 @@ from argus.events import (
 from argus.lifecycle import AttemptStatus, TaskState
 from argus.rayjobs.gateway import JobObservation
 from argus.rayjobs.reports import ExitReport, ProgressReport
-from argus.rayjobs.stacks import StacksSummary
+from argus.nodepool.stacks import StacksSummary
 from argus.nodepool.keeper import NodeReport
 from argus.reactor.attempts import outcome_events
 from argus.reactor.holds import quarantine_news
@@ -74,6 +74,7 @@ class Observations(msgspec.Struct, kw_only=True):
     stacks: dict[str, StacksSummary] = {}  # the drivers' stack dumps, of stalled attempts (awaiting_stacks)
     node_reports: list[NodeReport] = []  # the nodes' keepers' reports, when read this turn
     leftover_tasks: dict[str, TaskView] = {}  # the tasks those reports name, by id
+    clearing: dict[str, str] = {}  # nodes an ended attempt's processes may still be on, and why
     log_tails: dict[str, str] = {}  # filled by the executor for a plan's ``read_logs``
 
 
@@ -260,18 +261,22 @@ def _marks(state: ReactorState, obs: Observations, asked: Sequence[TaskView], no
 
 def _stacks_taken(task: TaskView, obs: Observations, now: float,
                   sched: SchedulerConfig) -> AttemptStacksCaptured | None:
-    """The stalled attempt's stacks, once its driver saved them, or word that none came in
-    ``stacks_wait_s`` (its driver may be as hung as its command)."""
+    """The stalled attempt's stacks, once its driver and the keepers of its other nodes
+    saved them (what came, once ``stacks_wait_s`` passed), or word that none came in that
+    time (its driver may be as hung as its command)."""
     attempt = task.attempts[-1]
     assert attempt.stalled_at is not None
     summary = obs.stacks.get(attempt.submission_id)
-    if summary is not None:
+    waited = now - attempt.stalled_at >= sched.stall.stacks_wait_s
+    if summary is not None and (waited or not summary.missing):
+        missing = f"no answer from the keepers of node(s) {', '.join(summary.missing)}" if summary.missing else ""
         return AttemptStacksCaptured(
             task_id=task.task_id, attempt_no=attempt.attempt_no, submission_id=attempt.submission_id,
             hostname=summary.hostname, processes=[StackedProcess(pid=p.pid, command=p.command, top_frame=p.top_frame)
                                                   for p in summary.processes],
-            skipped=summary.skipped, dump_bytes=summary.dump_bytes, note=summary.note, captured_at=now)
-    if now - attempt.stalled_at < sched.stall.stacks_wait_s:
+            skipped=summary.skipped, dump_bytes=summary.dump_bytes,
+            note="; ".join(n for n in (summary.note, missing) if n), captured_at=now)
+    if not waited:
         return None
     return AttemptStacksCaptured(
         task_id=task.task_id, attempt_no=attempt.attempt_no, submission_id=attempt.submission_id,
@@ -345,10 +350,10 @@ def _admit(state: ReactorState, obs: Observations, now: float, sched: SchedulerC
            driver_cpus: float, waits: bool) -> Iterator[TurnPlan]:
     """Stage 5: the policy's plan, when the log, the cluster or the clock could change it."""
     capacity = obs.capacity if obs.answering else None
-    inputs = (state.position, capacity)
+    inputs = (state.position, capacity, tuple(sorted(obs.clearing)))
     if inputs == memory.planned_on and now < memory.plan_expires_at:
         return
-    plan = plan_turn(state, capacity, now, sched, driver_cpus, waits=waits)
+    plan = plan_turn(state, capacity, now, sched, driver_cpus, waits=waits, clearing=obs.clearing)
     if plan is None:
         return
     memory.plans += 1

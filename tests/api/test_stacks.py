@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from argus.events import EventMeta, task_stream
-from argus.rayjobs.stacks import capture_stacks
+from argus.nodepool.stacks import capture_stacks
 from argus.rayjobs.submission import submission_id_for
 from tests.api.conftest import ADVANCED, Env, put_dataset
 from tests.events import factories as f

@@ -15,12 +15,14 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from argus.events import HoldKind, NodeHeld, NodeReleased, cluster_stream
 from argus.lifecycle import TaskState
 from argus.nodepool.keeper import CHECK_S, NodeKeeper, parse_pids, raylet_node_id, read_live
+from argus.rayjobs.reports import ExitReport, write_exit
 from argus.service.auth import Principal
 from tests.reactor.test_turn_on_fake import World, make_world
 
@@ -138,3 +140,81 @@ def test_the_node_id_is_read_from_the_raylet_below_the_ray_child() -> None:
 
 def test_gpu_holders_are_read_from_nvidia_smi_lines() -> None:
     assert parse_pids("1234\n  99 \n\nNo running processes found\n") == [1234, 99]
+
+
+async def test_a_node_an_attempt_ended_on_admits_only_once_its_keeper_finds_it_clear(world: World) -> None:
+    """Between an attempt's end and the keeper's first look judged after it, and while its
+    processes still end there, the node admits nothing (before the grace that would
+    quarantine it); then it admits at once."""
+    w = world
+    first = await w.submit(nnodes=1, gpus=4)
+    sid = await w.running(first)
+    placed = (await w.view(first)).attempts[-1].node_ids[0]
+    keepers = [NodeKeeper(w.config.shared_root, n.node_id, grace_s=30.0, clock=w.clock, nvidia_smi="")
+               for n in w.ray.nodes]
+    with _process_of(sid) as ending:
+        await _look(w, keepers)  # fresh reports: these nodes have keepers to ask
+        w.ray.succeed(sid)
+        await w.turn(2)
+        assert (await w.view(first)).state is TaskState.SUCCEEDED
+        both = await w.submit(nnodes=2, gpus=4)
+        await w.turn()
+        assert (await w.view(both)).state.is_waiting()  # no look since the end yet
+        await _look(w, keepers)
+        report = keepers[0].check()
+        assert report is not None  # (other processes of this host may carry other attempts' ids)
+        assert [p.pid for p in report.ending if p.submission_id == sid] == [ending.pid]
+        assert not [p for p in report.leftovers if p.submission_id == sid]
+        await w.turn()
+        assert (await w.view(both)).state.is_waiting(), "admitted while the ended attempt's process ran there"
+    await _look(w, keepers)
+    assert (await w.view(both)).state is TaskState.SUBMITTED
+    assert not [e for e in await _cluster_events(w) if isinstance(e, NodeHeld)]  # cleared within its grace
+    assert placed in {n for n in (await w.view(both)).attempts[-1].node_ids}
+
+
+async def test_a_driver_that_saw_its_host_clear_lets_its_node_admit_at_once(world: World) -> None:
+    w = world
+    first = await w.submit(nnodes=1, gpus=4)
+    sid = await w.running(first)
+    keepers = [NodeKeeper(w.config.shared_root, n.node_id, grace_s=30.0, clock=w.clock, nvidia_smi="")
+               for n in w.ray.nodes]
+    await _look(w, keepers)
+    attempt = (await w.view(first)).attempts[-1]
+    assert attempt.driver_node_id in attempt.node_ids  # the fake Ray runs the driver on the gang's node
+    write_exit(w.config.shared_root, ExitReport(submission_id=sid, exit_code=0, exited_at=w.clock(), host_clean=True))
+    w.ray.succeed(sid)
+    await w.turn(2)
+    both = await w.submit(nnodes=2, gpus=4)
+    await w.turn()
+    assert (await w.view(both)).state is TaskState.SUBMITTED  # no keeper's look was needed
+
+
+def test_clearing_is_judged_per_node_from_the_reports() -> None:
+    from argus.nodepool.keeper import Leftover, NodeReport
+    from argus.reactor.clearing import CLEAR_WAIT_S, EndedAttempt, clearing_nodes
+
+    ended = EndedAttempt(submission_id="t--a1", node_ids=("a", "b"), driver_node_id="a", host_clean=True, left_at=100.0)
+    proc = Leftover(pid=7, submission_id="t--a1", command="python -m verl")
+
+    def report(node: str, live_at: float, **kw: Any) -> NodeReport:
+        return NodeReport(node_id=node, hostname="h", checked_at=101.0, live_at=live_at, **kw)
+
+    # The driver cleared its host (a); b's keeper has not looked since the end.
+    clearing, done = clearing_nodes([ended], {"a": report("a", 90.0), "b": report("b", 90.0)}, 101.0)
+    assert set(clearing) == {"b"} and not done
+    clearing, done = clearing_nodes([ended], {"b": report("b", 100.0, ending=[proc])}, 101.0)
+    assert "pid 7" in clearing["b"] and not done
+    assert clearing_nodes([ended], {"b": report("b", 100.0)}, 101.0) == ({}, {"t--a1"})
+    assert clearing_nodes([ended], {"b": report("b", 100.0, leftovers=[proc])}, 101.0) == ({}, {"t--a1"})  # quarantined
+    assert clearing_nodes([ended], {}, 101.0) == ({}, {"t--a1"})  # no keeper there: nobody to ask
+    assert clearing_nodes([ended], {"b": report("b", 90.0)}, 100.0 + CLEAR_WAIT_S + 1) == ({}, {"t--a1"})
+
+
+def test_a_driver_reports_its_host_clear_only_once_the_attempts_processes_are_gone() -> None:
+    from argus.driver import still_here
+
+    with _process_of("t--a7") as proc:
+        assert list(still_here("t--a7", wait_s=0.3)) == [proc.pid]
+        assert not still_here("t--a8", wait_s=0.0)  # another attempt's process is not this one's
+    assert not still_here("t--a7", wait_s=5.0)

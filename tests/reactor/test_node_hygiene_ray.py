@@ -31,6 +31,10 @@ def _keep(keepers: list[NodeKeeper], stop: threading.Event) -> None:
             keeper.check()
 
 
+def _driver_log(shared: Path, sid: str) -> str:
+    return next(shared.glob(f"users/*/jobs/{sid}/driver.log")).read_text()
+
+
 async def _cluster_events(store: Any) -> list[Any]:
     return [r.event for r in await store.read_stream(cluster_stream)]
 
@@ -64,6 +68,7 @@ async def test_a_process_left_behind_quarantines_its_node_until_it_ends(ray_clus
             # Ray's job supervisor of the attempt may linger a moment: the sleep stays.
             leaked = [pid for pid in proctable.attempt_processes(only=sid) if "sleep 600" in proctable.command_line(pid)]
             assert len(leaked) == 1, proctable.attempt_processes(only=sid)
+            assert "still run on this host" in _driver_log(shared, sid)  # its driver saw the sleep stay
 
             async def quarantined() -> list[NodeHeld]:
                 return [e for e in await _cluster_events(store) if isinstance(e, NodeHeld)]
@@ -85,6 +90,8 @@ async def test_a_process_left_behind_quarantines_its_node_until_it_ends(ray_clus
                 os.kill(pid, signal.SIGKILL)
             view = await wait_state(store, both, DONE, timeout_s=120)
             assert view.state is TaskState.SUCCEEDED, (view.error_summary, view.attempts)
+            # Its Ray workers ended before its driver reported: its nodes admitted again at once.
+            assert "still run on this host" not in _driver_log(shared, view.attempts[-1].submission_id)
             released = [e for e in await _cluster_events(store) if isinstance(e, NodeReleased)]
             assert {e.node_id for e in released} == ran_on and len(released) == len(ran_on), released
         finally:

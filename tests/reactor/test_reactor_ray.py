@@ -14,7 +14,7 @@ import pytest
 
 from argus.events import AttemptStacksCaptured, task_stream
 from argus.lifecycle import TaskState
-from argus.rayjobs.stacks import read_stacks
+from argus.nodepool.stacks import read_stacks
 from projections.goodput import task_goodput
 from argus.rayjobs import AsyncRayGateway, RayGateway
 from argus.reactor import Reactor

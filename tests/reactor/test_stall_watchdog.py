@@ -7,6 +7,7 @@ never prints a step is never judged."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import subprocess
@@ -14,13 +15,15 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from argus.config import StallConfig
 from argus.events import AttemptEnded, AttemptStacksCaptured, AttemptStalled, RetryScheduled
 from argus.lifecycle import TaskState
 from argus.rayjobs.reports import ProgressTracker
-from argus.rayjobs.stacks import capture_stacks, read_stacks, stacks_requested
+from argus.nodepool.keeper import NodeKeeper
+from argus.nodepool.stacks import answer_for_node, capture_stacks, merge_summaries, read_stacks, read_summary, stacks_requested
 from argus.reactor.stall import stall_bound
 from argus.service.auth import Principal
 from tests.reactor.test_turn_on_fake import World, make_world
@@ -162,3 +165,66 @@ async def test_a_command_that_prints_no_step_is_never_judged_and_loading_has_its
     await world.turn()
     stall = next(e for e in await world.events(loading) if isinstance(e, AttemptStalled))
     assert stall.step is None and stall.bound_s == 3600.0
+
+
+async def test_a_multi_node_runs_stacks_come_from_its_driver_and_the_keepers_of_its_other_nodes(tmp_path: Path) -> None:
+    """A two-node run stalls: its driver dumps its own host, the keeper of its other node
+    dumps what runs there, and the stop waits for both (the request stays until the
+    attempt ends, then is withdrawn). A keeper on the driver's own host only says so."""
+    w = await make_world(tmp_path, nodes=2, progress_check_s=1.0, progress_record_s=10.0, preempt_grace_s=30.0)
+    w.ray.stop_grace_s = 30.0
+    try:
+        spec = ("kind: advanced\nworkload: ppo\nnnodes: 2\nn_gpus_per_node: 8\nstall_timeout: 5m\n"
+                "command: python3 -m argus.examples.toy_trainer trainer.nnodes=2 trainer.n_gpus_per_node=8\n")
+        task_id = (await w.commands.submit(ALICE, spec)).task_id
+        sid = await w.running(task_id)
+        attempt = (await w.view(task_id)).attempts[-1]
+        other = next(n for n in attempt.node_ids if n != attempt.driver_node_id)
+        # The other node has a keeper (the driver's has none here: nobody to wait for).
+        keeper = NodeKeeper(w.config.shared_root, other, clock=w.clock, nvidia_smi="")
+        await _steps(w, sid, range(1, 3), every_s=60.0)
+        w.clock.advance(295)
+        await w.turn()
+        assert keeper.check() is not None  # the reactor reads it at its next turn
+        w.clock.advance(6)
+        await w.turn()
+        assert stacks_requested(w.config.shared_root, sid)
+        with _hung_process(sid):
+            capture_stacks(w.config.shared_root, sid)  # the driver, on its host
+            await w.turn()
+            assert sid not in w.ray._stopping  # the other node's keeper has not answered
+            keeper.check()
+            for _ in range(200):  # it answers on a thread
+                if read_summary(w.config.shared_root, sid, other) is not None:
+                    break
+                await asyncio.sleep(0.1)
+        await w.turn()
+        taken = next(e for e in await w.events(task_id) if isinstance(e, AttemptStacksCaptured))
+        assert [p.top_frame.split(" ")[0] for p in taken.processes] == ["hang_in_here"] * 2, taken
+        assert sid in w.ray._stopping and read_stacks(w.config.shared_root, sid).count("hang_in_here") >= 2
+        assert stacks_requested(w.config.shared_root, sid)  # until the attempt ends
+        w.clock.advance(31)
+        await w.turn(2)
+        assert not stacks_requested(w.config.shared_root, sid)
+    finally:
+        await w.commands.close()
+        await w.store.close()
+
+
+def test_a_keeper_on_the_drivers_host_leaves_the_dump_to_the_driver(tmp_path: Path) -> None:
+    code = "import time; print('up', flush=True); time.sleep(600)"
+    proc = subprocess.Popen([sys.executable, "-c", code, "-m", "argus.driver"],
+                            env={**os.environ, "ARGUS_SUBMISSION_ID": "t--a1"}, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"up\n"
+        summary = answer_for_node(str(tmp_path), "t--a1", "n1")
+    finally:
+        proc.kill()
+        proc.wait()
+    assert (summary.node_id, summary.processes, summary.dump_bytes) == ("n1", [], 0)
+    assert read_summary(str(tmp_path), "t--a1", "n1") == summary and read_stacks(str(tmp_path), "t--a1") is None
+    merged = merge_summaries(None, {"n1": summary}, {"n1", "n2"})
+    assert merged is None  # nothing until the driver answered
+    driver = msgspec.structs.replace(summary, node_id="", note="no process of this attempt was found on this node")
+    merged = merge_summaries(driver, {"n1": summary}, {"n1", "n2"})
+    assert merged is not None and merged.missing == ["n2"]
