@@ -32,7 +32,7 @@ from argus.api.tasks import TasksController
 from argus.api.users import UsersController
 from argus.api.vocabulary import vocabulary
 from argus.api.eta import EtaBoard
-from argus.store import LogUnreachable
+from argus.store import LogUnreachable, StorageFull
 from argus.config import ArgusConfig
 from argus.service import AuthCache, CommandError, Commands
 
@@ -69,6 +69,16 @@ def _log_unreachable(request: Request[Any, Any, Any], exc: LogUnreachable) -> Re
     whether the write may have been made."""
     log.warning("%s %s: %s", request.method, request.url.path, exc)
     return _http_error(request, HTTPException(status_code=503, detail=str(exc), headers={"Retry-After": "5"}))
+
+
+def _storage_full(request: Request[Any, Any, Any], exc: StorageFull) -> Response[dict[str, Any]]:
+    """A write refused for lack of space: 507, saying that nothing was written and why
+    (the log has the path and the free space); reads go on, and the same request succeeds
+    once an operator frees space."""
+    log.error("%s %s: %s", request.method, request.url.path, exc)
+    return _http_error(request, HTTPException(status_code=507, detail=(
+        f"the server's disk is full ({exc.cause}): nothing was written. Retry once an operator has freed space "
+        "(reads still work)"), headers={"Retry-After": "60"}))
 
 
 def _freeze_heap(app: Litestar) -> None:
@@ -174,7 +184,8 @@ def create_app(
         dependencies={"reads": Provide(provide_reads, sync_to_thread=False)},
         openapi_config=openapi,
         exception_handlers={HTTPException: _http_error, CommandError: _command_error,
-                            LogUnreachable: _log_unreachable, Exception: _internal_error},
+                            LogUnreachable: _log_unreachable, StorageFull: _storage_full,
+                            Exception: _internal_error},
         request_max_body_size=config.v2.api.max_body_bytes,
         middleware=[security_headers],
         debug=False,

@@ -9,6 +9,7 @@ from argus.store.errors import (
     IsACopy,
     LogUnreachable,
     PayloadTooLarge,
+    StorageFull,
     StoreError,
     UnknownEventType,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "PayloadTooLarge",
     "ReadModels",
     "SYNCHRONOUS_MODES",
+    "StorageFull",
     "Share",
     "StoreError",
     "UnknownEventType",
