@@ -26,6 +26,7 @@ from argus.api.files import FilesController
 from argus.api.headers import ERROR_HEADERS, security_headers
 from argus.api.metrics import ApiMetrics, healthz, metrics, readyz
 from argus.api.ratelimit import SubmitRateLimit
+from argus.api.streamcap import StreamSlots
 from argus.api.reads import Reads, provide_reads
 from argus.api.openapi import document_api, fix_options_allow, strict_body
 from argus.api.tasks import TasksController
@@ -132,6 +133,7 @@ def create_app(
         state.commands, state.broadcaster = commands, broadcaster
         state.sessions = SessionStore(config.v2.auth.session_ttl_s)
         state.submit_limit = SubmitRateLimit(config.v2.api.submit_burst, config.v2.api.submit_rate_per_s)
+        state.stream_slots = StreamSlots(config.v2.api.max_streams_per_token, config.v2.api.max_streams_per_user)
         token = admin_token or os.environ.get(config.v2.auth.token_env)
         if token:
             await commands.bootstrap_admin(token)

@@ -48,7 +48,8 @@ DESCRIPTIONS = {
     409: "Conflicts with the current state (or changed meanwhile): try again or change it",
     413: "Body too large",
     415: "Content-Type not accepted: send one of the declared types",
-    429: "Too many submissions by this user: try again after the Retry-After header's seconds",
+    429: "Too many submissions, or too many open streams, by this user or token: try again after the "
+         "Retry-After header's seconds",
     503: "Not ready",
     507: "The server's disk is full: nothing was written; retry after the Retry-After header's seconds",
 }

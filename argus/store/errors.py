@@ -11,6 +11,7 @@ __all__ = [
     "InvalidEvent",
     "InvariantViolation",
     "IsACopy",
+    "LimitReached",
     "LogUnreachable",
     "PayloadTooLarge",
     "StorageFull",
@@ -73,3 +74,8 @@ class StorageFull(StoreError):
         super().__init__(f"the server's disk is full ({cause}): nothing was written")
         self.cause = cause
         self.free_bytes = free_bytes
+
+
+class LimitReached(StoreError):
+    """An append's own condition (``AppendBatch.guard``, a user's queue cap), checked in
+    the append's transaction once its events are folded, did not hold: nothing was written."""
