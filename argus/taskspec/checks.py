@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from argus.taskspec.command import ParsedCommand, parse_command, split_override
-from argus.taskspec.envpolicy import override_env_problem
+from argus.confine.envpolicy import override_env_problem
 from argus.taskspec.errors import Problems, TaskSpecError
 from argus.taskspec.paths import PathPolicy
 

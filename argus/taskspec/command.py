@@ -19,7 +19,7 @@ import re
 
 import msgspec
 
-from argus.taskspec.envpolicy import env_problem
+from argus.confine.envpolicy import env_problem
 from argus.taskspec.errors import TaskSpecError
 from argus.taskspec.paths import RUNTIME_VARIABLES
 

@@ -9,13 +9,18 @@ loader or bash load or run other code first is refused, naming it and why:
 allowed module, in the driver and in every Ray worker. Every ``PYTHON*`` variable is
 refused but the harmless ones listed here (new interpreter versions add more: an unknown
 one is refused until it is known), and every ``LD_*`` one.
+
+Checked when a TaskSpec is submitted or validated (``argus.taskspec``), and again by the
+job's driver before it runs a command (``command_env_problem``): a task recorded before a
+variable was refused must not run with it on a retry.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 
-__all__ = ["HARMLESS_PYTHON", "env_problem", "override_env_problem"]
+__all__ = ["HARMLESS_PYTHON", "command_env_problem", "env_problem", "override_env_problem"]
 
 # PYTHON* variables that change how the interpreter runs, never what it loads.
 HARMLESS_PYTHON = frozenset({
@@ -108,4 +113,26 @@ def override_env_problem(key: str, value: str | None) -> str | None:
                 problem = env_problem(name)
                 if problem is not None:
                     return f"{problem} (Ray gives it to every worker of the job)"
+    return None
+
+
+_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
+
+
+def command_env_problem(command: str) -> str | None:
+    """Why the leading ``NAME=value`` assignments of ``command`` may not run, or None.
+    The driver's backstop, with the standard library's lexer: the command was checked with
+    Argus's own when it was submitted, perhaps under older rules; one that does not split
+    at all is left to that check."""
+    try:
+        words = shlex.split(command.replace("\\\n", " "))
+    except ValueError:
+        return None
+    for word in words:
+        match = _ASSIGNMENT.match(word)
+        if match is None:
+            return None
+        problem = env_problem(match.group(1), word[match.end():])
+        if problem is not None:
+            return problem
     return None
