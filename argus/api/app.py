@@ -76,7 +76,7 @@ def _storage_full(request: Request[Any, Any, Any], exc: StorageFull) -> Response
     """A write refused for lack of space: 507, saying that nothing was written and why
     (the log has the path and the free space); reads go on, and the same request succeeds
     once an operator frees space."""
-    log.error("%s %s: %s", request.method, request.url.path, exc)
+    log.warning("%s %s: %s", request.method, request.url.path, exc)  # the store logged the file and space
     return _http_error(request, HTTPException(status_code=507, detail=(
         f"the server's disk is full ({exc.cause}): nothing was written. Retry once an operator has freed space "
         "(reads still work)"), headers={"Retry-After": "60"}))

@@ -33,7 +33,8 @@ class UserLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     # Whole numbers as JSON Schema has them: 5.0 is one (msgspec's int would refuse it).
     max_priority: Annotated[float, msgspec.Meta(ge=-1_000_000, le=1_000_000, multiple_of=1)] = 0  # as a spec's
     may_pin: bool = False  # may submit preemptible: false
-    max_queued: Annotated[float, msgspec.Meta(ge=0, le=1_000_000, multiple_of=1)] = 0  # waiting at once; 0: no cap
+    # waiting at once; 0: the server's default (v2.api.default_max_queued)
+    max_queued: Annotated[float, msgspec.Meta(ge=0, le=1_000_000, multiple_of=1)] = 0
     # GPUs their admitted tasks may hold at once (0: no cap); logical GPUs may be fractional
     max_gpus: Annotated[float, msgspec.Meta(ge=0, le=1_000_000)] = 0
 
