@@ -46,6 +46,13 @@ class ApiConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # 0 turns the cap off (argus.api.ratelimit).
     submit_burst: int = 200
     submit_rate_per_s: float = 20.0
+    # How many of a user's tasks may wait at once when an admin set no cap of their own
+    # (``argus users set ID --max-queued N``); beyond it a submission is a 409. 0: no cap.
+    default_max_queued: int = 200
+    # Event and log streams (SSE) open at once per token and per user; beyond, a 429.
+    # 0 turns a cap off (argus.api.streamcap).
+    max_streams_per_token: int = 32
+    max_streams_per_user: int = 64
 
 
 class AuthConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

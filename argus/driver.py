@@ -40,6 +40,7 @@ from typing import Any, Callable
 import msgspec
 
 from argus.confine import LandlockError, Ruleset, decide, job_ruleset
+from argus.confine.envpolicy import command_env_problem
 from argus.confine.claims import CLAIM_SECRET_KEY, ClaimWatcher, first_job_judge
 from argus.confine.desk import ClaimRequest, desk_is_open, request_claim, withdraw_request
 from argus.confine.registry import Claim, registry_dir
@@ -332,6 +333,10 @@ def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult
     forwarded: list[int] = []
     argv = [*_sandbox_prefix(ctx, path, env), "bash", "-c", ctx.command]
     with open(path / "driver.log", "ab", buffering=0) as log:
+        refused = command_env_problem(ctx.command)
+        if refused is not None:  # recorded under older rules: only the allowed module runs
+            return _failed_to_start(ctx, started, f"[argus.driver] the command is not run: {refused}; "
+                                    "submit it again without that assignment\n", log, out)
         try:
             ruleset, confined = _landlock(ctx, path, env)
         except LandlockError as exc:  # required and missing: fail closed, saying why

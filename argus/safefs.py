@@ -33,7 +33,8 @@ Label = Callable[[Sequence[str], int], str]
 
 
 class Refused(Exception):
-    """A path that is not served: ``status`` (400/403/404/409) and why."""
+    """A path that is not served, or a write that could not be made: ``status``
+    (400/403/404/409; 507 for a full disk) and why."""
 
     def __init__(self, status: int, detail: str) -> None:
         super().__init__(detail)
@@ -131,7 +132,11 @@ def _step(fd: int, names: Sequence[str], i: int, label: Label, want_dir: bool = 
 
 
 def _failed(what: str, doing: str, exc: OSError) -> Refused:
-    """An OS error on a user's path as a 4xx that says which and why (never a 500)."""
+    """An OS error on a user's path as a 4xx that says which and why (never a 500); a
+    write refused for lack of space (a full disk, a quota) as a 507, the write undone."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return Refused(507, f"cannot {doing} {what}: the server's disk is full ({exc.strerror}): "
+                            "nothing was written; retry once an operator has freed space")
     code = 403 if exc.errno in (errno.EACCES, errno.EPERM) else 409
     return Refused(code, f"cannot {doing} {what}: {exc.strerror or exc}")
 

@@ -26,13 +26,14 @@ from argus.api.files import FilesController
 from argus.api.headers import ERROR_HEADERS, security_headers
 from argus.api.metrics import ApiMetrics, healthz, metrics, readyz
 from argus.api.ratelimit import SubmitRateLimit
+from argus.api.streamcap import StreamSlots
 from argus.api.reads import Reads, provide_reads
 from argus.api.openapi import document_api, fix_options_allow, strict_body
 from argus.api.tasks import TasksController
 from argus.api.users import UsersController
 from argus.api.vocabulary import vocabulary
 from argus.api.eta import EtaBoard
-from argus.store import LogUnreachable
+from argus.store import LogUnreachable, StorageFull
 from argus.config import ArgusConfig
 from argus.service import AuthCache, CommandError, Commands
 
@@ -69,6 +70,16 @@ def _log_unreachable(request: Request[Any, Any, Any], exc: LogUnreachable) -> Re
     whether the write may have been made."""
     log.warning("%s %s: %s", request.method, request.url.path, exc)
     return _http_error(request, HTTPException(status_code=503, detail=str(exc), headers={"Retry-After": "5"}))
+
+
+def _storage_full(request: Request[Any, Any, Any], exc: StorageFull) -> Response[dict[str, Any]]:
+    """A write refused for lack of space: 507, saying that nothing was written and why
+    (the log has the path and the free space); reads go on, and the same request succeeds
+    once an operator frees space."""
+    log.warning("%s %s: %s", request.method, request.url.path, exc)  # the store logged the file and space
+    return _http_error(request, HTTPException(status_code=507, detail=(
+        f"the server's disk is full ({exc.cause}): nothing was written. Retry once an operator has freed space "
+        "(reads still work)"), headers={"Retry-After": "60"}))
 
 
 def _freeze_heap(app: Litestar) -> None:
@@ -122,6 +133,7 @@ def create_app(
         state.commands, state.broadcaster = commands, broadcaster
         state.sessions = SessionStore(config.v2.auth.session_ttl_s)
         state.submit_limit = SubmitRateLimit(config.v2.api.submit_burst, config.v2.api.submit_rate_per_s)
+        state.stream_slots = StreamSlots(config.v2.api.max_streams_per_token, config.v2.api.max_streams_per_user)
         token = admin_token or os.environ.get(config.v2.auth.token_env)
         if token:
             await commands.bootstrap_admin(token)
@@ -174,7 +186,8 @@ def create_app(
         dependencies={"reads": Provide(provide_reads, sync_to_thread=False)},
         openapi_config=openapi,
         exception_handlers={HTTPException: _http_error, CommandError: _command_error,
-                            LogUnreachable: _log_unreachable, Exception: _internal_error},
+                            LogUnreachable: _log_unreachable, StorageFull: _storage_full,
+                            Exception: _internal_error},
         request_max_body_size=config.v2.api.max_body_bytes,
         middleware=[security_headers],
         debug=False,

@@ -30,7 +30,9 @@ from litestar.exceptions import HTTPException
 from litestar.params import Parameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
+from argus.api.openapi import errors
 from argus.api.redact import Redactor
+from argus.api.streamcap import held
 from argus.events import Recorded
 from argus.service import Principal
 from argus.store.gather import stop_task
@@ -238,7 +240,7 @@ def _frame(rec: Recorded, data: bytes | None = None) -> bytes:
                                                          _data(rec) if data is None else data)
 
 
-@get("/events", tags=["events"], media_type="text/event-stream")
+@get("/events", tags=["events"], media_type="text/event-stream", responses=errors(429))
 async def events_stream(
     request: Request[Any, Any, Any], state: State, who: Principal,
     after: Annotated[int | None, Parameter(ge=0, description="start after this position "
@@ -254,4 +256,5 @@ async def events_stream(
                                 "(an integer)") from exc
     broadcaster: Broadcaster = state.broadcaster
     start = broadcaster.position if after is None else max(0, after)
-    return ServerSentEvent(broadcaster.stream(who, start), retry_duration=2000)
+    slot = state.stream_slots.take(who)  # a 429 beyond the caps on open streams
+    return ServerSentEvent(held(slot, broadcaster.stream(who, start)), retry_duration=2000)

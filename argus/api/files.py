@@ -118,7 +118,8 @@ def _parts(sub: str) -> list[str]:
 
 
 def _refused(exc: safefs.Refused) -> HTTPException:
-    return HTTPException(status_code=exc.status, detail=exc.detail)
+    retry = {"Retry-After": "60"} if exc.status == 507 else None  # a full disk: nothing was written
+    return HTTPException(status_code=exc.status, detail=exc.detail, headers=retry)
 
 
 def _disposition(name: str) -> str:

@@ -5,7 +5,7 @@
   (``Error``).
 - ``document_api`` (on startup) adds those every route of a kind gives: 401 and 403 to
   each route that authenticates its caller (``who``, the ``principal`` dependency), 400
-  and 413 to each route that reads a body; marks the others public (``security: []``); and
+  and 413 to each route that reads a body, 507 (a full disk) to each route that writes; marks the others public (``security: []``); and
   says ``additionalProperties: false`` for request bodies that refuse unknown fields.
 - ``also_returns(...)`` (a route's ``opt``): more media types its success answer may have
   than Litestar documents (a file download beside a JSON listing, a log's SSE stream).
@@ -48,8 +48,10 @@ DESCRIPTIONS = {
     409: "Conflicts with the current state (or changed meanwhile): try again or change it",
     413: "Body too large",
     415: "Content-Type not accepted: send one of the declared types",
-    429: "Too many submissions by this user: try again after the Retry-After header's seconds",
+    429: "Too many submissions, or too many open streams, by this user or token: try again after the "
+         "Retry-After header's seconds",
     503: "Not ready",
+    507: "The server's disk is full: nothing was written; retry after the Retry-After header's seconds",
 }
 _ERROR_REF = Reference(ref="#/components/schemas/Error")
 
@@ -125,6 +127,8 @@ def document_api(app: Litestar) -> None:
                 op.security = []
             if op.request_body is not None:
                 add += [400, 413]
+            if method != "get":  # every write may find the disk full
+                add.append(507)
             for code in add:
                 op.responses.setdefault(str(code), OpenAPIResponse(
                     description=DESCRIPTIONS[code],

@@ -27,6 +27,7 @@ from argus.api.schemas import (
     ProgressOut, ProgressPoint, SpecOut, SubmitOut, TaskDetail, TaskList, TaskStateOut,
     TimelineEntry, ValidateError, ValidateOut,
 )
+from argus.api.streamcap import held
 from argus.api.streams import EventStream
 from argus.lifecycle import TaskState
 from argus.nodepool.stacks import read_stacks
@@ -230,7 +231,7 @@ class TasksController(Controller):
                 for r in await reads.timeline(task_id)
                 for data in (msgspec.to_builtins(r.event),)]
 
-    @get("/{task_id:str}/logs", media_type=MediaType.TEXT, responses=errors(400, 403, 404, 409),
+    @get("/{task_id:str}/logs", media_type=MediaType.TEXT, responses=errors(400, 403, 404, 409, 429),
          opt=also_returns("text/event-stream"))
     async def logs(
         self, state: State, who: Principal, task_id: str,
@@ -247,7 +248,8 @@ class TasksController(Controller):
         text, offset = await _tail(path, tail)
         if not follow:
             return text
-        return EventStream(_follow(state, who, task_id, path, text, offset, attempt))
+        slot = state.stream_slots.take(who)  # a 429 beyond the caps on open streams
+        return EventStream(held(slot, _follow(state, who, task_id, path, text, offset, attempt)))
 
     @get("/{task_id:str}/stacks", media_type=MediaType.TEXT, responses=errors(404))
     async def stacks(self, state: State, who: Principal, task_id: str,

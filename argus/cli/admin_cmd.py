@@ -29,7 +29,7 @@ def users_list(client: Client) -> None:
         ["user", "name", "admin", "disabled", "max priority", "may pin", "max queued", "max GPUs", "created"], [
             [u["user_id"], u["display_name"], u["is_admin"], u["disabled"],
              "any" if u["is_admin"] else u["max_priority"], u["is_admin"] or u["may_pin"],
-             u["max_queued"] or "-", f'{u["max_gpus"]:g}' if u["max_gpus"] and not u["is_admin"] else "-",
+             u["max_queued"] or "default", f'{u["max_gpus"]:g}' if u["max_gpus"] and not u["is_admin"] else "-",
              fmt_time(u["created_at"])]
             for u in d]))
 
@@ -40,7 +40,7 @@ def users_list(client: Client) -> None:
 @click.option("--may-pin/--no-may-pin", default=None,
               help="Whether their tasks may be preemptible: false (never stopped to make room).")
 @click.option("--max-queued", type=click.IntRange(0), default=None,
-              help="How many of their tasks may wait at once (0: no cap).")
+              help="How many of their tasks may wait at once (0: the server's default, v2.api.default_max_queued).")
 @click.option("--max-gpus", type=click.FloatRange(0), default=None,
               help="How many GPUs their running tasks may hold at once (0: no cap); a task that would "
                    "take them past it waits.")
@@ -57,7 +57,7 @@ def users_set(client: Client, user_id: str, max_priority: int | None, may_pin: b
     client.out(d, lambda d: click.echo(
         f"{user_id}: priority up to {d['max_priority']}, "
         f"{'may' if d['may_pin'] else 'may not'} pin tasks (preemptible: false), "
-        f"{d['max_queued'] or 'no cap on'} task(s) waiting, "
+        f"{d['max_queued'] or 'the default cap on'} task(s) waiting, "
         f"{format(d['max_gpus'], 'g') if d['max_gpus'] else 'no cap on'} GPUs held at once"))
 
 

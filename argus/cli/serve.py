@@ -44,7 +44,6 @@ def open_event_log_once(config: Any) -> str:
     answer, a newer schema) is one line on the console, not a traceback after the banner.
     Returns where the log is, for the banner."""
     from argus.config import redact_url
-    from argus.store import StoreError
     from projections import open_store
 
     url, path = config.v2.postgres.url, config.v2.sqlite.db_path
@@ -55,18 +54,30 @@ def open_event_log_once(config: Any) -> str:
 
     try:
         asyncio.run(open_and_close())
-    except StoreError as exc:
+    except Exception as exc:  # noqa: BLE001 - a full disk first: whatever SQLite called it
+        from argus.store.space import full_disk_note
+
+        note = full_disk_note(path)
+        if note:
+            raise click.ClickException(f"cannot open the event log {path}: {note}") from None
+        _say_open_failure(exc, path, url)
+    return f"PostgreSQL at {redact_url(url)} (this host's copy: {path})" if url else f"SQLite {path}"
+
+
+def _say_open_failure(exc: Exception, path: str, url: str) -> None:
+    """Raise the one line that says why the event log at ``path`` (``url``) did not open."""
+    from argus.store import StoreError
+
+    if isinstance(exc, StoreError):
         raise click.ClickException(str(exc)) from None
-    except sqlite3.Error as exc:  # the local file (the log, or this host's copy of the shared one)
+    if isinstance(exc, sqlite3.Error):  # the local file (the log, or this host's copy of the shared one)
         raise click.ClickException(f"cannot open the event log's file {path}: {exc}: does its folder exist, "
                                    "and may this user write there?") from None
-    except Exception as exc:  # noqa: BLE001 - the driver's own errors: one line, the password hidden
-        if not url:
-            raise click.ClickException(f"cannot open the event log {path}: {type(exc).__name__}: {exc}") from None
-        from argus.store.postgres import describe_open_failure
+    if not url:  # the driver's own errors: one line, the password hidden
+        raise click.ClickException(f"cannot open the event log {path}: {type(exc).__name__}: {exc}") from None
+    from argus.store.postgres import describe_open_failure
 
-        raise click.ClickException(describe_open_failure(url, exc)) from None
-    return f"PostgreSQL at {redact_url(url)} (this host's copy: {path})" if url else f"SQLite {path}"
+    raise click.ClickException(describe_open_failure(url, exc)) from None
 
 
 def say_what_stops(config: Any, echo: Callable[[str], None]) -> None:

@@ -240,7 +240,7 @@ def _summarize_other(t: str, e: Any) -> str:
         return f"user {e.user_id} {t.removeprefix('User').lower()} by {e.by}"
     if t == "UserLimitsSet":
         return (f"user {e.user_id} limited by {e.by}: priority up to {e.max_priority}, "
-                f"{'may' if e.may_pin else 'may not'} pin tasks, {e.max_queued or 'no cap on'} waiting, "
+                f"{'may' if e.may_pin else 'may not'} pin tasks, {e.max_queued or 'the default cap on'} waiting, "
                 f"{format(e.max_gpus, 'g') if e.max_gpus else 'no cap on'} GPUs held")
     if t == "TokenIssued":
         return f"token {e.token_id} issued to {e.user_id} by {e.by}"

@@ -28,7 +28,7 @@ class Principal(msgspec.Struct, frozen=True, kw_only=True):
     # What their tasks may ask for (UserLimitsSet; admins are not limited)
     max_priority: int = 0
     may_pin: bool = False  # may submit preemptible: false
-    max_queued: int = 0  # 0: no cap
+    max_queued: int = 0  # 0: the server's default (v2.api.default_max_queued)
     max_gpus: float = 0.0  # GPUs their admitted tasks may hold at once (0: no cap)
 
     @property

@@ -40,9 +40,11 @@ from argus.events import (
 from argus.lifecycle import IllegalTransition, TaskState, check_transition
 from argus.service.auth import AuthCache, Principal, hash_token, new_token
 from argus.service.ids import new_task_id, new_token_id, user_id_problem
-from argus.service.limits import UserLimits, limit_problem, resolve_preemptible
+from argus.service.limits import UserLimits, limit_problem, queue_full, queue_guard, resolve_preemptible
 from argus.service.taskdir import TaskDirs
-from argus.store import AppendBatch, ConcurrencyConflict, GroupCommitLog, InvariantViolation, PayloadTooLarge
+from argus.store import (
+    AppendBatch, ConcurrencyConflict, GroupCommitLog, InvariantViolation, LimitReached, PayloadTooLarge,
+)
 from projections.cluster import ClusterView, read_cluster
 from projections.tasks_read import task_view, waiting_count
 from projections.users import token_holder, token_summary, user_summary
@@ -114,6 +116,7 @@ class Commands:
         self._cluster_read_at = -math.inf  # time.monotonic() of that read
         self._token_uses: dict[str, float] = {}  # token id -> when its use was last recorded
         self._token_writes: set[asyncio.Task[None]] = set()
+        self._submit_locks: dict[str, asyncio.Lock] = {}  # by user, on a copy of a shared log
 
     async def close(self) -> None:
         await self.log.close()
@@ -215,19 +218,27 @@ class Commands:
         await self.check_gang(prepared.demand)
         return task_id, prepared
 
+    def queue_cap(self, who: Principal) -> int:
+        """How many of ``who``'s tasks may wait at once: their own cap, else the default
+        (``v2.api.default_max_queued``); 0: no cap (admins are not capped)."""
+        if who.is_admin:
+            return 0
+        return who.max_queued or self.config.v2.api.default_max_queued
+
     async def check_limits(self, who: Principal, prepared: Any) -> None:
         """Refuse a task that asks for more than its user may have (argus.service.limits),
-        or a user whose tasks already fill their queue cap."""
+        or a user whose tasks already fill their queue cap. The cap is checked here as
+        a courtesy (validation says it too), and again inside the append's transaction
+        (``limits.queue_guard``), where concurrent submissions cannot both pass it."""
         problem = limit_problem(who, prepared.priority, prepared.preemptible, prepared.demand.total_gpus)
         if problem is not None:
             field, message = problem
             raise CommandError(403, message, {"errors": [{"field": field, "message": message}]})
-        if who.max_queued > 0 and not who.is_admin:
+        cap = self.queue_cap(who)
+        if cap > 0:
             waiting = await self.store.read_snapshot(lambda db: waiting_count(db, who.user_id))
-            if waiting >= who.max_queued:
-                raise CommandError(409, (
-                    f"{waiting} of your tasks already wait, your cap is {who.max_queued}: submit again when "
-                    f"one has started, or cancel one (argus cancel ID)"))
+            if waiting >= cap:
+                raise CommandError(409, queue_full(waiting, cap, who))
 
     async def submit(self, who: Principal, document: str | dict[str, Any],
                      request_id: str = "") -> SubmitResult:
@@ -236,6 +247,7 @@ class Commands:
         await self.check_limits(who, prepared)
         raw = document if isinstance(document, str) else msgspec.json.encode(document).decode()
         meta = EventMeta(actor=who.actor, request_id=request_id)
+        guard = queue_guard(who, self.queue_cap(who))
         for _ in range(5):
             event = TaskSubmitted(
                 task_id=task_id, user=who.user_id, workload=prepared.workload,
@@ -247,19 +259,30 @@ class Commands:
                 submitted_at=time.time(),
             )
             batch = AppendBatch(stream=task_stream(task_id), expected_version=0,
-                                events=[event], owner=who.user_id, meta=meta)
+                                events=[event], owner=who.user_id, meta=meta, guard=guard)
             try:
-                await self._append([batch], meta)
+                async with self._one_submission_of(who.user_id):
+                    await self._append([batch], meta)
             except ConcurrencyConflict:
                 # The id was taken: prepare again under a new one (the command names the task).
                 task_id, prepared = self.prepare(document, who.user_id)
                 continue
+            except LimitReached as exc:
+                raise CommandError(409, str(exc)) from exc
             except PayloadTooLarge as exc:
                 raise CommandError(413, f"the task is too large to record: {exc}") from exc
             await self._make_task_dir(who.user_id, task_id, raw)
             return SubmitResult(task_id=task_id, state=TaskState.QUEUED.value,
                                 warnings=list(prepared.warnings))
         raise CommandError(409, "could not allocate a unique task id; submit again")
+
+    def _one_submission_of(self, user: str) -> contextlib.AbstractAsyncContextManager[Any]:
+        """On a copy of a shared log, one submission of ``user`` at a time in this process:
+        the copy only tries an append (the guard's count sees no other trial), and the
+        shared log folds nothing. On a log of its own the guard is exact: no wait."""
+        if not self.store.is_copy:
+            return contextlib.nullcontext()
+        return self._submit_locks.setdefault(user, asyncio.Lock())
 
     async def _make_task_dir(self, user: str, task_id: str, spec_raw: str) -> None:
         """The task's directory with its spec, once the task exists. A failure here (a full

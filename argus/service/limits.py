@@ -14,14 +14,17 @@ Admins are not limited: they set the limits.
 
 from __future__ import annotations
 
-from typing import Annotated
+import sqlite3
+from typing import Annotated, Callable
 
 import msgspec
 
 from argus.scheduler.placement import fmt_amount
 from argus.service.auth import Principal
+from argus.store import LimitReached
+from projections.tasks_read import waiting_count
 
-__all__ = ["UserLimits", "limit_problem", "resolve_preemptible"]
+__all__ = ["UserLimits", "limit_problem", "queue_full", "queue_guard", "resolve_preemptible"]
 
 
 class UserLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -30,7 +33,8 @@ class UserLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     # Whole numbers as JSON Schema has them: 5.0 is one (msgspec's int would refuse it).
     max_priority: Annotated[float, msgspec.Meta(ge=-1_000_000, le=1_000_000, multiple_of=1)] = 0  # as a spec's
     may_pin: bool = False  # may submit preemptible: false
-    max_queued: Annotated[float, msgspec.Meta(ge=0, le=1_000_000, multiple_of=1)] = 0  # waiting at once; 0: no cap
+    # waiting at once; 0: the server's default (v2.api.default_max_queued)
+    max_queued: Annotated[float, msgspec.Meta(ge=0, le=1_000_000, multiple_of=1)] = 0
     # GPUs their admitted tasks may hold at once (0: no cap); logical GPUs may be fractional
     max_gpus: Annotated[float, msgspec.Meta(ge=0, le=1_000_000)] = 0
 
@@ -63,3 +67,27 @@ def limit_problem(who: Principal, priority: int, asked_preemptible: bool | None,
                 f"room for other work; remove the field, or ask an admin "
                 f"(argus users set {who.user_id} --may-pin)")
     return None
+
+
+def queue_full(waiting: int, cap: int, who: Principal) -> str:
+    """Why a submission of ``who`` is refused when ``waiting`` of their tasks fill ``cap``."""
+    own = "" if who.max_queued else " (the default, v2.api.default_max_queued)"
+    return (f"{waiting} of your tasks already wait, your cap is {cap}{own}: submit again when one has "
+            f"started, or cancel one (argus cancel ID); an admin may raise it (argus users set "
+            f"{who.user_id} --max-queued N)")
+
+
+def queue_guard(who: Principal, cap: int) -> Callable[[sqlite3.Connection], None] | None:
+    """The check of ``who``'s queue cap (``cap``; 0: none) for the transaction that appends
+    their TaskSubmitted (``AppendBatch.guard``): run once it is folded, so the count
+    includes it and every other submission of that transaction, and nothing two
+    concurrent submissions read before either was written can let both through."""
+    if cap <= 0:
+        return None
+
+    def within_cap(db: sqlite3.Connection) -> None:
+        waiting = waiting_count(db, who.user_id)
+        if waiting > cap:
+            raise LimitReached(queue_full(waiting - 1, cap, who))
+
+    return within_cap

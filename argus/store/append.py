@@ -33,13 +33,17 @@ _Codec = tuple[str, int, Callable[[bytes], EventBase], bool]
 class AppendBatch(msgspec.Struct, frozen=True, kw_only=True):
     """Events for one stream, appended only if the stream is at ``expected_version``
     (None: no check). ``owner`` is the user the events belong to (who may see them);
-    ``meta`` (who caused them) defaults to the append's."""
+    ``meta`` (who caused them) defaults to the append's. ``guard(db)``, when given, runs
+    inside the append's transaction once every event of it is folded into the read
+    models, and raises ``LimitReached`` to refuse the whole append: a cap on what the read
+    models count (a user's waiting tasks) holds however many appends race for it."""
 
     stream: str
     expected_version: int | None
     events: Sequence[EventBase]
     owner: str | None = None
     meta: EventMeta | None = None
+    guard: Callable[[sqlite3.Connection], None] | None = None
 
 
 class PreparedBatch(msgspec.Struct, frozen=True):
@@ -111,6 +115,9 @@ class Appender:
         _INSERT_EVENTS.run(db, rows)
         if folded:  # the read models raise InvariantViolation for an event they refuse
             self.read_models.apply(db, folded)
+        for item in prepared:  # after every fold: a guard counts what this append adds
+            if item.batch.guard is not None:
+                item.batch.guard(db)
         if checkpoint is not None:
             db.execute(
                 "INSERT INTO subscriber_checkpoints VALUES (?, ?) ON CONFLICT (name) "

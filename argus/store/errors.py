@@ -11,8 +11,10 @@ __all__ = [
     "InvalidEvent",
     "InvariantViolation",
     "IsACopy",
+    "LimitReached",
     "LogUnreachable",
     "PayloadTooLarge",
+    "StorageFull",
     "StoreError",
     "UnknownEventType",
 ]
@@ -61,3 +63,19 @@ class InvariantViolation(StoreError):
 class IsACopy(StoreError):
     """The SQLite file is a host's copy of a log shared through PostgreSQL: opened alone,
     as a log of its own, its writes would reach no other host and it would stop being a copy."""
+
+
+class StorageFull(StoreError):
+    """A write refused for lack of space on the disk that holds the log (or a file the
+    server writes): nothing was written. Reads go on; writes succeed again once there is
+    space. ``free_bytes``: what the filesystem had left, when it could be told."""
+
+    def __init__(self, cause: str, free_bytes: int | None = None) -> None:
+        super().__init__(f"the server's disk is full ({cause}): nothing was written")
+        self.cause = cause
+        self.free_bytes = free_bytes
+
+
+class LimitReached(StoreError):
+    """An append's own condition (``AppendBatch.guard``, a user's queue cap), checked in
+    the append's transaction once its events are folded, did not hold: nothing was written."""

@@ -7,6 +7,7 @@ newest file this code ships is refused: old code must not write into a newer sch
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 import time
@@ -14,6 +15,8 @@ from importlib import resources
 from pathlib import Path
 
 import msgspec
+
+from argus.store.space import full_disk_note
 
 __all__ = ["Migration", "MigrationError", "available_migrations", "current_version", "migrate"]
 
@@ -94,9 +97,11 @@ def migrate(
             applied.append(migration.version)
         return applied
     except sqlite3.Error as exc:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise MigrationError(f"migration failed: {exc}") from exc
+        if conn.in_transaction:  # SQLite may have rolled back already (a full disk)
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        note = full_disk_note(db_path)
+        raise MigrationError(f"migration failed: {exc}" + (f": {note}" if note else "")) from exc
     finally:
         conn.close()
 

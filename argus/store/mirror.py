@@ -40,6 +40,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -119,6 +120,24 @@ def _after_head(db: sqlite3.Connection, rows: list[tuple[object, ...]]) -> list[
     return [r for r in rows if int(r[0]) > head]  # type: ignore[call-overload]
 
 
+def _private_copy(path: Path) -> bool:
+    """Make the copy's file 0600 (its owner's alone: it holds every user's specs and the
+    tokens' hashes), created empty when missing (SQLite makes a new database of an empty
+    file, and its ``-wal`` and ``-shm`` with the database's mode); an existing copy's
+    files lose any group or other access. Returns whether the file was new."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
+        new = True
+    except FileExistsError:
+        new = os.path.getsize(path) == 0
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(file).st_mode & 0o077:
+                os.chmod(file, 0o600)
+                log.warning("%s was readable by others; now 0600", file)
+    return new
+
+
 class NotACopy(StoreError):
     """The local file holds events the shared log does not: a copy of another log, or a
     file written without the shared log since."""
@@ -189,7 +208,8 @@ class MirroredStore(EventStore):
         ``path``, check that it is a copy of that log, and catch it up."""
         shared = await PostgresEventLog.open(url, max_payload_bytes=max_payload_bytes)
         try:
-            if not Path(path).exists() and await shared.head_position() >= BULK_COPY:
+            new = _private_copy(Path(path))
+            if new and await shared.head_position() >= BULK_COPY:
                 rows = await _rows_after(shared, 0)
                 await asyncio.to_thread(_seed_new_copy, str(path), url, rows)
             store = await cls.open(path, read_models, synchronous=synchronous, max_payload_bytes=max_payload_bytes)

@@ -8,18 +8,27 @@ lock, or an earlier job is still queued there. Long jobs (a rebuild) always go t
 
 One connection, never used by two threads at once: the loop thread uses it only while no
 job is queued on the writer's thread, and that thread runs one job at a time.
+
+A write refused for lack of space is raised as ``StorageFull`` (its cause kept), never as
+whatever a cleanup after it raised: SQLite rolls a transaction back by itself on some
+errors (``SQLITE_FULL`` among them), and a ROLLBACK then would fail "no transaction is
+active" over the real cause.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, TypeVar
 
+from argus.store.space import storage_full
+
 __all__ = ["SqliteWriter", "configure"]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def configure(conn: sqlite3.Connection, synchronous: str, busy_timeout_ms: int = 30_000) -> None:
@@ -37,6 +46,7 @@ class SqliteWriter:
     """Write transactions on one connection: on the loop thread when they need not wait."""
 
     def __init__(self, path: str, synchronous: str, busy_timeout_ms: int = 30_000) -> None:
+        self.path = path
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         # No waiting on the loop thread: a busy lock sends the job to the writer's thread,
         # which waits up to ``busy_timeout_ms`` (set around each of its jobs).
@@ -52,9 +62,12 @@ class SqliteWriter:
                 self.conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc):
-                    raise
+                    raise storage_full(exc, self.path) or exc
             else:
-                return _finish(self.conn, body, args)
+                try:
+                    return _finish(self.conn, body, args)
+                except sqlite3.Error as exc:
+                    raise storage_full(exc, self.path) or exc
         return await self.in_thread(_begin_and_finish, body, args)
 
     async def long_transaction(self, body: Callable[..., T], *args: Any) -> T:
@@ -71,7 +84,10 @@ class SqliteWriter:
         # Counted down when the thread is done with the connection, not when the caller
         # stops waiting (a cancelled caller does not stop a job that has started).
         job.add_done_callback(lambda _: loop.call_soon_threadsafe(self._job_done))
-        return await asyncio.wrap_future(job)
+        try:
+            return await asyncio.wrap_future(job)
+        except sqlite3.Error as exc:
+            raise storage_full(exc, self.path) or exc
 
     def _job_done(self) -> None:
         self._queued -= 1
@@ -94,7 +110,13 @@ def _finish(conn: sqlite3.Connection, body: Callable[..., T], args: tuple[Any, .
         conn.execute("COMMIT")
         return result
     except BaseException:
-        conn.execute("ROLLBACK")
+        # Only a transaction still open is rolled back: after SQLITE_FULL, IOERR or NOMEM
+        # SQLite has already done it, and a failing ROLLBACK must not hide the cause.
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error as cleanup:
+                log.warning("ROLLBACK after a failed transaction failed too: %s", cleanup)
         raise
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from argus.taskspec.command import ParsedCommand, parse_command, split_override
+from argus.confine.envpolicy import override_env_problem
 from argus.taskspec.errors import Problems, TaskSpecError
 from argus.taskspec.paths import PathPolicy
 
@@ -96,6 +97,9 @@ def check_command(
         if given is None:
             continue
         field = f"command[{key}]"
+        env = override_env_problem(key, given)
+        if env is not None:
+            problems.add(field, f"{env}; remove the override (only the allowed module may run)")
         with problems.catch():
             check_override_paths(key, given, policy, field)
         with problems.catch():

@@ -19,6 +19,7 @@ import re
 
 import msgspec
 
+from argus.confine.envpolicy import env_problem
 from argus.taskspec.errors import TaskSpecError
 from argus.taskspec.paths import RUNTIME_VARIABLES
 
@@ -32,13 +33,6 @@ _ASSIGN_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _OVERRIDE_RE = re.compile(r"^(\+\+|\+|~)?([A-Za-z_][A-Za-z0-9_.@/-]*)(?:=(.*))?$", re.S)
 INTERPRETER_FLAGS = frozenset({"-u", "-B", "-O", "-OO", "-s", "-E", "-I"})
-# Assignments that change which program runs, what it loads first, or how bash parses.
-DENIED_ASSIGNMENTS = frozenset(
-    {
-        "PATH", "LD_PRELOAD", "LD_AUDIT", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONINSPECT",
-        "BASH_ENV", "ENV", "IFS", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND",
-    }
-)
 
 _ONE_COMMAND = (
     "Argus runs exactly one command: optional NAME=value assignments, then "
@@ -294,13 +288,15 @@ def parse_command(command: str, *, allowed_modules: list[str]) -> ParsedCommand:
                 f"{name} is set by Argus for every attempt (the job directory, ids, user) "
                 "and cannot be assigned; remove the assignment",
             )
-        if name in DENIED_ASSIGNMENTS or name.startswith("BASH_FUNC_"):
+        value = words[i].value[len(name) + 1:]
+        problem = env_problem(name, value)
+        if problem is not None:  # it would change which program runs or what it loads first
             raise TaskSpecError(
                 f"command[{name}]",
-                f"assigning {name} could change which program runs or what it loads first; "
-                "assign other variables (e.g. PYTHONUNBUFFERED=1, VLLM_USE_V1=1) only",
+                f"{problem}; remove the assignment (only the allowed module may run; other "
+                "variables, e.g. PYTHONUNBUFFERED=1, VLLM_USE_V1=1, are fine)",
             )
-        assignments.append((name, words[i].value[len(name) + 1:]))
+        assignments.append((name, value))
         i += 1
     if i == len(words):
         raise TaskSpecError(

@@ -69,6 +69,7 @@ def serve(data_dir: str, port: int, group_commit: bool) -> None:
     cfg.v2.sqlite.db_path = str(Path(data_dir) / "argus.sqlite3")
     cfg.v2.sqlite.synchronous = "FULL"
     cfg.v2.api.submit_burst = 0  # the cap per user is off: this measures the server's ceiling
+    cfg.v2.api.default_max_queued = 0  # and the queue cap: thousands of tasks wait at once
     app = create_app(cfg, admin_token=ADMIN, group_commit=group_commit, freeze_gc=True)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
                 timeout_graceful_shutdown=1, timeout_keep_alive=KEEP_ALIVE_S)

@@ -45,3 +45,25 @@ def test_a_long_task_id_keeps_its_unique_end_in_a_hash() -> None:
     a, b = "u" * 60 + "-ab12", "u" * 60 + "-cd34"
     assert len(wandb_run_id(a)) == 64 and wandb_run_id(a) != wandb_run_id(b)
     assert wandb_run_id("bad id/é") == "bad_id__"
+
+
+def test_a_command_recorded_with_a_refused_variable_is_not_run(tmp_path: Path) -> None:
+    """A task recorded before PYTHONPATH was refused (issue 54) must not run with it on a
+    retry: the driver refuses the command, saying why, and the user's sitecustomize never runs."""
+    shared = tmp_path / "shared"
+    code = shared / "users" / "alice" / "code"
+    code.mkdir(parents=True)
+    ran = tmp_path / "sitecustomize-ran"
+    (code / "sitecustomize.py").write_text(f"open({str(ran)!r}, 'w').write('yes')\n")
+    config = ArgusConfig(shared_root=str(shared))
+    config.v2.sandbox.mode = "none"
+    payload = build_submission(task_id="alice-ppo-20261203-101500-ab12", attempt_no=1, user="alice",
+                               command=f"PYTHONPATH={code} python3 -c 'print(1)'", config=config,
+                               python=sys.executable)
+    ctx = decode_context(payload.entrypoint.split("--context ", 1)[1])
+    out = io.BytesIO()
+    result = run_command(ctx, prepare_job_dir(ctx), out=out)
+    assert result.exit_code == 127
+    said = out.getvalue().decode()
+    assert "the command is not run: PYTHONPATH may not be set" in said, said
+    assert not ran.exists(), "the user's sitecustomize.py ran"

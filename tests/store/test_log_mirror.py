@@ -294,3 +294,20 @@ async def test_a_copy_that_cannot_take_an_event_says_why_and_refuses_writes(host
     assert await b.head_position() == 1 and await a.shared_log.head_position() == 2
     view = await b.read_snapshot(lambda db: task_view(db, "t1"))
     assert view.state.value == "QUEUED"  # reads go on from the copy as it was
+
+
+async def test_a_copy_is_its_owners_alone(host: Host, tmp_path: Path) -> None:
+    """A copy holds every user's specs and the tokens' hashes: its file, WAL and shared
+    memory are 0600 when made, and an existing copy readable by others is made 0600."""
+    import os
+    import stat
+
+    store = await host("private")
+    await store.append(task_stream("t1"), 0, [f.submitted("t1")])
+    files = [Path(store.path), Path(store.path + "-wal"), Path(store.path + "-shm")]
+    assert all(stat.S_IMODE(os.stat(p).st_mode) == 0o600 for p in files), \
+        [oct(os.stat(p).st_mode) for p in files]
+    await store.close()
+    os.chmod(store.path, 0o644)
+    again = await host("private", copy=Path(store.path))
+    assert stat.S_IMODE(os.stat(again.path).st_mode) == 0o600

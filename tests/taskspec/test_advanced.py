@@ -104,9 +104,30 @@ REJECTED = [
     # the gang written in the command must be the gang Argus reserves
     ("trainer.nnodes=3", "command[trainer.nnodes]", "disagrees with the spec's nnodes: 2"),
     ("trainer.n_gpus_per_node=8", "command[trainer.n_gpus_per_node]", "n_gpus_per_node: 4"),
+    # the environment a spec hands Ray's workers (issue 54): the same variables refused
+    ("+ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH=$HOME/code",
+     "command[ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH]", "every worker of the job"),
+    ("++ray_kwargs.ray_init.runtime_env.env_vars.LD_PRELOAD=$HOME/code/x.so",
+     "command[ray_kwargs.ray_init.runtime_env.env_vars.LD_PRELOAD]", "loads that library"),
+    ("'+ray_kwargs.ray_init.runtime_env.env_vars={PYTHONSTARTUP: $HOME/code/s.py}'",
+     "command[ray_kwargs.ray_init.runtime_env.env_vars]", "PYTHONSTARTUP may not be set"),
+    ("'+ray_kwargs.ray_init.runtime_env={env_vars: {\"LD_LIBRARY_PATH\": $HOME/code}}'",
+     "command[ray_kwargs.ray_init.runtime_env]", "LD_LIBRARY_PATH may not be set"),
+    ("+ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=evil.setup",
+     "command[ray_kwargs.ray_init.runtime_env.worker_process_setup_hook]", "in every worker first"),
+    ("'+ray_kwargs.ray_init.runtime_env={py_executable: /bin/sh}'",
+     "command[ray_kwargs.ray_init.runtime_env]", "instead of the interpreter"),
+    ("+actor_rollout_ref.rollout.env_vars.PYTHONUSERBASE=$HOME/code",
+     "command[actor_rollout_ref.rollout.env_vars.PYTHONUSERBASE]", "usercustomize"),
     # NUL and control characters inside quotes
     ("'data.train_files=$HOME/datasets/a\tb'", "command[data.train_files]", "control character"),
 ]
+
+
+def test_harmless_worker_variables_stay_allowed(prepare: Prepare) -> None:
+    task = prepare(advanced(f"{PPO} +ray_kwargs.ray_init.runtime_env.env_vars.NCCL_DEBUG=INFO "
+                            "'+ray_kwargs.ray_init.runtime_env={env_vars: {VLLM_USE_V1: 1, PYTHONUNBUFFERED: 1}}'"))
+    assert "env_vars.NCCL_DEBUG=INFO" in task.command
 
 
 @pytest.mark.parametrize(("tail", "field", "fragment"), REJECTED)

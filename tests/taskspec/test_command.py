@@ -94,7 +94,48 @@ def test_assignments_and_flags() -> None:
         ("A=1 B=2", "command", "no program"),
         ("", "command", "is empty"),
         ("PATH=/tmp/evil python3 -m verl.trainer.main_ppo", "command[PATH]", "which program runs"),
-        ("LD_PRELOAD=/x.so python3 -m verl.trainer.main_ppo", "command[LD_PRELOAD]", "which program runs"),
+        ("LD_PRELOAD=/x.so python3 -m verl.trainer.main_ppo", "command[LD_PRELOAD]", "loads that library"),
+        # Issue 54: every variable that makes other code run before the allowed module.
+        ("PYTHONPATH=/private/users/alice/code python3 -m verl.trainer.main_ppo", "command[PYTHONPATH]",
+         "sitecustomize.py"),
+        ("PYTHONSTARTUP=/private/users/alice/code/s.py python3 -m verl.trainer.main_ppo",
+         "command[PYTHONSTARTUP]", "names a file Python runs first"),
+        ("PYTHONHOME=/private/users/alice/py python3 -m verl.trainer.main_ppo", "command[PYTHONHOME]",
+         "standard library"),
+        ("PYTHONUSERBASE=/private/users/alice/code python3 -m verl.trainer.main_ppo", "command[PYTHONUSERBASE]",
+         "usercustomize"),
+        ("PYTHONINSPECT=1 python3 -m verl.trainer.main_ppo", "command[PYTHONINSPECT]", "interactive"),
+        ("PYTHONBREAKPOINT=evil.run python3 -m verl.trainer.main_ppo", "command[PYTHONBREAKPOINT]",
+         "breakpoint() imports"),
+        ("PYTHONPYCACHEPREFIX=/private/users/alice/c python3 -m verl.trainer.main_ppo",
+         "command[PYTHONPYCACHEPREFIX]", "compiled modules"),
+        ("PYTHONPLATLIBDIR=x python3 -m verl.trainer.main_ppo", "command[PYTHONPLATLIBDIR]", "extension modules"),
+        ("PYTHONEXECUTABLE=/bin/sh python3 -m verl.trainer.main_ppo", "command[PYTHONEXECUTABLE]",
+         "sys.executable"),
+        ("PYTHONSOMETHINGNEW=1 python3 -m verl.trainer.main_ppo", "command[PYTHONSOMETHINGNEW]",
+         "only these PYTHON* variables may"),
+        ("PYTHONWARNINGS=error::evil.Category python3 -m verl.trainer.main_ppo", "command[PYTHONWARNINGS]",
+         "Python imports that module"),
+        ("LD_LIBRARY_PATH=/private/users/alice/lib python3 -m verl.trainer.main_ppo", "command[LD_LIBRARY_PATH]",
+         "libraries from there first"),
+        ("LD_AUDIT=/x.so python3 -m verl.trainer.main_ppo", "command[LD_AUDIT]", "loads that library"),
+        ("LD_DEBUG_OUTPUT=/x python3 -m verl.trainer.main_ppo", "command[LD_DEBUG_OUTPUT]", "dynamic loader"),
+        ("GCONV_PATH=/private/users/alice python3 -m verl.trainer.main_ppo", "command[GCONV_PATH]",
+         "character-set modules"),
+        ("HOME=/private/users/alice/code python3 -m verl.trainer.main_ppo", "command[HOME]", "usercustomize"),
+        ("BASH_ENV=/x python3 -m verl.trainer.main_ppo", "command[BASH_ENV]", "bash runs that file"),
+        ("ENV=/x python3 -m verl.trainer.main_ppo", "command[ENV]", "runs that file first"),
+        ("IFS=x python3 -m verl.trainer.main_ppo", "command[IFS]", "splits the command"),
+        ("SHELLOPTS=xtrace python3 -m verl.trainer.main_ppo", "command[SHELLOPTS]", "how bash runs"),
+        ("BASHOPTS=x python3 -m verl.trainer.main_ppo", "command[BASHOPTS]", "how bash runs"),
+        ("PS4=x python3 -m verl.trainer.main_ppo", "command[PS4]", "tracing"),
+        ("PROMPT_COMMAND=x python3 -m verl.trainer.main_ppo", "command[PROMPT_COMMAND]", "bash runs it"),
+        ("BASH_FUNC_x=y python3 -m verl.trainer.main_ppo", "command[BASH_FUNC_x]", "define a function"),
+        ("RAY_RUNTIME_ENV_HOOK=evil.hook python3 -m verl.trainer.main_ppo", "command[RAY_RUNTIME_ENV_HOOK]",
+         "Ray imports and runs"),
+        ("RAY_JOB_CONFIG_JSON_ENV_VAR=x python3 -m verl.trainer.main_ppo", "command[RAY_JOB_CONFIG_JSON_ENV_VAR]",
+         "Argus sets it"),
+        ("A=1 PYTHONPATH=/x python3 -m verl.trainer.main_ppo", "command[PYTHONPATH]", "remove the assignment"),
         ("ARGUS_JOB_DIR=/private/users/bob python3 -m verl.trainer.main_ppo", "command[ARGUS_JOB_DIR]", "set by Argus"),
     ],
 )
@@ -103,6 +144,17 @@ def test_rejected(command: str, field: str, fragment: str) -> None:
         parse_command(command, allowed_modules=ALLOWED)
     assert err.value.field == field, err.value
     assert fragment in err.value.message, err.value.message
+
+
+def test_harmless_variables_stay_allowed() -> None:
+    """Issue 54 refused what makes other code run first, not variables that tune a run."""
+    parsed = parse_command(
+        "PYTHONUNBUFFERED=1 PYTHONHASHSEED=0 PYTHONWARNINGS=ignore::DeprecationWarning PYTHONFAULTHANDLER=1 "
+        "VLLM_USE_V1=1 NCCL_DEBUG=INFO HYDRA_FULL_ERROR=1 RAY_DEDUP_LOGS=0 python3 -m verl.trainer.main_ppo a=1",
+        allowed_modules=ALLOWED)
+    assert [name for name, _ in parsed.assignments] == [
+        "PYTHONUNBUFFERED", "PYTHONHASHSEED", "PYTHONWARNINGS", "PYTHONFAULTHANDLER", "VLLM_USE_V1",
+        "NCCL_DEBUG", "HYDRA_FULL_ERROR", "RAY_DEDUP_LOGS"]
 
 
 def test_error_names_line_and_column() -> None:

@@ -52,7 +52,7 @@ def test_pseudo_filesystems_are_refused(prepare: Prepare, shared_root: Path, tai
 
 
 def test_a_pseudo_path_in_an_environment_assignment_or_plain_argument(prepare: Prepare) -> None:
-    for cmd in (f"PYTHONPATH=/proc/self/cwd {PPO} data.train_files=$HOME/datasets/a.parquet",
+    for cmd in (f"VERL_FILE_LOGGER_PATH=/proc/self/cwd {PPO} data.train_files=$HOME/datasets/a.parquet",
                 f"{PPO} data.train_files=$HOME/datasets/a.parquet /proc/1/root/etc"):
         with pytest.raises(TaskSpecError, match="in /proc"):
             prepare(advanced(cmd + OK_TAIL))
