@@ -36,6 +36,7 @@ from argus.rayjobs.stacks import read_summary, request_stacks
 from argus.reactor.checkpoints import CheckpointWatch
 from argus.reactor.hygiene import NodeWatch
 from argus.reactor.reports import ExitNotifier, ReportWatch
+from argus.reactor.retention import Retention
 from argus.reactor.state import ReactorState
 from argus.reactor.submitting import Submitting
 from argus.reactor.turn import Append, Observations, TurnMemory, TurnPlan, awaiting_stacks, decide_turn, followed
@@ -87,6 +88,7 @@ class Reactor(Submitting):
         self._exit_notifier: ExitNotifier | Literal[False] | None = None  # None: not opened yet; False: none
         self.memory = TurnMemory()
         self.nodes = NodeWatch(config.shared_root, clock)
+        self.retention = Retention(config.shared_root, config.v2.retention, clock)
 
     # ------------------------------------------------------------------ run / leadership
     async def run(self) -> None:
@@ -210,6 +212,19 @@ class Reactor(Submitting):
                                 driver_cpus=self.config.entrypoint_num_cpus):
             await self._carry_out(plan, obs, now)
         await self.nodes.publish(self.state)
+        if self.retention.due(now):
+            await self._retain(now)
+
+    async def _retain(self, now: float) -> None:
+        """A pass of the retention policy (argus.reactor.retention): what it deleted is
+        recorded, one event a deletion; a failure waits for the next pass."""
+        try:
+            batches = await self.retention.apply(self.store, now)
+        except OSError as exc:
+            log.warning("retention pass failed: %s", exc)
+            return
+        if batches:
+            await self._record(batches)
 
     async def _sleep(self, seconds: float) -> None:
         try:
