@@ -306,7 +306,7 @@ class HubConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 class RetentionConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """What the reactor deletes of finished tasks' outputs under ``users/*/jobs/``, each
-    deletion an ``AttemptOutputsRemoved`` event (docs/operations.md, "Retention"). A task
+    deletion an ``AttemptOutputsRemoved`` event (docs/data.md, "Retention"). A task
     that is not finished (running, waiting, or waiting to resume) is never touched."""
 
     # Delete a finished task's attempt folders this many days after the attempt ended

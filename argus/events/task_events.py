@@ -330,7 +330,7 @@ class TaskCanceled(EventBase, frozen=True, kw_only=True, tag="TaskCanceled"):
 class AttemptOutputsRemoved(EventBase, frozen=True, kw_only=True, tag="AttemptOutputsRemoved"):
     """Files a finished task wrote under its user's ``jobs/`` were deleted: by their owner
     (``rule`` "owner", ``by`` the user) or by the retention policy (``rule``
-    "max_age_days" or "keep_checkpoints", ``by`` "retention"; docs/operations.md,
+    "max_age_days" or "keep_checkpoints", ``by`` "retention"; docs/data.md,
     "Retention"). ``paths``: what was deleted, relative to ``jobs/``
     (``<submission_id>`` for a whole attempt folder, ``<task_id>`` for the task's own);
     ``entries`` and ``bytes``: what they held. ``attempt_no`` None: the task's folder.
