@@ -176,9 +176,9 @@ def _remove(users: Path, plans: list[Planned], budget: int, now: float) -> list[
             removal = safefs.remove_at(users, names, max_entries=budget)
         except safefs.Refused as exc:
             log.warning("retention: %s not deleted: %s", "/".join(plan.parts), exc.detail)
-            removal = exc.partial
-            if removal is None or not removal.entries:
+            if exc.partial is None or not exc.partial.entries:
                 continue
+            removal = exc.partial
         budget -= removal.entries
         event = AttemptOutputsRemoved(
             task_id=plan.task_id, attempt_no=plan.attempt_no, paths=["/".join(plan.parts)],
