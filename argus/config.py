@@ -23,6 +23,8 @@ __all__ = [
     "ConfigError",
     "SandboxConfig",
     "FairShareConfig",
+    "HubConfig",
+    "RetentionConfig",
     "SchedulerConfig",
     "ServiceConfig",
     "SqliteConfig",
@@ -296,6 +298,36 @@ class SandboxConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     hidden: list[str] = msgspec.field(default_factory=list)
 
 
+class HubConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The shared Hugging Face cache (docs/data.md): ``<shared>/hf``, ``common/hf`` to users,
+    in the hub's cache layout (``models--Org--Name/``), is every job's ``HF_HUB_CACHE``,
+    read-only to jobs; admins fill it (``argus files put common/hf/...``)."""
+
+    # The cluster cannot reach the hub: jobs also get HF_HUB_OFFLINE=1 (and
+    # TRANSFORMERS_OFFLINE, HF_DATASETS_OFFLINE), and a TaskSpec naming a hub id that is
+    # not in the shared cache is refused at submit (a 400 that says so) instead of warned.
+    offline: bool = False
+    # false: Argus sets none of the HF_* variables (the workers' own environment decides).
+    shared_cache: bool = True
+
+
+class RetentionConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """What the reactor deletes of finished tasks' outputs under ``users/*/jobs/``, each
+    deletion an ``AttemptOutputsRemoved`` event (docs/data.md, "Retention"). A task
+    that is not finished (running, waiting, or waiting to resume) is never touched."""
+
+    # Delete a finished task's attempt folders this many days after the attempt ended
+    # (0: never).
+    max_age_days: float = 0.0
+    # Keep only this many of a finished task's checkpoints (verl's ``global_step_<N>``
+    # folders, the highest steps, across its attempts); delete the others (0: keep all).
+    keep_checkpoints: int = 0
+    # How often the reactor applies the policy (seconds), and at most how many entries
+    # (files, links, folders) one pass deletes: the rest waits for the next pass.
+    interval_s: float = 3600.0
+    max_entries_per_pass: int = 1_000_000
+
+
 class ServiceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The ``v2:`` section: settings of the Argus service itself."""
 
@@ -306,6 +338,8 @@ class ServiceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     scheduler: SchedulerConfig = msgspec.field(default_factory=SchedulerConfig)
     taskspec: TaskSpecConfig = msgspec.field(default_factory=TaskSpecConfig)
     sandbox: SandboxConfig = msgspec.field(default_factory=SandboxConfig)
+    hub: HubConfig = msgspec.field(default_factory=HubConfig)
+    retention: RetentionConfig = msgspec.field(default_factory=RetentionConfig)
 
 
 class ArgusConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

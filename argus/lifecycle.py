@@ -148,6 +148,9 @@ TRANSITIONS: dict[str, dict[TaskState, TaskState]] = {
     },
     "TaskCancelRequested": {s: S.CANCELING for s in _NON_TERMINAL},
     "TaskCanceled": {s: S.CANCELED for s in _NON_TERMINAL},
+    # A finished task's files deleted (by their owner or the retention policy): only a
+    # task that runs nothing any more, so no attempt of it can be writing there.
+    "AttemptOutputsRemoved": {s: s for s in _TERMINAL},
 }
 
 

@@ -14,14 +14,16 @@ returned. A symlink anywhere is a :class:`Refused` that names it.
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import secrets
 import shutil
 import stat
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
-__all__ = ["AtomicWrite", "Label", "Refused", "jobs_label", "open_dir", "read_bounded", "remove", "walk", "write_atomic"]
+__all__ = ["AtomicWrite", "Label", "Refused", "Removal", "jobs_label", "open_dir", "read_bounded", "remove",
+           "remove_at", "remove_tree", "walk", "write_atomic"]
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO a job planted must not hang the server (it is refused after).
@@ -39,6 +41,8 @@ class Refused(Exception):
     def __init__(self, status: int, detail: str) -> None:
         super().__init__(detail)
         self.status, self.detail = status, detail
+        # What a removal deleted before it was refused (remove_tree), else None.
+        self.partial: Removal | None = None
 
 
 def jobs_label(names: Sequence[str], i: int) -> str:
@@ -244,6 +248,116 @@ def remove(dirfd: int, name: str, what: str, recursive: bool) -> bool:
         return True
     finally:
         os.close(dirfd)
+
+
+class Removal(NamedTuple):
+    """What :func:`remove_tree` deleted: entries (files, links, folders), the bytes of the
+    regular files among them, and whether the whole tree is gone (False: the entry bound
+    was reached; calling again goes on)."""
+
+    entries: int
+    bytes: int
+    complete: bool
+
+
+class _Budget:
+    def __init__(self, left: int) -> None:
+        self.left, self.entries, self.bytes = left, 0, 0
+
+
+# Folders below the one removed: deeper is refused (each level holds one fd while walked).
+MAX_REMOVE_DEPTH = 256
+
+
+def _clear(fd: int, what: str, budget: _Budget, depth: int) -> bool:
+    """Delete what the folder ``fd`` holds, depth first, by fd (never by path, never
+    following a link: a link is unlinked like a file). False when the budget ran out."""
+    while True:
+        # A batch of names, then a fresh listing: deleting while a listing is read may
+        # skip entries.
+        with os.scandir(fd) as it:
+            names = [entry.name for entry in itertools.islice(it, 1024)]
+        if not names:
+            return True
+        for name in names:
+            if budget.left <= 0:
+                return False
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    if depth >= MAX_REMOVE_DEPTH:
+                        raise Refused(409, f"{what} is more than {MAX_REMOVE_DEPTH} folders deep; "
+                                      "delete its deepest folders first")
+                    sub = os.open(name, DIR_FLAGS, dir_fd=fd)  # O_NOFOLLOW: a link swapped in fails
+                    try:
+                        if (os.fstat(sub).st_ino, os.fstat(sub).st_dev) != (st.st_ino, st.st_dev):
+                            raise Refused(409, f"{what} changed while being deleted; try again")
+                        if not _clear(sub, what, budget, depth + 1):
+                            return False
+                    finally:
+                        os.close(sub)
+                    os.rmdir(name, dir_fd=fd)
+                else:
+                    os.unlink(name, dir_fd=fd)  # unlinkat never follows a link
+                    budget.bytes += st.st_size if stat.S_ISREG(st.st_mode) else 0
+            except FileNotFoundError:
+                continue  # removed meanwhile (by the job itself, say)
+            except OSError as exc:
+                raise _failed(what, "delete", exc) from exc
+            budget.entries += 1
+            budget.left -= 1
+
+
+def remove_tree(dirfd: int, name: str, what: str, *, max_entries: int = 1_000_000) -> Removal:
+    """Delete ``name`` in the folder ``dirfd`` (closed here), a file or a whole folder,
+    without following any link (the folder is opened ``O_NOFOLLOW``, everything inside
+    by fd; links are unlinked, never followed), counting what it removes. At most
+    ``max_entries`` entries per call (a job can write millions of files): past that it
+    stops, ``complete`` False, and a second call goes on. Raises :class:`Refused` for a
+    link named as ``name`` or anything missing."""
+    try:
+        st = _entry(dirfd, name, what)
+        if st is None:
+            raise Refused(404, f"{what} not found")
+        if not stat.S_ISDIR(st.st_mode):
+            try:
+                os.unlink(name, dir_fd=dirfd)
+            except OSError as exc:
+                raise _failed(what, "delete", exc) from exc
+            return Removal(1, st.st_size if stat.S_ISREG(st.st_mode) else 0, True)
+        try:
+            fd = os.open(name, DIR_FLAGS, dir_fd=dirfd)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise _link(what) from exc
+            raise _failed(what, "delete", exc) from exc
+        budget = _Budget(max_entries)
+        try:
+            if (os.fstat(fd).st_ino, os.fstat(fd).st_dev) != (st.st_ino, st.st_dev):
+                raise Refused(409, f"{what} changed while being deleted; try again")
+            done = _clear(fd, what, budget, 0)
+        except Refused as exc:  # what went before it is gone: the caller records that
+            exc.partial = Removal(budget.entries, budget.bytes, False)
+            raise
+        finally:
+            os.close(fd)
+        if done:
+            try:
+                os.rmdir(name, dir_fd=dirfd)
+            except OSError as exc:  # the job wrote into it meanwhile
+                raise _failed(what, "delete", exc) from exc
+            budget.entries += 1
+        return Removal(budget.entries, budget.bytes, done)
+    finally:
+        os.close(dirfd)
+
+
+def remove_at(base: Path, names: Sequence[str], label: Label = jobs_label, *,
+              max_entries: int = 1_000_000) -> Removal:
+    """:func:`remove_tree` of ``base/names...``, its folders walked from ``base`` without
+    following a link (``names`` at least one)."""
+    parent = open_dir(base, names[:-1], label, create_from=len(names))
+    return remove_tree(parent, names[-1], label(names, len(names) - 1), max_entries=max_entries)
 
 
 def write_atomic(path: Path, body: bytes) -> None:

@@ -19,6 +19,7 @@ from argus.events import (
     AttemptTimeLimitReached,
     AttemptPlacementTimedOut,
     AttemptInterrupted,
+    AttemptOutputsRemoved,
     AttemptStacksCaptured,
     AttemptStalled,
     AttemptPreempted,
@@ -64,6 +65,7 @@ TASK_EVENT_TYPES = frozenset(
         "TaskFailed",
         "TaskCancelRequested",
         "TaskCanceled",
+        "AttemptOutputsRemoved",
     }
 )
 
@@ -109,6 +111,11 @@ class AttemptView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defa
     # report with a step): the start of its productive time (projections.goodput), which
     # ``step_at`` alone, overwritten by every report, cannot tell.
     first_step_at: float | None = None
+    # Its files under jobs/ deleted after the task finished (AttemptOutputsRemoved): the
+    # bytes so far, when last, and whether its whole folder is gone.
+    outputs_removed_bytes: int = 0
+    outputs_removed_at: float | None = None
+    outputs_gone: bool = False
 
     @property
     def ended(self) -> bool:
@@ -372,6 +379,21 @@ def _canceled(view: TaskView, e: TaskCanceled, state: TaskState, rec: Recorded) 
                     wait_message="", expected_start=None, start_at_latest=None)
 
 
+def _outputs_removed(view: TaskView, e: AttemptOutputsRemoved, state: TaskState, rec: Recorded) -> TaskView:
+    # ``updated_at`` stays: the task did not change, the files it left did (its age counts
+    # from its end).
+    if e.attempt_no is None:
+        return _replace(view, stream_version=rec.version)
+    attempt = next((a for a in view.attempts if a.attempt_no == e.attempt_no), None)
+    if attempt is None:
+        return _replace(view, stream_version=rec.version)
+    sid = attempt.submission_id
+    attempts = _with_attempt(view, e.attempt_no, outputs_removed_at=e.removed_at,
+                             outputs_removed_bytes=attempt.outputs_removed_bytes + e.bytes,
+                             outputs_gone=attempt.outputs_gone or (e.complete and sid in e.paths))
+    return _replace(view, stream_version=rec.version, attempts=attempts)
+
+
 _EVOLVE: dict[str, Callable[[TaskView, Any, TaskState, Recorded], TaskView]] = {
     "TaskDeferred": _deferred,
     "AttemptStarting": _starting,
@@ -392,5 +414,6 @@ _EVOLVE: dict[str, Callable[[TaskView, Any, TaskState, Recorded], TaskView]] = {
     "TaskFailed": _failed,
     "TaskCancelRequested": _cancel_requested,
     "TaskCanceled": _canceled,
+    "AttemptOutputsRemoved": _outputs_removed,
 }
 assert set(_EVOLVE) | {"TaskSubmitted"} == TASK_EVENT_TYPES

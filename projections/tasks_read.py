@@ -17,11 +17,11 @@ import msgspec
 from argus.lifecycle import TaskState
 from projections.cursor import Cursor
 from projections.goodput import Goodput
-from projections.tasks import TaskView, load_task
+from projections.tasks import TASK_FOLD, TaskView, load_task
 
 __all__ = [
     "PageCursor", "RunningAttempt", "TaskAt", "TaskCounts", "all_tasks", "TaskDetail", "TaskPage", "TaskSummary",
-    "running_attempts", "summarize", "task_counts", "task_page", "task_view", "task_workloads", "tasks_at",
+    "running_attempts", "summarize", "task_counts", "task_page", "task_view", "task_views", "task_workloads", "tasks_at",
     "tasks_in_states", "unfinished_tasks", "waiting_count",
 ]
 
@@ -214,6 +214,11 @@ def tasks_in_states(db: sqlite3.Connection, states: Sequence[TaskState]) -> list
     rows = db.execute(f"SELECT view FROM tasks WHERE state IN ({','.join('?' * len(states))})",
                       [s.value for s in states])
     return [_decode_view(view) for (view,) in rows]
+
+
+def task_views(db: sqlite3.Connection, task_ids: Sequence[str]) -> dict[str, TaskView]:
+    """The views of ``task_ids`` that exist, by id (the retention policy's look)."""
+    return TASK_FOLD.load_many(db, list(task_ids))
 
 
 def task_workloads(db: sqlite3.Connection, task_ids: Sequence[str]) -> dict[str, str]:

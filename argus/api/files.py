@@ -1,7 +1,8 @@
-"""Data files: the caller's ``datasets/ models/ code/``, the shared read-only
-``common/datasets`` and ``common/hf`` (the same folders TaskSpecs name as
-``$HOME/common/...``), and the read-only ``jobs/``: what the caller's tasks wrote, one
-folder per attempt (``<task_id>--aNN/``: driver.log, metrics, checkpoints, result.json).
+"""Data files: the caller's ``datasets/ models/ code/``, the shared ``common/datasets`` and
+``common/hf`` (the same folders TaskSpecs name as ``$HOME/common/...``; read-only but to
+admins), and ``jobs/``: what the caller's tasks wrote, one folder per attempt
+(``<task_id>--aNN/``: driver.log, metrics, checkpoints, result.json), never written
+through this API; a finished task's folders may be deleted (argus.service.outputs).
 
 Every path is checked twice: textually (no ``..``, no absolute path, no NUL or
 backslash, after URL decoding; at most ``MAX_DEPTH`` components) and on disk. A user's jobs
@@ -31,10 +32,12 @@ from litestar.params import Parameter
 
 from argus import safefs
 from argus.api import jobfiles
+from argus.api.auth import request_id
 from argus.api.openapi import also_returns, errors
 from argus.api.schemas import FileEntry, FileListing
 from argus.api.streams import Download
 from argus.service import Principal
+from argus.service import outputs
 
 __all__ = ["FilesController"]
 
@@ -70,12 +73,14 @@ def _common_label(names: Sequence[str], i: int) -> str:
     return "common/" + "/".join(names[:i + 1])
 
 
-def _split(shared: Path, user: str, rest: str) -> tuple[_Area, str]:
+def _split(shared: Path, user: str, rest: str, admin: bool = False) -> tuple[_Area, str]:
+    """The area ``rest`` names and the path inside it; ``common/*`` is writable by admins
+    (the curators of the shared datasets and model cache)."""
     rest = rest.lstrip("/")
     for prefix, folder in COMMON_AREAS.items():
         if rest == prefix or rest.startswith(prefix + "/"):
             # Walked from <shared>: a job that swaps <shared>/hf for a link is refused too.
-            return _Area(prefix, shared, [folder], False, _common_label), rest[len(prefix):].lstrip("/")
+            return _Area(prefix, shared, [folder], admin, _common_label), rest[len(prefix):].lstrip("/")
     head, _, tail = rest.partition("/")
     if head in OWN_AREAS or head == JOBS_AREA:
         return _Area(head, shared / "users", [user, head], head != JOBS_AREA), tail
@@ -86,9 +91,9 @@ def _split(shared: Path, user: str, rest: str) -> tuple[_Area, str]:
 def _read_only(area: _Area) -> PermissionDeniedException:
     if area.name == JOBS_AREA:
         return PermissionDeniedException(
-            "jobs is read-only: your tasks write it (download from it; upload to datasets/, "
-            "models/ or code/)")
-    return PermissionDeniedException(f"{area.name} is read-only")
+            "jobs is written by your tasks: download from it, or delete a finished task's "
+            "folders (argus files rm -r jobs/<folder>); upload to datasets/, models/ or code/")
+    return PermissionDeniedException(f"{area.name} is read-only (admins may write it)")
 
 
 def check_raw(request: Request[Any, Any, Any]) -> None:
@@ -164,6 +169,23 @@ def _parent(area: _Area, parts: list[str], create: bool) -> int:
                            create_from=0 if create else len(names))
 
 
+async def _remove_output(request: Request[Any, Any, Any], state: State, who: Principal, parts: list[str],
+                         recursive: bool) -> FileEntry:
+    """``DELETE /files/jobs/...``: a finished task's files (argus.service.outputs); ``size``:
+    the bytes freed."""
+    try:
+        is_dir, removal = await outputs.remove_output(state.commands, who, parts, recursive,
+                                                      request_id(request))
+    except safefs.Refused as exc:
+        raise _refused(exc) from exc
+    if not removal.complete:
+        raise HTTPException(status_code=409, detail=(
+            f"jobs/{'/'.join(parts)}: {removal.entries} entries ({removal.bytes} bytes) deleted, "
+            "more remain (a tree too large for one request): run the same delete again"))
+    return FileEntry(name=parts[-1], is_dir=is_dir, size=removal.bytes, modified=0.0,
+                     type="dir" if is_dir else "file")
+
+
 @dataclass
 class _UploadOperation(Operation):
     def __post_init__(self) -> None:
@@ -194,9 +216,10 @@ class FilesController(Controller):
          request_max_body_size=None, responses=errors(403, 404, 409))
     async def upload(self, request: Request[Any, Any, Any], state: State, who: Principal,
                      rest: FilePath) -> FileEntry:
-        """Upload a file (streamed; at most v2.api.max_upload_bytes) into an own area."""
+        """Upload a file (streamed; at most v2.api.max_upload_bytes) into an own area (an
+        admin: into common/datasets and common/hf too)."""
         check_raw(request)
-        area, sub = _split(Path(state.config.shared_root), who.user_id, rest)
+        area, sub = _split(Path(state.config.shared_root), who.user_id, rest, who.is_admin)
         if not area.writable:  # before any disk access
             raise _read_only(area)
         parts = _parts(sub)
@@ -230,12 +253,16 @@ class FilesController(Controller):
     @delete("/{rest:path}", status_code=200, responses=errors(400, 403, 404, 409))
     async def remove(self, request: Request[Any, Any, Any], state: State, who: Principal, rest: FilePath,
                      recursive: Annotated[bool, Parameter(description="delete a folder")] = False) -> FileEntry:
-        """Delete a file (or, with ``recursive``, a folder) in an own area."""
+        """Delete a file (or, with ``recursive``, a folder) in an own area, or what a
+        finished task wrote under jobs/ (recorded as AttemptOutputsRemoved); an admin: in
+        common/ too."""
         check_raw(request)
-        area, sub = _split(Path(state.config.shared_root), who.user_id, rest)
+        area, sub = _split(Path(state.config.shared_root), who.user_id, rest, who.is_admin)
+        parts = _parts(sub)
+        if area.name == JOBS_AREA and parts:
+            return await _remove_output(request, state, who, parts, recursive)
         if not area.writable:
             raise _read_only(area)
-        parts = _parts(sub)
         if not parts:
             raise HTTPException(status_code=400, detail="cannot delete an area itself")
         what = area.label(area.names(parts), len(area.top) + len(parts) - 1)

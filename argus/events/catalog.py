@@ -20,6 +20,7 @@ from argus.events.base import EventBase
 from argus.events.task_events import (
     AttemptEnded,
     AttemptInterrupted,
+    AttemptOutputsRemoved,
     AttemptPlacementTimedOut,
     AttemptPreempted,
     AttemptProgressed,
@@ -47,6 +48,7 @@ __all__ = [
     "ALL_EVENT_TYPES",
     "AttemptEnded",
     "AttemptInterrupted",
+    "AttemptOutputsRemoved",
     "AttemptRunning",
     "AttemptStarting",
     "AttemptSubmitted",
@@ -254,6 +256,7 @@ Event = Union[
     TaskFailed,
     TaskCancelRequested,
     TaskCanceled,
+    AttemptOutputsRemoved,
     UserCreated,
     UserDisabled,
     UserEnabled,

@@ -325,3 +325,24 @@ class TaskCanceled(EventBase, frozen=True, kw_only=True, tag="TaskCanceled"):
     by: str
     ray_status: str | None = None
     canceled_at: float
+
+
+class AttemptOutputsRemoved(EventBase, frozen=True, kw_only=True, tag="AttemptOutputsRemoved"):
+    """Files a finished task wrote under its user's ``jobs/`` were deleted: by their owner
+    (``rule`` "owner", ``by`` the user) or by the retention policy (``rule``
+    "max_age_days" or "keep_checkpoints", ``by`` "retention"; docs/data.md,
+    "Retention"). ``paths``: what was deleted, relative to ``jobs/``
+    (``<submission_id>`` for a whole attempt folder, ``<task_id>`` for the task's own);
+    ``entries`` and ``bytes``: what they held. ``attempt_no`` None: the task's folder.
+    ``complete`` False: a tree too large for one pass, partly deleted (the rest follows)."""
+
+    task_id: str
+    attempt_no: int | None = None
+    paths: list[str]
+    entries: int
+    bytes: int
+    complete: bool = True
+    rule: str  # "owner" | "max_age_days" | "keep_checkpoints"
+    reason: str = ""  # the policy's words: "finished 31.2 days ago (max_age_days 30)"
+    by: str
+    removed_at: float

@@ -17,6 +17,7 @@ from argus.rayjobs.gateway import (
 from argus.rayjobs.port import RayPort
 from argus.rayjobs.submission import (
     DriverContext,
+    attempt_of,
     build_submission,
     decode_context,
     encode_context,
@@ -34,6 +35,7 @@ __all__ = [
     "RayPort",
     "RayUnavailable",
     "WORKER_RESOURCE",
+    "attempt_of",
     "build_submission",
     "decode_context",
     "encode_context",

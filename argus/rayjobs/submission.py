@@ -13,10 +13,11 @@ from __future__ import annotations
 import base64
 import copy
 import os
+import re
 import shlex
 import zlib
 from collections.abc import Sequence
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import msgspec
@@ -25,13 +26,17 @@ from argus.config import ArgusConfig
 from argus.events.catalog import Demand, SubmissionPayload
 from argus.rayjobs.sandbox import Sandbox
 from argus.scheduler.gpumodel import ACCELERATOR_PREFIX
+from argus.taskspec.checks import hub_ids
+from argus.taskspec.hub import in_cache
 
 __all__ = [
     "DriverContext",
     "MAX_CONTEXT_CHARS",
     "build_submission",
     "decode_context",
+    "attempt_of",
     "encode_context",
+    "hub_env",
     "job_dir",
     "pinned_model",
     "submission_id_for",
@@ -60,6 +65,36 @@ class DriverContext(msgspec.Struct, frozen=True, kw_only=True):
 def submission_id_for(task_id: str, attempt_no: int) -> str:
     """Deterministic Ray submission id of an attempt (DESIGN.md §4)."""
     return f"{task_id}--a{attempt_no:02d}"
+
+
+_SUBMISSION_RE = re.compile(r"^(.+)--a(\d{2,})$")
+
+
+def attempt_of(name: str) -> tuple[str, int | None]:
+    """The task id and attempt number a folder of ``jobs/`` belongs to: ``<task>--aNN``
+    (an attempt's, :func:`submission_id_for`) or ``<task>`` (the task's own; None)."""
+    match = _SUBMISSION_RE.match(name)
+    return (match.group(1), int(match.group(2))) if match else (name, None)
+
+
+def hub_env(config: ArgusConfig, user: str, command: str) -> dict[str, str]:
+    """The Hugging Face variables of a job (v2.hub; docs/data.md): ``HF_HOME`` in the
+    user's home (the hub library, ``datasets`` and the tokens write there), and
+    ``HF_HUB_CACHE`` the shared, read-only ``<shared>/hf`` when the cluster is offline or
+    it holds every hub id the command names. Else (online, a model missing there) the
+    hub cache stays ``$HF_HOME/hub``, where the job can download it: jobs cannot write
+    the shared one. Offline: ``HF_HUB_OFFLINE`` and its siblings too."""
+    hub = config.v2.hub
+    if not hub.shared_cache:
+        return {}
+    root = str(PurePosixPath(config.shared_root))
+    env = {"HF_HOME": f"{root}/users/{user}/.cache/huggingface"}
+    shared = Path(root) / "hf"
+    if hub.offline or all(in_cache(shared, hub_id) for hub_id in hub_ids(command)):
+        env["HF_HUB_CACHE"] = f"{root}/hf"
+    if hub.offline:
+        env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    return env
 
 
 def job_dir(shared_root: str, user: str, submission_id: str) -> PurePosixPath:
@@ -141,6 +176,8 @@ def build_submission(
     merged_env["PYTHONPATH"] = ":".join(dict.fromkeys(paths))
     # Ray's job supervisor (which runs in this runtime env) waits this long after SIGTERM
     # before it kills the job: the grace period of every stop (preemption, cancel, limit).
+    for name, value in hub_env(config, user, command).items():
+        merged_env.setdefault(name, value)  # the operator's runtime_env wins
     merged_env.setdefault("RAY_JOB_STOP_WAIT_TIME_S", str(max(1, round(config.v2.scheduler.preempt_grace_s))))
     entrypoint_resources = dict(config.entrypoint_resources)
     if gpu_type:

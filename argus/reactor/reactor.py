@@ -36,6 +36,7 @@ from argus.nodepool.stacks import StacksSummary, merge_summaries, read_node_summ
 from argus.reactor.checkpoints import CheckpointWatch
 from argus.reactor.hygiene import NodeWatch
 from argus.reactor.reports import ExitNotifier, ReportWatch
+from argus.reactor.retention import Retention
 from argus.reactor.state import ReactorState
 from argus.reactor.submitting import Submitting
 from argus.reactor.turn import Append, Observations, TurnMemory, TurnPlan, awaiting_stacks, decide_turn, followed
@@ -88,6 +89,7 @@ class Reactor(Submitting):
         self._exit_notifier: ExitNotifier | Literal[False] | None = None  # None: not opened yet; False: none
         self.memory = TurnMemory()
         self.nodes = NodeWatch(config.shared_root, clock)
+        self.retention = Retention(config.shared_root, config.v2.retention, clock)
 
     # ------------------------------------------------------------------ run / leadership
     async def run(self) -> None:
@@ -219,6 +221,19 @@ class Reactor(Submitting):
                                 driver_cpus=self.config.entrypoint_num_cpus):
             await self._carry_out(plan, obs, now)
         await self.nodes.publish(self.state, obs.exits, self.memory.stacks_asked)
+        if self.retention.due(now):
+            await self._retain(now)
+
+    async def _retain(self, now: float) -> None:
+        """A pass of the retention policy (argus.reactor.retention): what it deleted is
+        recorded, one event a deletion; a failure waits for the next pass."""
+        try:
+            batches = await self.retention.apply(self.store, now)
+        except OSError as exc:
+            log.warning("retention pass failed: %s", exc)
+            return
+        if batches:
+            await self._record(batches)
 
     async def _sleep(self, seconds: float) -> None:
         try:

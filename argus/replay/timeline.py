@@ -55,6 +55,7 @@ SOURCES: dict[str, str] = {
     "AttemptProgressed": "ray",
     "AttemptEnded": "ray",
     "TaskCanceled": "ray",
+    "AttemptOutputsRemoved": "api",  # the owner's delete (the retention policy's: the reactor)
 }
 
 # Fields that change with every event and say nothing on their own.
@@ -229,6 +230,12 @@ def summarize(rec: Recorded) -> str:
         return f"cancel requested by {e.by}"
     if t == "TaskCanceled":
         return f"canceled by {e.by}" + (f" (Ray status {e.ray_status})" if e.ray_status else "")
+    if t == "AttemptOutputsRemoved":
+        whose = "the task's folder" if e.attempt_no is None else f"attempt {e.attempt_no}"
+        why = f" ({e.reason})" if e.reason else ""
+        more = "" if e.complete else "; more left for the next pass"
+        return (f"{whose}: {len(e.paths)} path(s) deleted by {e.by}, rule {e.rule}{why}: "
+                f"{e.entries} entries, {e.bytes} bytes{more}")
     return _summarize_other(t, e)
 
 

@@ -166,12 +166,13 @@ class Commands:
                 # Check on without a spec: prepare_task collects every problem it can find
                 # (the paths and command of the fields that are fine) and raises them all.
                 prepare_task(document, user=user, task_id=f"{user}-check",
-                             shared_root=self.shared_root, config=cfg)
+                             shared_root=self.shared_root, config=cfg, hub_offline=self.config.v2.hub.offline)
                 raise
             if task_id is None:
                 task_id = new_task_id(user, parsed[0].workload)
             return task_id, prepare_task(
-                document, user=user, task_id=task_id, shared_root=self.shared_root, config=cfg, parsed=parsed
+                document, user=user, task_id=task_id, shared_root=self.shared_root, config=cfg, parsed=parsed,
+                hub_offline=self.config.v2.hub.offline,
             )
         except TaskSpecError as exc:
             raise _spec_refused(exc) from exc

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import re
 
-from argus.taskspec.command import ParsedCommand, parse_command, split_override
 from argus.confine.envpolicy import override_env_problem
+from argus.taskspec.command import ParsedCommand, parse_command, split_command, split_override
 from argus.taskspec.errors import Problems, TaskSpecError
+from argus.taskspec.hub import HUB_ID_RE
 from argus.taskspec.paths import PathPolicy
 
-__all__ = ["DATA_KEYS", "check_command", "is_model_key", "is_reward_key", "split_list"]
+__all__ = ["DATA_KEYS", "check_command", "hub_ids", "is_model_key", "is_reward_key", "split_list"]
 
 DATA_KEYS = frozenset({"data.train_files", "data.val_files"})
 _MODEL_KEY_RE = re.compile(
@@ -37,6 +38,24 @@ def split_list(value: str) -> list[str]:
         value = value[1:-1]
     items = [item.strip().strip("'\"").strip() for item in value.split(",")]
     return [item for item in items if item not in _NULLS]
+
+
+def hub_ids(command: str) -> list[str]:
+    """The hub ids an (expanded) command names as models (``actor_rollout_ref.model.path=
+    Qwen/...``), each once, in order. A command that does not split names none."""
+    try:
+        words = split_command(command)
+    except TaskSpecError:  # refused at submit; here only what can be read
+        return []
+    found: dict[str, None] = {}
+    for word in words:
+        parts = split_override(word.value)
+        if parts is None or not is_model_key(parts[1]):
+            continue
+        for item in split_list(parts[2] or ""):
+            if not item.startswith("/") and HUB_ID_RE.match(item) and ".." not in item:
+                found.setdefault(item, None)
+    return list(found)
 
 
 def check_override_paths(key: str, value: str, policy: PathPolicy, field: str) -> None:

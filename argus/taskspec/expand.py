@@ -1,8 +1,9 @@
 """``$HOME`` macro expansion (seed 000 §2.3, §4).
 
-Users see their SFTP home with two shared read-only folders mapped into it
-(``$HOME/common/datasets``, ``$HOME/common/hf``); the training processes see the real
-filesystem. So, in this order:
+Users see their Argus home through the files API, the CLI and the WebUI's Data page:
+``datasets/``, ``models/``, ``code/``, ``jobs/``, and the two shared read-only folders
+mapped into it as ``common/datasets`` and ``common/hf`` (docs/data.md); the training
+processes see the real filesystem. So, in this order:
 
 1. ``$HOME/common/datasets`` → ``<shared>/datasets``
 2. ``$HOME/common/hf``       → ``<shared>/hf``

@@ -39,6 +39,7 @@ from pathlib import Path
 from argus.taskspec.errors import Problem, TaskSpecError
 from argus.taskspec.kernelpaths import LinkHops, refuse_pseudo
 from argus.taskspec.expand import home_dir
+from argus.taskspec.hub import cache_folder, in_cache
 
 __all__ = ["RUNTIME_VARIABLES", "PathPolicy", "substitute_runtime_vars"]
 
@@ -123,12 +124,17 @@ def _exists_under(base: str, rel: str) -> bool:
 class PathPolicy:
     """The allow-lists for one user under one shared root."""
 
-    def __init__(self, *, shared_root: Path | str, user: str, require_files: bool = False) -> None:
+    def __init__(self, *, shared_root: Path | str, user: str, require_files: bool = False,
+                 hub_offline: bool = False) -> None:
         self.root = _normalise(str(shared_root))
         self.user = user
         # Input files that pass the rules but do not exist (checked when require_files).
         self.require_files = require_files
         self.missing: list[Problem] = []
+        # A hub id not in the shared cache (with require_files): a problem when the
+        # cluster cannot reach the hub (v2.hub.offline), else a warning.
+        self.hub_offline = hub_offline
+        self.warnings: list[str] = []
         # How the user wrote a path, by its expanded form: what messages show.
         self.written: dict[str, str] = {}
         self.home = home_dir(self.root, user)
@@ -365,11 +371,31 @@ class PathPolicy:
         self._no_interpolation(checked, field, what)
         if not checked.startswith("/"):
             if _HUB_ID_RE.match(checked) and ".." not in checked:
+                if self.require_files:
+                    self._note_if_not_cached(checked, field)
                 return checked
             raise TaskSpecError(
                 field, f"{value[:160]!r} is neither a hub id nor an absolute path; {what}"
             )
         return self._check_allowed(value, field, self.model_roots, what)
+
+    def _note_if_not_cached(self, hub_id: str, field: str) -> None:
+        """A hub id that the shared cache (``<shared>/hf``, jobs' HF_HUB_CACHE) lacks."""
+        if in_cache(Path(self.root) / "hf", hub_id):
+            return
+        where = f"common/hf/{cache_folder(hub_id)}"
+        if self.hub_offline:
+            self.missing.append(Problem(field, (
+                f"{hub_id!r} is not in the shared model cache ({where}/ with refs/main and its "
+                "snapshot), and this cluster has no access to the hub (v2.hub.offline): ask an "
+                "admin to add it to common/hf, or upload the model to models/ and name "
+                "$HOME/models/<folder>")))
+        else:
+            message = (f"{field}: {hub_id!r} is not in the shared model cache ({where}/): each "
+                       "attempt downloads it from the hub into your own cache "
+                       "($HOME/.cache/huggingface/hub)")
+            if message not in self.warnings:
+                self.warnings.append(message)
 
     def scan_text(self, text: str, field: str) -> None:
         """Backstop over a whole command: any spelling of ``<shared>/users/<other>`` that

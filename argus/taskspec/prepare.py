@@ -141,11 +141,14 @@ def prepare_task(
     config: TaskSpecConfig | None = None,
     parsed: tuple[TaskSpec, list[str]] | None = None,
     require_files: bool = True,
+    hub_offline: bool = False,
 ) -> PreparedTask:
     """Parse, expand, check and build one submitted TaskSpec; raises TaskSpecError with
     every problem found. ``parsed``: the spec and its warnings, when the caller parsed
     ``document`` already. ``require_files``: refuse data, model and reward paths that do
-    not exist under the shared root (off only where that root is not this machine's)."""
+    not exist under the shared root (off only where that root is not this machine's), and
+    look each hub id up in the shared model cache: not there, a problem when
+    ``hub_offline`` (the cluster cannot reach the hub), else a warning."""
     config = config or TaskSpecConfig()
     _check_component(user, "user")
     _check_component(task_id, "task_id")
@@ -157,7 +160,8 @@ def prepare_task(
     checked = _checked(document, config, parsed)
     problems = Problems(checked.problems.items)
     values = checked.values
-    policy = PathPolicy(shared_root=shared_root, user=user, require_files=require_files)
+    policy = PathPolicy(shared_root=shared_root, user=user, require_files=require_files,
+                        hub_offline=hub_offline)
 
     def expand(text: str) -> str:
         return expand_home(text, user=user, shared_root=policy.root)
@@ -189,7 +193,7 @@ def prepare_task(
     spec = checked.spec
     if problems or policy.missing or spec is None:
         _raise(problems, policy)
-    warnings = [*checked.warnings, *command_warnings]
+    warnings = [*checked.warnings, *command_warnings, *policy.warnings]
     time_limit_s = _duration("time_limit", spec.time_limit)
     stall_timeout_s = _duration("stall_timeout", spec.stall_timeout)
     command = with_interpreter(command, parsed_command, config.python)

@@ -9,9 +9,9 @@ const AREAS = [
   { id: "datasets", label: "datasets", writable: true, path: "$HOME/datasets", help: () => "Your training data (parquet, jsonl). Use as data.train_files=$HOME/datasets/… or train_file: $HOME/datasets/…" },
   { id: "models", label: "models", writable: true, path: "$HOME/models", help: () => "Your models and checkpoints. Use as model_id: $HOME/models/…" },
   { id: "code", label: "code", writable: true, path: "$HOME/code", help: () => "Your code, e.g. a reward function: custom_reward_function.path=$HOME/code/reward.py" },
-  { id: "jobs", label: "jobs", writable: false, path: "$HOME/jobs", help: () => "Your tasks' outputs, written by the platform: one folder per attempt (<task id>--a01/) with driver.log, the metrics (*.jsonl), checkpoints/ and result.json. Read-only here: download what you need." },
+  { id: "jobs", label: "jobs", writable: false, path: "$HOME/jobs", deletable: true, help: () => "Your tasks' outputs, written by the platform: one folder per attempt (<task id>--a01/) with driver.log, the metrics (*.jsonl), checkpoints/ and result.json. Nothing is uploaded here; once a task has finished you may delete its folders or old checkpoints (a running task's are kept until it ends)." },
   { id: "common/datasets", label: "common/datasets", writable: false, path: "$HOME/common/datasets", help: (p) => `Shared datasets, read-only. Training sees them at ${p.shared}/datasets; write $HOME/common/datasets/… in a spec.` },
-  { id: "common/hf", label: "common/hf", writable: false, path: "$HOME/common/hf", help: (p) => `The shared Hugging Face cache, read-only (${p.shared}/hf for training); hub ids such as Qwen/Qwen2.5-0.5B-Instruct resolve through it.` },
+  { id: "common/hf", label: "common/hf", writable: false, path: "$HOME/common/hf", help: (p) => `The shared Hugging Face model cache, read-only (admins fill it; ${p.shared}/hf for training). Every job gets it as HF_HUB_CACHE: a hub id such as Qwen/Qwen2.5-0.5B-Instruct whose models--Qwen--Qwen2.5-0.5B-Instruct/ folder is here loads from it without a download. A hub id that is not here is downloaded by each job into your own cache ($HOME/.cache/huggingface), or refused at submit where the cluster has no access to the hub.` },
 ];
 
 /** This deployment's paths: the shared root and the caller's home (from /me). */
@@ -103,9 +103,9 @@ export async function render(main, params, ctx) {
         h("td", {}, timeEl(e.modified)),
         h("td", { class: "row-actions" },
           kind === "file" ? h("a", { href: fileUrl, download: e.name, class: "btn btn-small", "aria-label": `Download ${e.name}` }, "Download") : null,
-          area.writable && !e.is_dir ? h("button", {
+          (area.writable && !e.is_dir) || (area.deletable && (kind === "dir" || kind === "file")) ? h("button", {
             type: "button", class: "btn btn-small btn-danger", "aria-label": `Delete ${e.name}`,
-            onclick: () => remove(child, e.name),
+            onclick: () => remove(child, e.name, e.is_dir),
           }, "Delete") : null));
     });
     replace(listing, answer && answer.truncated
@@ -116,10 +116,11 @@ export async function render(main, params, ctx) {
       h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 4, class: "empty" }, "This folder is empty."))))));
   }
 
-  async function remove(child, name) {
-    if (!window.confirm(`Delete ${area.path}/${child}? This cannot be undone.`)) return;
+  async function remove(child, name, isDir) {
+    const what = isDir ? "the folder and everything in it" : "it";
+    if (!window.confirm(`Delete ${area.path}/${child}${isDir ? "/" : ""}, ${what}? This cannot be undone.`)) return;
     try {
-      await del(`/files/${encodePath(area.id)}/${encodePath(child)}`);
+      await del(`/files/${encodePath(area.id)}/${encodePath(child)}${isDir ? "?recursive=true" : ""}`);
       replace(flash, notice("ok", `Deleted ${name}.`));
     } catch (err) {
       replace(flash, notice("error", errorText(err)));
