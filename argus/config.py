@@ -23,6 +23,8 @@ __all__ = [
     "ConfigError",
     "SandboxConfig",
     "FairShareConfig",
+    "MIN_OUTPUT_BUDGET",
+    "OutputConfig",
     "SchedulerConfig",
     "ServiceConfig",
     "SqliteConfig",
@@ -289,6 +291,34 @@ class SandboxConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     hidden: list[str] = msgspec.field(default_factory=list)
 
 
+class OutputConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """How much of each attempt's output is kept (docs/runs.md, "An attempt's output").
+
+    Past ``budget_bytes`` the job's driver keeps the first and the last half of it in
+    ``driver.log`` and says how much it dropped (in the log, and in an
+    ``AttemptOutputTruncated`` event); a spec's ``output_budget`` may ask for another budget,
+    up to ``max_budget_bytes``. Ray's job log gets ``ray_copy_bytes`` of it at most, and each
+    Ray worker of the job keeps at most the budget of what it prints (Ray's log rotation)."""
+
+    budget_bytes: int = msgspec.field(default=1 << 30)
+    max_budget_bytes: int = msgspec.field(default=16 << 30)
+    # truncate: keep the head and tail, the run goes on; stop: the command is stopped too
+    # (its attempt fails as a user error, not retried).
+    on_exceed: Literal["truncate", "stop"] = "truncate"
+    ray_copy_bytes: int = msgspec.field(default=1 << 20)
+
+    def __post_init__(self) -> None:
+        if self.budget_bytes < MIN_OUTPUT_BUDGET or self.max_budget_bytes < self.budget_bytes:
+            raise ValueError(f"v2.output: budget_bytes must be at least {MIN_OUTPUT_BUDGET} and at most "
+                             "max_budget_bytes")
+        if self.ray_copy_bytes < 0:
+            raise ValueError("v2.output.ray_copy_bytes must be 0 or more")
+
+
+# The least budget: a run's first lines and its last traceback must fit.
+MIN_OUTPUT_BUDGET = 64 * 1024
+
+
 class ServiceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The ``v2:`` section: settings of the Argus service itself."""
 
@@ -299,6 +329,7 @@ class ServiceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     scheduler: SchedulerConfig = msgspec.field(default_factory=SchedulerConfig)
     taskspec: TaskSpecConfig = msgspec.field(default_factory=TaskSpecConfig)
     sandbox: SandboxConfig = msgspec.field(default_factory=SandboxConfig)
+    output: OutputConfig = msgspec.field(default_factory=OutputConfig)
 
 
 class ArgusConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -22,6 +22,7 @@ from argus.events import (
     AttemptStacksCaptured,
     AttemptStalled,
     AttemptPreempted,
+    AttemptOutputTruncated,
     AttemptProgressed,
     CheckpointObserved,
     AttemptStarting,
@@ -57,6 +58,7 @@ TASK_EVENT_TYPES = frozenset(
         "AttemptPreempted",
         "CheckpointObserved",
         "AttemptProgressed",
+        "AttemptOutputTruncated",
         "AttemptEnded",
         "RetryScheduled",
         "TaskSucceeded",
@@ -109,6 +111,10 @@ class AttemptView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defa
     # report with a step): the start of its productive time (projections.goodput), which
     # ``step_at`` alone, overwritten by every report, cannot tell.
     first_step_at: float | None = None
+    # Its output passed its budget (AttemptOutputTruncated): bytes printed, and dropped.
+    output_bytes: int | None = None
+    output_dropped: int = 0
+    output_final: bool = False  # the count is the command's whole output
 
     @property
     def ended(self) -> bool:
@@ -356,6 +362,13 @@ def _progressed(view: TaskView, e: AttemptProgressed, state: TaskState, rec: Rec
                     attempts=attempts)
 
 
+def _output(view: TaskView, e: AttemptOutputTruncated, state: TaskState, rec: Recorded) -> TaskView:
+    attempts = _with_attempt(view, e.attempt_no, output_bytes=e.total_bytes, output_dropped=e.dropped_bytes,
+                             output_final=e.final)
+    return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
+                    attempts=attempts)
+
+
 def _failed(view: TaskView, e: TaskFailed, state: TaskState, rec: Recorded) -> TaskView:
     return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
                     failure_kind=e.failure_kind, error_summary=e.error_summary)
@@ -385,6 +398,7 @@ _EVOLVE: dict[str, Callable[[TaskView, Any, TaskState, Recorded], TaskView]] = {
     "AttemptPreempted": _preempted,
     "CheckpointObserved": _checkpoint,
     "AttemptProgressed": _progressed,
+    "AttemptOutputTruncated": _output,
     "AttemptEnded": _ended,
     "RetryScheduled": _retry,
     "TaskSucceeded": _succeeded,

@@ -20,6 +20,7 @@ from argus.events.base import EventBase
 from argus.events.task_events import (
     AttemptEnded,
     AttemptInterrupted,
+    AttemptOutputTruncated,
     AttemptPlacementTimedOut,
     AttemptPreempted,
     AttemptProgressed,
@@ -47,6 +48,7 @@ __all__ = [
     "ALL_EVENT_TYPES",
     "AttemptEnded",
     "AttemptInterrupted",
+    "AttemptOutputTruncated",
     "AttemptRunning",
     "AttemptStarting",
     "AttemptSubmitted",
@@ -246,6 +248,7 @@ Event = Union[
     AttemptInterrupted,
     AttemptPreempted,
     AttemptProgressed,
+    AttemptOutputTruncated,
     CheckpointObserved,
     AttemptEnded,
     RetryScheduled,
