@@ -80,7 +80,7 @@ def test_a_chatty_command_keeps_its_head_and_tail_within_the_budget(tmp_path: Pa
     assert not list(folder.glob("driver.log.tail*"))  # folded into driver.log at the end
     overhead = 4096  # the driver's own lines
     assert budget < len(log) <= budget + overhead
-    assert most[0] <= budget + budget // 8 + overhead, most[0]
+    assert most[0] <= budget + budget // 4 + overhead, most[0]
     assert log.index(b"\nline 000000000 ") < overhead  # right after the driver's header
     assert f"line {budget // 2 // LINE - 1:09d} ".encode() in log[:budget // 2 + overhead]  # the head, whole
     assert log.rstrip().endswith(b"THE-END")

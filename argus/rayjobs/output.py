@@ -14,8 +14,9 @@ spec's ``output_budget`` within ``v2.output.max_budget_bytes``) is split in two 
 
 When the command ends, the kept tail is appended to ``driver.log`` after a line saying how
 many bytes were dropped between the head and the tail, and the tail files are removed:
-``driver.log`` is then at most the budget plus a few lines. On disk at any moment: at most
-the budget plus an eighth of it, plus those lines.
+``driver.log`` is then at most the budget plus a few lines. On disk while the command
+runs: at most the budget and an eighth of it; while the tail is folded in (one piece
+copied before its file is removed), a budget and a quarter; plus those lines.
 
 Ray's job log (``job-driver-<id>.log``, where Ray's job supervisor writes the driver's
 stdout) gets a much smaller copy (``ray_copy_bytes``): the first half of it as the output
