@@ -25,6 +25,8 @@ __all__ = [
     "FairShareConfig",
     "HubConfig",
     "RetentionConfig",
+    "MIN_OUTPUT_BUDGET",
+    "OutputConfig",
     "SchedulerConfig",
     "ServiceConfig",
     "SqliteConfig",
@@ -326,6 +328,32 @@ class RetentionConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # (files, links, folders) one pass deletes: the rest waits for the next pass.
     interval_s: float = 3600.0
     max_entries_per_pass: int = 1_000_000
+class OutputConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """How much of each attempt's output is kept (docs/runs.md, "An attempt's output").
+
+    Past ``budget_bytes`` the job's driver keeps the first and the last half of it in
+    ``driver.log`` and says how much it dropped (in the log, and in an
+    ``AttemptOutputTruncated`` event); a spec's ``output_budget`` may ask for another budget,
+    up to ``max_budget_bytes``. Ray's job log gets ``ray_copy_bytes`` of it at most, and each
+    Ray worker of the job keeps at most the budget of what it prints (Ray's log rotation)."""
+
+    budget_bytes: int = msgspec.field(default=1 << 30)
+    max_budget_bytes: int = msgspec.field(default=16 << 30)
+    # truncate: keep the head and tail, the run goes on; stop: the command is stopped too
+    # (its attempt fails as a user error, not retried).
+    on_exceed: Literal["truncate", "stop"] = "truncate"
+    ray_copy_bytes: int = msgspec.field(default=1 << 20)
+
+    def __post_init__(self) -> None:
+        if self.budget_bytes < MIN_OUTPUT_BUDGET or self.max_budget_bytes < self.budget_bytes:
+            raise ValueError(f"v2.output: budget_bytes must be at least {MIN_OUTPUT_BUDGET} and at most "
+                             "max_budget_bytes")
+        if self.ray_copy_bytes < 0:
+            raise ValueError("v2.output.ray_copy_bytes must be 0 or more")
+
+
+# The least budget: a run's first lines and its last traceback must fit.
+MIN_OUTPUT_BUDGET = 64 * 1024
 
 
 class ServiceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -340,6 +368,7 @@ class ServiceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     sandbox: SandboxConfig = msgspec.field(default_factory=SandboxConfig)
     hub: HubConfig = msgspec.field(default_factory=HubConfig)
     retention: RetentionConfig = msgspec.field(default_factory=RetentionConfig)
+    output: OutputConfig = msgspec.field(default_factory=OutputConfig)
 
 
 class ArgusConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -3,9 +3,11 @@
 Runs inside the Ray job, on a worker node (``entrypoint_resources={"worker_node": 1}``).
 It prepares ``<shared>/users/<user>/jobs/<submission_id>/`` (spec raw + expanded, command,
 submission), runs the command with ``bash -c`` in that directory (not a login shell: a
-login shell's profile resets PATH, and the command must run in the environment Argus chose), tees the merged
-stdout/stderr to ``driver.log`` and to its own stdout (so Ray's job log has it too), then
-records ``exit_code`` and ``result.json`` and exits with the command's code.
+login shell's profile resets PATH, and the command must run in the environment Argus chose), writes the merged
+stdout/stderr to ``driver.log`` and a part of it to its own stdout (Ray's job log), then
+records ``exit_code`` and ``result.json`` and exits with the command's code. Output past
+the attempt's budget is not kept whole (``argus.rayjobs.output``): the head and a rolling
+tail, and Ray's job log only a small copy of both.
 
 Stopping: Ray's ``stop_job`` sends SIGTERM to the driver (and its descendants, then SIGKILL
 after a grace period). The command runs in its own process group; SIGTERM/SIGINT are
@@ -44,6 +46,7 @@ from argus.confine.envpolicy import command_env_problem
 from argus.confine.claims import CLAIM_SECRET_KEY, ClaimWatcher, first_job_judge
 from argus.confine.desk import ClaimRequest, desk_is_open, request_claim, withdraw_request
 from argus.confine.registry import Claim, registry_dir
+from argus.rayjobs.output import BoundedOutput, OutputLimits
 from argus.rayjobs.reports import ProgressTracker
 from argus.nodepool.process import die_with_parent
 from argus.procs import signal_group
@@ -324,108 +327,132 @@ def _started_by(pid: int, plumbing: set[int], me: int) -> bool:
 
 
 def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult:
-    """Run the command in ``path``, tee its output, and return how it ended."""
+    """Run the command in ``path``, keep its output within its budget (``driver.log``, and
+    a small copy on stdout for Ray's job log: ``argus.rayjobs.output``), and return how it
+    ended."""
     out = out if out is not None else sys.stdout.buffer
+    output = BoundedOutput(path, ctx.output or OutputLimits(), out)
+    try:
+        return _run(ctx, path, output)
+    finally:  # the stop said last, where the reactor's classifier reads
+        output.close(last=STOPPED_FOR_OUTPUT if output.stopped_at is not None else "")
+
+
+STOPPED_FOR_OUTPUT = ("stopping the command: its output passed its budget "
+                      "(v2.output.on_exceed: stop; a spec may raise its output_budget)")
+
+
+def _run(ctx: DriverContext, path: Path, output: BoundedOutput) -> DriverResult:
     env = job_env(ctx, path, dict(os.environ))
     secret = secrets.token_hex(16)
     with_claim_secret(env, secret)
     started = time.time()
     forwarded: list[int] = []
     argv = [*_sandbox_prefix(ctx, path, env), "bash", "-c", ctx.command]
-    with open(path / "driver.log", "ab", buffering=0) as log:
-        refused = command_env_problem(ctx.command)
-        if refused is not None:  # recorded under older rules: only the allowed module runs
-            return _failed_to_start(ctx, started, f"[argus.driver] the command is not run: {refused}; "
-                                    "submit it again without that assignment\n", log, out)
-        try:
-            ruleset, confined = _landlock(ctx, path, env)
-        except LandlockError as exc:  # required and missing: fail closed, saying why
-            return _failed_to_start(ctx, started, f"[argus.driver] {exc.strerror}\n", log, out)
-        boxed = " (in a bwrap sandbox)" if argv[0] != "bash" else ""
-        header = (f"[argus.driver] {ctx.submission_id} on {socket.gethostname()}{boxed}: "
-                  f"bash -c {shlex.quote(ctx.command)}\n")  # as run, one override per line
-        if confined:
-            header += f"[argus.driver] {confined}\n"
-        log.write(header.encode())
-        out.write(header.encode())
-        if argv[0] != "bash" and shutil.which(argv[0]) is None:  # fail closed, saying why
-            return _failed_to_start(ctx, started, (
-                f"[argus.driver] the sandbox needs bubblewrap, and {argv[0]!r} is not on this "
-                "worker: install it (Debian: apt-get install bubblewrap), or set "
-                "v2.sandbox.mode: auto\n"), log, out)
-        driver_pid = os.getpid()  # read here: the preexec function runs in the child
+    log, out = output.log, output.out
+    refused = command_env_problem(ctx.command)
+    if refused is not None:  # recorded under older rules: only the allowed module runs
+        return _failed_to_start(ctx, started, f"[argus.driver] the command is not run: {refused}; "
+                                "submit it again without that assignment\n", log, out)
+    try:
+        ruleset, confined = _landlock(ctx, path, env)
+    except LandlockError as exc:  # required and missing: fail closed, saying why
+        return _failed_to_start(ctx, started, f"[argus.driver] {exc.strerror}\n", log, out)
+    boxed = " (in a bwrap sandbox)" if argv[0] != "bash" else ""
+    header = (f"[argus.driver] {ctx.submission_id} on {socket.gethostname()}{boxed}: "
+              f"bash -c {shlex.quote(ctx.command)}\n")  # as run, one override per line
+    if confined:
+        header += f"[argus.driver] {confined}\n"
+    log.write(header.encode())
+    out.write(header.encode())
+    if argv[0] != "bash" and shutil.which(argv[0]) is None:  # fail closed, saying why
+        return _failed_to_start(ctx, started, (
+            f"[argus.driver] the sandbox needs bubblewrap, and {argv[0]!r} is not on this "
+            "worker: install it (Debian: apt-get install bubblewrap), or set "
+            "v2.sandbox.mode: auto\n"), log, out)
+    driver_pid = os.getpid()  # read here: the preexec function runs in the child
 
-        def in_child() -> None:  # after fork, before exec: die with the driver, confined
-            die_with_parent(driver_pid)
-            if ruleset is not None:
-                ruleset.restrict_self()
+    def in_child() -> None:  # after fork, before exec: die with the driver, confined
+        die_with_parent(driver_pid)
+        if ruleset is not None:
+            ruleset.restrict_self()
 
-        try:
-            child = subprocess.Popen(
-                argv, cwd=path, env=env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                # Die with the driver even if it is SIGKILLed.
-                start_new_session=True, preexec_fn=in_child,
-            )
-        finally:
-            if ruleset is not None:
-                ruleset.close()
-        watcher = _watch_claims(ctx, child.pid, secret, log) if ruleset is not None else None
+    try:
+        child = subprocess.Popen(
+            argv, cwd=path, env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            # Die with the driver even if it is SIGKILLed.
+            start_new_session=True, preexec_fn=in_child,
+        )
+    finally:
+        if ruleset is not None:
+            ruleset.close()
+    watcher = _watch_claims(ctx, child.pid, secret, log) if ruleset is not None else None
 
-        def forward(signum: int, _frame: object) -> None:
-            forwarded.append(signum)
-            signal_group(child, signum)
+    def forward(signum: int, _frame: object) -> None:
+        forwarded.append(signum)
+        signal_group(child, signum)
 
-        signal.signal(signal.SIGTERM, forward)
-        signal.signal(signal.SIGINT, forward)
-        assert child.stdout is not None
-        fd = child.stdout.fileno()
-        reaped = False
-        progress = ProgressTracker(ctx.shared_root, ctx.submission_id)
-        stacks = StackDesk(ctx.shared_root, ctx.submission_id, path)
-        while True:
-            progress.tick()
-            stacks.tick()
-            # select with a timeout: a background grandchild holding the pipe open must
-            # not keep the driver alive after the command itself has exited.
-            try:
-                ready, _, _ = select.select([fd], [], [], 0.5)
-            except InterruptedError:  # a forwarded signal arrived
-                continue
-            if not ready:
-                if child.poll() is not None and not reaped:
-                    signal_group(child, signal.SIGKILL)
-                    reaped = True
-                continue
-            chunk = os.read(fd, 65_536)
-            if not chunk:
-                break
-            progress.feed(chunk)
-            log.write(chunk)
-            try:
-                out.write(chunk)
-                out.flush()
-            except (BrokenPipeError, ValueError):
-                pass  # Ray's log pipe went away; driver.log still has everything
-        code = child.wait()
-        sig = -code if code < 0 else None
-        signal_group(child, signal.SIGKILL)  # nothing of the command may outlive it
-        # First after that: the reactor ends the attempt on it, and lets this node admit
-        # again at once when nothing of the attempt is left here.
-        left = still_here(ctx.submission_id)
-        progress.exited(128 + sig if sig else code, host_clean=not left)
-        if left:
-            pid = next(iter(left))
-            log.write(f"[argus.driver] {len(left)} process(es) of {ctx.submission_id} still run on this host "
-                      f"{CLEAR_WAIT_S:g} s after its command exited (pid {pid}: {command_line(pid)[:120]}); "
-                      "its node admits again once they end, or is quarantined\n".encode())
-        if watcher is not None:
-            watcher.stop()
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    assert child.stdout is not None
+    code = _pump(ctx, path, child, output)
+    sig = -code if code < 0 else None
+    if watcher is not None:
+        watcher.stop()
     return DriverResult(
         submission_id=ctx.submission_id, exit_code=128 + sig if sig else code, signal=sig,
         forwarded_signal=forwarded[0] if forwarded else None, started_at=started,
         ended_at=time.time(), hostname=socket.gethostname(), ray_node_id=_ray_node_id(),
     )
+
+
+def _pump(ctx: DriverContext, path: Path, child: subprocess.Popen[bytes], output: BoundedOutput) -> int:
+    """Read the command's output until it ends (feeding the reports and the stacks desk
+    meanwhile); its exit status, once its exit report is written."""
+    assert child.stdout is not None
+    fd = child.stdout.fileno()
+    reaped = False
+    progress = ProgressTracker(ctx.shared_root, ctx.submission_id)
+    stacks = StackDesk(ctx.shared_root, ctx.submission_id, path)
+    while True:
+        progress.output = output.summary()
+        progress.tick()
+        stacks.tick()
+        # select with a timeout: a background grandchild holding the pipe open must
+        # not keep the driver alive after the command itself has exited.
+        try:
+            ready, _, _ = select.select([fd], [], [], 0.5)
+        except InterruptedError:  # a forwarded signal arrived
+            continue
+        if not ready:
+            if child.poll() is not None and not reaped:
+                signal_group(child, signal.SIGKILL)
+                reaped = True
+            continue
+        chunk = os.read(fd, 65_536)
+        if not chunk:
+            break
+        progress.feed(chunk)
+        output.feed(chunk)
+        if output.over and output.limits.stop_over and output.stopped_at is None:
+            output.stopped_at = time.time()
+            output.note(STOPPED_FOR_OUTPUT)
+            signal_group(child, signal.SIGTERM)
+    code = child.wait()
+    sig = -code if code < 0 else None
+    progress.output = output.summary()
+    signal_group(child, signal.SIGKILL)  # nothing of the command may outlive it
+    # First after that: the reactor ends the attempt on it, and lets this node admit again
+    # at once when nothing of the attempt is left here.
+    left = still_here(ctx.submission_id)
+    progress.exited(128 + sig if sig else code, host_clean=not left)
+    if left:
+        pid = next(iter(left))
+        output.note(f"{len(left)} process(es) of {ctx.submission_id} still run on this host {CLEAR_WAIT_S:g} s "
+                    f"after its command exited (pid {pid}: {command_line(pid)[:120]}); its node admits again "
+                    "once they end, or is quarantined")
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:

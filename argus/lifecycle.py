@@ -126,6 +126,8 @@ TRANSITIONS: dict[str, dict[TaskState, TaskState]] = {
     "AttemptPreempted": {S.SUBMITTED: S.SUBMITTED, S.RUNNING: S.RUNNING},
     "CheckpointObserved": {S.RUNNING: S.RUNNING},
     "AttemptProgressed": {S.RUNNING: S.RUNNING},
+    # Recorded while it runs, and with the whole count just before its AttemptEnded.
+    "AttemptOutputTruncated": {S.SUBMITTED: S.SUBMITTED, S.RUNNING: S.RUNNING, S.CANCELING: S.CANCELING},
     # The attempt's end is recorded first; the task's own outcome follows as its own event.
     "AttemptEnded": {
         S.SUBMITTING: S.SUBMITTING,

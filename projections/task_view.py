@@ -23,6 +23,7 @@ from argus.events import (
     AttemptStacksCaptured,
     AttemptStalled,
     AttemptPreempted,
+    AttemptOutputTruncated,
     AttemptProgressed,
     CheckpointObserved,
     AttemptStarting,
@@ -58,6 +59,7 @@ TASK_EVENT_TYPES = frozenset(
         "AttemptPreempted",
         "CheckpointObserved",
         "AttemptProgressed",
+        "AttemptOutputTruncated",
         "AttemptEnded",
         "RetryScheduled",
         "TaskSucceeded",
@@ -116,6 +118,10 @@ class AttemptView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defa
     outputs_removed_bytes: int = 0
     outputs_removed_at: float | None = None
     outputs_gone: bool = False
+    # Its output passed its budget (AttemptOutputTruncated): bytes printed, and dropped.
+    output_bytes: int | None = None
+    output_dropped: int = 0
+    output_final: bool = False  # the count is the command's whole output
 
     @property
     def ended(self) -> bool:
@@ -363,6 +369,13 @@ def _progressed(view: TaskView, e: AttemptProgressed, state: TaskState, rec: Rec
                     attempts=attempts)
 
 
+def _output(view: TaskView, e: AttemptOutputTruncated, state: TaskState, rec: Recorded) -> TaskView:
+    attempts = _with_attempt(view, e.attempt_no, output_bytes=e.total_bytes, output_dropped=e.dropped_bytes,
+                             output_final=e.final)
+    return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
+                    attempts=attempts)
+
+
 def _failed(view: TaskView, e: TaskFailed, state: TaskState, rec: Recorded) -> TaskView:
     return _replace(view, state=state, updated_at=rec.recorded_at, stream_version=rec.version,
                     failure_kind=e.failure_kind, error_summary=e.error_summary)
@@ -407,6 +420,7 @@ _EVOLVE: dict[str, Callable[[TaskView, Any, TaskState, Recorded], TaskView]] = {
     "AttemptPreempted": _preempted,
     "CheckpointObserved": _checkpoint,
     "AttemptProgressed": _progressed,
+    "AttemptOutputTruncated": _output,
     "AttemptEnded": _ended,
     "RetryScheduled": _retry,
     "TaskSucceeded": _succeeded,

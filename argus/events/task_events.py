@@ -220,6 +220,26 @@ class AttemptProgressed(EventBase, frozen=True, kw_only=True, tag="AttemptProgre
     observed_at: float
 
 
+class AttemptOutputTruncated(EventBase, frozen=True, kw_only=True, tag="AttemptOutputTruncated"):
+    """The attempt's output passed its budget (reactor), from its driver's report
+    (``argus.rayjobs.output``): of ``total_bytes`` printed, its first and last bytes are kept
+    in ``driver.log`` (``kept_bytes``) and ``dropped_bytes`` between them are not. Recorded
+    once when its driver first reports it (``final`` False), and once more with the whole
+    count when the command ended (``final`` True). ``stopped``: the driver stopped the
+    command for it (``v2.output.on_exceed: stop``)."""
+
+    task_id: str
+    attempt_no: int
+    submission_id: str
+    budget_bytes: int
+    total_bytes: int
+    kept_bytes: int
+    dropped_bytes: int
+    final: bool = False
+    stopped: bool = False
+    observed_at: float
+
+
 class CheckpointObserved(EventBase, frozen=True, kw_only=True, tag="CheckpointObserved"):
     """The running attempt saved a checkpoint that a resume can start from (reactor): verl's
     ``latest_checkpointed_iteration.txt`` names ``step`` and its ``global_step_<step>/``

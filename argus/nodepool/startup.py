@@ -23,8 +23,8 @@ from pathlib import Path
 
 import msgspec
 
-__all__ = ["HostLoad", "describe_limits", "diagnose_ray_exit", "explain_ray_exit", "ray_child_env", "ray_session_logs",
-           "ray_startup_env", "tail_text"]
+__all__ = ["LOG_ROTATION", "HostLoad", "describe_limits", "diagnose_ray_exit", "explain_ray_exit", "ray_child_env",
+           "ray_log_env", "ray_session_logs", "ray_startup_env", "tail_text"]
 
 # Ray's own defaults for the limits raised here (Ray 2.x): (variable, default in its unit).
 _LIMITS: tuple[tuple[str, int], ...] = (
@@ -158,11 +158,29 @@ def explain_ray_exit(argv: Iterable[str], printed: Iterable[str], rc: int | None
     return diagnose_ray_exit(texts, load or HostLoad.read(), rc, ran_s)
 
 
+# Ray's log rotation for a node's own logs (raylet.out, gcs_server.out, …) and for every
+# worker it starts that its job does not set otherwise (Argus sets a job's from its output
+# budget, argus.rayjobs.submission): each file is rotated at 64 MiB, and 4 older ones kept.
+# Without them Ray never rotates a process's stdout and stderr (Ray 2.60's C++ logger and
+# its workers' stream redirection read these two variables; unset: no rotation).
+LOG_ROTATION: tuple[tuple[str, str], ...] = (("RAY_ROTATION_MAX_BYTES", str(64 << 20)),
+                                             ("RAY_ROTATION_BACKUP_COUNT", "4"))
+
+
+def ray_log_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Ray's log rotation to add to a node's environment; a variable already set in ``env``
+    (default: this process's) is left as the operator set it."""
+    env = os.environ if env is None else env
+    return {name: value for name, value in LOG_ROTATION if name not in env}
+
+
 def ray_child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """This process's environment plus start-up limits scaled to the host's load now."""
+    """This process's environment plus start-up limits scaled to the host's load now, and
+    Ray's log rotation."""
     env = dict(os.environ)
     env.update(extra or {})
     env.update(ray_startup_env(HostLoad.read(), env))
+    env.update(ray_log_env(env))
     return env
 
 

@@ -36,7 +36,7 @@ import msgspec
 from argus import safefs
 
 __all__ = [
-    "ExitReport", "ProgressReport", "ProgressTracker", "attempts_dir", "exits_dir", "read_exit", "read_progress",
+    "ExitReport", "OutputSummary", "ProgressReport", "ProgressTracker", "attempts_dir", "exits_dir", "read_exit", "read_progress",
     "write_exit",
 ]
 
@@ -47,6 +47,18 @@ _RECENT_STEPS = 20  # step times kept for the median
 _STEP = re.compile(rb"(?:^|[\s(])step:(\d{1,9})\b", re.M)
 _TOTAL = re.compile(rb"Total training steps: (\d{1,9})")
 _CARRY = 256  # bytes of an unfinished line kept for the next chunk
+
+
+class OutputSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """The command's output passed its budget (``argus.rayjobs.output``): how much it
+    printed, how much is kept (its head and its tail) and dropped; ``stopped``: the driver
+    stopped the command for it (``v2.output.on_exceed: stop``)."""
+
+    budget_bytes: int
+    total_bytes: int
+    kept_bytes: int
+    dropped_bytes: int
+    stopped: bool = False
 
 
 class ProgressReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -60,6 +72,7 @@ class ProgressReport(msgspec.Struct, frozen=True, kw_only=True):
     first_step: int | None = None  # the first step this attempt printed (a resume starts past 1)
     total_steps: int | None = None  # what the trainer said it will train
     step_time_s: float | None = None  # median of its recent steps' times
+    output: OutputSummary | None = None  # set once the output passed its budget
 
 
 class ExitReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -74,6 +87,7 @@ class ExitReport(msgspec.Struct, frozen=True, kw_only=True):
     # No other process of the attempt was left on the driver's host when it reported: its
     # node may admit again at once (argus.reactor.clearing); False: unknown or some were.
     host_clean: bool = False
+    output: OutputSummary | None = None  # set when the output passed its budget
 
 
 def attempts_dir(shared_root: str) -> Path:
@@ -136,6 +150,8 @@ class ProgressTracker:
         self._carry = b""
         self._written_at = -1e18
         self._news = True
+        self.output: OutputSummary | None = None  # the driver sets it as the output grows
+        self._output_said = False
 
     def feed(self, chunk: bytes) -> None:
         """Read the steps out of a chunk of the command's output."""
@@ -163,12 +179,14 @@ class ProgressTracker:
         return ProgressReport(
             submission_id=self.submission_id, heartbeat_at=self.clock(), started_at=self.started_at, step=self.step,
             step_at=self.step_at, first_step=self.first_step, total_steps=self.total_steps,
-            step_time_s=statistics.median(self._times) if self._times else None)
+            step_time_s=statistics.median(self._times) if self._times else None, output=self.output)
 
     def tick(self) -> None:
         """Write the progress file if there is news or a heartbeat is due. A report that
         cannot be written is skipped: the run matters more than its report."""
         now = self.clock()
+        if self.output is not None and not self._output_said:  # news: the output passed its budget
+            self._news, self._output_said = True, True
         due = now - self._written_at >= (PROGRESS_EVERY_S if self._news else HEARTBEAT_S)
         if not due:
             return
@@ -185,6 +203,6 @@ class ProgressTracker:
             write_exit(self.shared_root, ExitReport(submission_id=self.submission_id, exit_code=exit_code,
                                                     exited_at=self.clock(), step=self.step,
                                                     first_step=self.first_step, total_steps=self.total_steps,
-                                                    host_clean=host_clean))
+                                                    host_clean=host_clean, output=self.output))
         except OSError:
             pass  # Ray's own report of the job's end still comes

@@ -24,7 +24,9 @@ import msgspec
 
 from argus.config import ArgusConfig
 from argus.events.catalog import Demand, SubmissionPayload
+from argus.rayjobs.output import OutputLimits
 from argus.rayjobs.sandbox import Sandbox
+from argus.taskspec.sizes import parse_bytes
 from argus.scheduler.gpumodel import ACCELERATOR_PREFIX
 from argus.taskspec.checks import hub_ids
 from argus.taskspec.hub import in_cache
@@ -38,7 +40,9 @@ __all__ = [
     "encode_context",
     "hub_env",
     "job_dir",
+    "output_limits",
     "pinned_model",
+    "ray_worker_rotation",
     "submission_id_for",
 ]
 
@@ -60,6 +64,8 @@ class DriverContext(msgspec.Struct, frozen=True, kw_only=True):
     spec: dict[str, Any] = {}
     # v2.sandbox: how the command runs confined (argus.rayjobs.sandbox); None: not.
     sandbox: Sandbox | None = None
+    # How much of the output is kept (argus.rayjobs.output); None (an older context): the default.
+    output: OutputLimits | None = None
 
 
 def submission_id_for(task_id: str, attempt_no: int) -> str:
@@ -125,6 +131,28 @@ def _sandbox(config: ArgusConfig) -> Sandbox | None:
     return Sandbox(mode=box.mode, read_only=list(box.read_only), writable=list(box.writable), hidden=hidden)
 
 
+def output_limits(config: ArgusConfig, spec: dict[str, Any] | None) -> OutputLimits:
+    """The attempt's output budget: the spec's ``output_budget`` (checked at submission)
+    within ``v2.output.max_budget_bytes``, else the admin's ``v2.output.budget_bytes``."""
+    out = config.v2.output
+    budget = out.budget_bytes
+    asked = (spec or {}).get("output_budget")
+    if asked is not None:
+        try:
+            budget = max(64 * 1024, min(parse_bytes(asked), out.max_budget_bytes))
+        except ValueError:
+            pass  # checked at submission: an older spec keeps the default
+    return OutputLimits(budget_bytes=budget, ray_copy_bytes=min(out.ray_copy_bytes, budget),
+                        stop_over=out.on_exceed == "stop")
+
+
+def ray_worker_rotation(limits: OutputLimits) -> dict[str, str]:
+    """Ray's log rotation for the job's Ray workers (their ``worker-*.out``/``.err``): each
+    stream of each worker keeps at most a quarter of the budget, in two files (the core
+    worker reads these variables when it starts, after the job's runtime env is applied)."""
+    return {"RAY_ROTATION_MAX_BYTES": str(max(1, limits.budget_bytes // 8)), "RAY_ROTATION_BACKUP_COUNT": "1"}
+
+
 def pinned_model(demand: Demand, node_models: Sequence[str]) -> str:
     """The GPU model to pin a job of ``demand`` to: the one model of the nodes it was
     admitted onto, when it names models; "" otherwise (any node, or a mix)."""
@@ -160,6 +188,7 @@ def build_submission(
         task_id=task_id, user=user, submission_id=sid, attempt_no=attempt_no,
         shared_root=config.shared_root, command=command, command_raw=command_raw or command,
         spec_raw=spec_raw, spec=dict(spec or {}), sandbox=_sandbox(config),
+        output=output_limits(config, spec),
     )
     blob = encode_context(ctx)
     if len(blob) > MAX_CONTEXT_CHARS:
@@ -188,6 +217,8 @@ def build_submission(
     # Every process of the attempt carries its id, its Ray workers too (they get the job's
     # runtime env): how its driver finds them to dump their stacks (argus.nodepool.stacks).
     merged_env["ARGUS_SUBMISSION_ID"] = sid
+    # What each of its Ray workers prints is bounded too (set last, as the id).
+    merged_env.update(ray_worker_rotation(ctx.output or OutputLimits()))
     runtime_env["env_vars"] = merged_env
 
     return SubmissionPayload(

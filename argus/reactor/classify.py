@@ -123,6 +123,8 @@ _USER = [
     re.compile(r"command not found"),
     re.compile(r"PermissionError|Permission denied"),
     re.compile(r"runtime_env setup failed"),
+    # argus.driver, v2.output.on_exceed: stop: it would print as much again.
+    re.compile(r"\[argus\.driver\] stopping the command: its output passed its budget"),
 ]
 
 # The job needed a GPU and found none it could use (torch's and NCCL's own words).

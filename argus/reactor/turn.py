@@ -32,14 +32,14 @@ import msgspec
 
 from argus.config import SchedulerConfig
 from argus.events import (
-    AttemptEnded, AttemptPlacementTimedOut, AttemptPreempted, AttemptProgressed, AttemptRunning, AttemptStacksCaptured,
+    AttemptEnded, AttemptOutputTruncated, AttemptPlacementTimedOut, AttemptPreempted, AttemptProgressed, AttemptRunning, AttemptStacksCaptured,
     AttemptTimeLimitReached, CapacityObserved, CheckpointObserved, ClusterUnreachable, EventBase, NodeCapacity,
     StackedProcess, TaskCanceled, TaskDeferred,
 )
 from argus.lifecycle import AttemptStatus, TaskState
 from argus.rayjobs.gateway import JobObservation
-from argus.rayjobs.reports import ExitReport, ProgressReport
 from argus.nodepool.stacks import StacksSummary
+from argus.rayjobs.reports import ExitReport, OutputSummary, ProgressReport
 from argus.nodepool.keeper import NodeReport
 from argus.reactor.attempts import outcome_events
 from argus.reactor.holds import quarantine_news
@@ -154,7 +154,8 @@ def decide_turn(state: ReactorState, obs: Observations, now: float, sched: Sched
             yield TurnPlan(appends=[Append(None, holds)])
     if obs.capacity is not None and obs.answering:
         yield from _follow(state, obs, now, sched, memory)
-    yield TurnPlan(appends=_checkpoints(state, obs, now) + _progress(state, obs, now, sched) + _cancels(state, now))
+    yield TurnPlan(appends=_merged(_checkpoints(state, obs, now) + _progress(state, obs, now, sched)
+                                   + _output_news(state, obs, now)) + _cancels(state, now))
     yield from _admit(state, obs, now, sched, memory, driver_cpus, waits)
 
 
@@ -193,6 +194,10 @@ def _follow(state: ReactorState, obs: Observations, now: float, sched: Scheduler
         events = _outcome(task, obs, now, sched) if isinstance(step, Classify) else step
         if events and isinstance(events[0], AttemptEnded) and _driver_says_it_ended(task, obs):
             events = [msgspec.structs.replace(events[0], reported_by="driver"), *events[1:]]
+        if events and isinstance(events[0], AttemptEnded):
+            report = obs.exits.get(task.attempts[-1].submission_id)
+            if report is not None and report.output is not None:  # the whole count, before its end
+                events = [_truncated(task, report.output, now, final=True), *events]
         if events and isinstance(events[0], AttemptRunning):
             node = events[0].driver_node_id
             ip = next((n.ip for n in obs.capacity or () if n.node_id == node), "")
@@ -337,6 +342,38 @@ def _progress(state: ReactorState, obs: Observations, now: float, sched: Schedul
             step_at=report.step_at, first_step=report.first_step, total_steps=report.total_steps,
             step_time_s=report.step_time_s, observed_at=now)], expect=True))
     return appends
+
+
+def _truncated(task: TaskView, output: OutputSummary, now: float, final: bool) -> AttemptOutputTruncated:
+    attempt = task.attempts[-1]
+    return AttemptOutputTruncated(
+        task_id=task.task_id, attempt_no=attempt.attempt_no, submission_id=attempt.submission_id,
+        budget_bytes=output.budget_bytes, total_bytes=output.total_bytes, kept_bytes=output.kept_bytes,
+        dropped_bytes=output.dropped_bytes, final=final, stopped=output.stopped, observed_at=now)
+
+
+def _output_news(state: ReactorState, obs: Observations, now: float) -> list[Append]:
+    """Stage 3, too: a running attempt whose output just passed its budget (once: the
+    whole count is recorded at its end)."""
+    appends = []
+    for sid, report in obs.progress.items():
+        task = state.tasks.get(sid.rsplit("--a", 1)[0])
+        attempt = task.latest_attempt if task is not None else None
+        if (task is None or attempt is None or attempt.submission_id != sid or task.state is not TaskState.RUNNING
+                or report.output is None or attempt.output_bytes is not None):
+            continue
+        appends.append(Append(task, [_truncated(task, report.output, now, final=False)], expect=True))
+    return appends
+
+
+def _merged(appends: list[Append]) -> list[Append]:
+    """One append per task (each is made on the task's version as the turn read it)."""
+    by_task: dict[str, Append] = {}
+    for append in appends:
+        assert append.task is not None
+        seen = by_task.get(append.task.task_id)
+        by_task[append.task.task_id] = append if seen is None else seen._replace(events=seen.events + append.events)
+    return list(by_task.values())
 
 
 def _cancels(state: ReactorState, now: float) -> list[Append]:

@@ -53,6 +53,7 @@ SOURCES: dict[str, str] = {
     "AttemptPreempted": "scheduler",
     "CheckpointObserved": "ray",
     "AttemptProgressed": "ray",
+    "AttemptOutputTruncated": "ray",
     "AttemptEnded": "ray",
     "TaskCanceled": "ray",
     "AttemptOutputsRemoved": "api",  # the owner's delete (the retention policy's: the reactor)
@@ -204,6 +205,11 @@ def summarize(rec: Recorded) -> str:
         if e.step is None:
             return f"attempt {e.attempt_no} will train {e.total_steps} steps"
         return f"attempt {e.attempt_no} at step {e.step}{of}{each}"
+    if t == "AttemptOutputTruncated":
+        said = "printed" if e.final else "has printed"
+        stop = "; the command was stopped for it" if e.stopped else ""
+        return (f"attempt {e.attempt_no} {said} {e.total_bytes} bytes, over its output budget of "
+                f"{e.budget_bytes}: {e.dropped_bytes} dropped, the first and last kept in driver.log{stop}")
     if t == "CheckpointObserved":
         return f"attempt {e.attempt_no} saved a checkpoint: step {e.step} in {e.folder}"
     if t == "AttemptTimeLimitReached":

@@ -170,10 +170,15 @@ class Commands:
                 raise
             if task_id is None:
                 task_id = new_task_id(user, parsed[0].workload)
-            return task_id, prepare_task(
+            prepared = prepare_task(
                 document, user=user, task_id=task_id, shared_root=self.shared_root, config=cfg, parsed=parsed,
                 hub_offline=self.config.v2.hub.offline,
             )
+            cap = self.config.v2.output.max_budget_bytes
+            if prepared.output_budget_bytes is not None and prepared.output_budget_bytes > cap:
+                raise TaskSpecError("output_budget", f"{prepared.output_budget_bytes} bytes is over the most a "
+                                    f"task may keep, {cap} bytes (v2.output.max_budget_bytes): ask for less")
+            return task_id, prepared
         except TaskSpecError as exc:
             raise _spec_refused(exc) from exc
 

@@ -83,6 +83,9 @@ class BasicTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fi
     # 1-255; at most v2.scheduler.retry_on_max such retries per task (docs/taskspec.md).
     # (Checked by argus.taskspec.spec._retry_on_problem, for the same reason as gpu_type.)
     retry_on: tuple[str | int, ...] = ()
+    # How much of each attempt's output is kept (512MiB, 2GiB, or bytes), within the admin's
+    # v2.output.max_budget_bytes; None: the admin's v2.output.budget_bytes (docs/runs.md).
+    output_budget: str | int | None = None
 
 
 class AdvancedTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -115,6 +118,9 @@ class AdvancedTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown
     # 1-255; at most v2.scheduler.retry_on_max such retries per task (docs/taskspec.md).
     # (Checked by argus.taskspec.spec._retry_on_problem, for the same reason as gpu_type.)
     retry_on: tuple[str | int, ...] = ()
+    # How much of each attempt's output is kept (512MiB, 2GiB, or bytes), within the admin's
+    # v2.output.max_budget_bytes; None: the admin's v2.output.budget_bytes (docs/runs.md).
+    output_budget: str | int | None = None
 
 
 TaskSpec: TypeAlias = BasicTaskSpec | AdvancedTaskSpec

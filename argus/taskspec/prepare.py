@@ -15,11 +15,12 @@ from typing import Any, Callable, NoReturn
 
 import msgspec
 
-from argus.config import TaskSpecConfig
+from argus.config import MIN_OUTPUT_BUDGET, TaskSpecConfig
 from argus.events.catalog import Demand
 from argus.taskspec.builders import TRANSFER_QUEUE_NODES, WORKER_RESOURCE, build_basic_command, demand_for
 from argus.taskspec.checks import check_command, check_override_paths
 from argus.taskspec.command import ParsedCommand
+from argus.taskspec.sizes import parse_bytes
 from argus.taskspec.timelimit import time_limit_seconds
 from argus.taskspec.errors import Problems, TaskSpecError
 from argus.taskspec.expand import expand_home
@@ -57,6 +58,7 @@ class PreparedTask(msgspec.Struct, frozen=True, kw_only=True):
     time_limit_s: float | None = None  # per attempt, from when it runs
     stall_timeout_s: float | None = None  # no new step for this long: stalled
     preemptible: bool | None = None  # None: not said (argus.service.limits)
+    output_budget_bytes: int | None = None  # the spec's output_budget (None: the admin's)
 
 
 def _check_component(value: str, field: str) -> None:
@@ -132,6 +134,19 @@ def _duration(field: str, text: str | None) -> float | None:
         raise TaskSpecError(field, str(exc)) from exc
 
 
+def _size(field: str, value: str | int | None) -> int | None:
+    """Bytes in a size field (``argus.rayjobs.output.parse_bytes``; None: not set)."""
+    if value is None:
+        return None
+    try:
+        size = parse_bytes(value)
+    except ValueError as exc:
+        raise TaskSpecError(field, str(exc)) from exc
+    if size < MIN_OUTPUT_BUDGET:
+        raise TaskSpecError(field, f"{size} bytes is below the least budget, {MIN_OUTPUT_BUDGET} bytes (64 KiB)")
+    return size
+
+
 def prepare_task(
     document: str | bytes | Mapping[str, Any],
     *,
@@ -196,6 +211,7 @@ def prepare_task(
     warnings = [*checked.warnings, *command_warnings, *policy.warnings]
     time_limit_s = _duration("time_limit", spec.time_limit)
     stall_timeout_s = _duration("stall_timeout", spec.stall_timeout)
+    output_budget_bytes = _size("output_budget", spec.output_budget)
     command = with_interpreter(command, parsed_command, config.python)
     if kind == "advanced" and parsed_command.module == "verl.trainer.main_ppo" and TRANSFER_QUEUE_NODES not in command:
         # As the basic builder does (build_overrides): on Argus's CPU-less head verl's
@@ -215,4 +231,5 @@ def prepare_task(
         time_limit_s=time_limit_s,
         stall_timeout_s=stall_timeout_s,
         preemptible=spec.preemptible,
+        output_budget_bytes=output_budget_bytes,
     )

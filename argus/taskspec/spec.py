@@ -84,6 +84,7 @@ _ACCEPTS: dict[str, str] = {
     "max_attempts": "an integer from 1 to 100",
     "time_limit": TIME_LIMIT_ACCEPTS,
     "stall_timeout": TIME_LIMIT_ACCEPTS,
+    "output_budget": "a size (512MiB, 2GiB, or bytes), at least 64 KiB, within the admin's v2.output.max_budget_bytes",
     "gpu_type": f"a GPU model as the nodes are labelled, such as H100 (letters, digits, '.', '_', '-'), "
     f"a list of up to {MAX_GPU_TYPES} such names, or null (any model)",
     "preemptible": "true or false (false: never stopped to make room for other work)",

@@ -13,6 +13,7 @@ import pytest
 
 from argus.events import (
     ALL_EVENT_TYPES,
+    AttemptOutputTruncated,
     EventDecodeError,
     EventMeta,
     FailureKind,
@@ -51,6 +52,9 @@ def one_of_each() -> list[Any]:
         NodeReleased(node_id="n1", kind=HoldKind.QUARANTINE, by="reactor", released_at=f.T0 + 5),
         ReactorLeaderElected(reactor_id="r", host="h", pid=7, lease_until=f.T0 + 15, elected_at=f.T0),
         ReactorLeaderReleased(reactor_id="r", released_at=f.T0),
+        AttemptOutputTruncated(task_id="a", attempt_no=1, submission_id="a--a01", budget_bytes=1 << 20,
+                               total_bytes=3 << 20, kept_bytes=1 << 20, dropped_bytes=2 << 20, final=True,
+                               observed_at=f.T0),
     ]
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from argus.events import EventBase, FailureKind, cluster_stream, task_stream, user_stream
+from argus.events import AttemptOutputTruncated, EventBase, FailureKind, cluster_stream, task_stream, user_stream
 from argus.lifecycle import TRANSITIONS, TaskState, next_state
 from argus.store import AppendBatch
 from projections import open_store
@@ -44,6 +44,10 @@ def _task_event(kind: str, tid: str, attempt: int, at: float, draw: st.DrawFn) -
         "TaskIncomplete": lambda: f.incomplete(tid, attempt, at),
         "AttemptProgressed": lambda: f.progressed(tid, attempt, at, step=draw(st.integers(1, 50))),
         "AttemptStalled": lambda: f.stalled(tid, attempt, at),
+        "AttemptOutputTruncated": lambda: AttemptOutputTruncated(
+            task_id=tid, attempt_no=attempt, submission_id=f"{tid}--a{attempt:02d}", budget_bytes=1 << 20,
+            total_bytes=(total := draw(st.integers(2 << 20, 9 << 20))), kept_bytes=1 << 20,
+            dropped_bytes=total - (1 << 20), final=draw(st.booleans()), observed_at=at),
         "AttemptStacksCaptured": lambda: f.stacks_captured(tid, attempt, at),
         "AttemptInterrupted": lambda: f.interrupted(tid, attempt, at),
         "TaskFailed": lambda: f.failed(tid, attempt, failure, at),

@@ -27,7 +27,7 @@ import pytest
 from argus.confine import abi_version
 from argus.confine.claims import ClaimWatcher, claim_dashboard_job
 from argus.confine.registry import registry_dir
-from argus.nodepool.startup import HostLoad, ray_startup_env
+from argus.nodepool.startup import HostLoad, ray_log_env, ray_startup_env
 from argus.procs import (
     PortBook,
     free_ports,
@@ -119,6 +119,7 @@ class RayCluster:
         env.pop("RAY_ADDRESS", None)
         env["RAY_USAGE_STATS_ENABLED"] = "0"
         env.update(ray_startup_env(HostLoad.read(), env))
+        env.update(ray_log_env(env))  # as the node pool starts its nodes
         self.env = env
 
     # -- lifecycle ---------------------------------------------------------------------
