@@ -13,7 +13,7 @@ import pytest
 
 from argus.events import (
     ALL_EVENT_TYPES,
-    AttemptOutputTruncated,
+    AttemptOutputTruncated, AttemptOutputsRemoved,
     EventDecodeError,
     EventMeta,
     FailureKind,
@@ -55,6 +55,9 @@ def one_of_each() -> list[Any]:
         AttemptOutputTruncated(task_id="a", attempt_no=1, submission_id="a--a01", budget_bytes=1 << 20,
                                total_bytes=3 << 20, kept_bytes=1 << 20, dropped_bytes=2 << 20, final=True,
                                observed_at=f.T0),
+        AttemptOutputsRemoved(task_id="a", attempt_no=1, paths=["jobs/a--a01/global_step_1"], entries=3,
+                              bytes=4096, rule="keep_checkpoints", reason="kept the 2 highest steps",
+                              by="reactor", removed_at=f.T0),
     ]
 
 
