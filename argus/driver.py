@@ -50,14 +50,13 @@ from argus.rayjobs.output import BoundedOutput, OutputLimits
 from argus.rayjobs.reports import ProgressTracker
 from argus.nodepool.process import die_with_parent
 from argus.procs import signal_group
-from argus.proctable import ancestors_of, attempt_processes, command_line
+from argus.proctable import CLEAR_WAIT_S, command_line, still_here
 from argus.rayjobs.sandbox import bwrap_argv
-from argus.nodepool.stacks import capture_stacks, stacks_requested
+from argus.nodepool.stacks import StackDesk
 from argus.rayjobs.submission import DriverContext, decode_context, job_dir, submission_id_for
 
-__all__ = ["DriverResult", "main", "prepare_job_dir", "run_command", "still_here"]
+__all__ = ["DriverResult", "main", "prepare_job_dir", "run_command"]
 
-CLEAR_WAIT_S = 3.0  # how long the exit report waits for the attempt's processes here to end
 
 class DriverResult(msgspec.Struct, kw_only=True):
     """``result.json``: how the command ended, and where the driver ran."""
@@ -268,62 +267,6 @@ def wandb_run_id(task_id: str) -> str:
     if len(safe) <= 64:
         return safe
     return f"{safe[:55]}-{hashlib.sha256(task_id.encode()).hexdigest()[:8]}"
-
-
-class StackDesk:
-    """Answers the reactor's request for the attempt's stacks (``argus.nodepool.stacks``),
-    once: one stat a second, and the dumps taken on a thread, so that the command's output
-    is still read meanwhile (a full pipe would block the very processes being dumped). The
-    request stays for the nodes' keepers; the reactor removes it when the attempt ends."""
-
-    CHECK_S = 1.0
-
-    def __init__(self, shared_root: str, submission_id: str, job_folder: Path) -> None:
-        self.shared_root, self.submission_id, self.job_folder = shared_root, submission_id, job_folder
-        self._checked_at = 0.0
-        self._busy: threading.Thread | None = None
-
-    def tick(self) -> None:
-        now = time.monotonic()
-        if now - self._checked_at < self.CHECK_S or self._busy is not None:
-            return
-        self._checked_at = now
-        if stacks_requested(self.shared_root, self.submission_id):
-            self._busy = threading.Thread(target=self._answer, name="argus-stacks", daemon=True)
-            self._busy.start()
-
-    def _answer(self) -> None:
-        try:
-            capture_stacks(self.shared_root, self.submission_id, self.job_folder, exclude=(os.getpid(),))
-        except OSError:
-            pass  # the control plane's folder is unwritable: the reactor stops the job after its wait
-
-
-def still_here(submission_id: str, wait_s: float = CLEAR_WAIT_S) -> dict[int, str]:
-    """The processes of the attempt still on this host after up to ``wait_s``, by pid:
-    the command's group is killed, and the job's Ray workers end once their driver is gone.
-    Not counted: this driver, and Ray's job plumbing around it, which ends after it: its
-    ancestors of the attempt (the supervisor, the entrypoint's shell) and what they started
-    besides this driver (the supervisor's watchdog shell and its ``sleep``)."""
-    me = os.getpid()
-    deadline = time.monotonic() + wait_s
-    while True:
-        found = attempt_processes(only=submission_id, exclude=(me,))
-        plumbing = {a for a in ancestors_of(me) if a in found}
-        left = {pid: sid for pid, sid in found.items() if not _started_by(pid, plumbing, me)}
-        if not left or time.monotonic() >= deadline:
-            return left
-        time.sleep(0.05)
-
-
-def _started_by(pid: int, plumbing: set[int], me: int) -> bool:
-    """Whether ``pid`` is one of ``plumbing`` or below one, and not below ``me``."""
-    for up in (pid, *ancestors_of(pid)):
-        if up == me:
-            return False
-        if up in plumbing:
-            return True
-    return False
 
 
 def run_command(ctx: DriverContext, path: Path, out: Any = None) -> DriverResult:

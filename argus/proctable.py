@@ -9,11 +9,13 @@ may vanish between two reads, and another user's may not be readable: both are s
 from __future__ import annotations
 
 import os
+import time
 
-__all__ = ["ATTEMPT_KEY", "ancestors_of", "argv_of", "attempt_processes", "command_line", "descendants_of", "parent_of"]
+__all__ = ["ATTEMPT_KEY", "CLEAR_WAIT_S", "ancestors_of", "argv_of", "attempt_processes", "command_line", "descendants_of", "parent_of", "still_here"]
 
 ATTEMPT_KEY = "ARGUS_SUBMISSION_ID"
 MAX_ENVIRON_BYTES = 256 * 1024
+CLEAR_WAIT_S = 3.0  # how long a driver's exit report waits for its attempt's processes to end
 _COMMAND_CHARS = 200
 
 
@@ -104,3 +106,30 @@ def descendants_of(root: int) -> list[int]:
             out.append(child)
             todo.append(child)
     return out
+
+
+def still_here(submission_id: str, wait_s: float = CLEAR_WAIT_S) -> dict[int, str]:
+    """A job's driver's look, once its command's group is killed: the processes of the
+    attempt still on this host after up to ``wait_s``, by pid (the job's Ray workers end
+    once their driver is gone). Not counted: the caller (the driver), and Ray's job plumbing around it, which ends after it: its
+    ancestors of the attempt (the supervisor, the entrypoint's shell) and what they started
+    besides this driver (the supervisor's watchdog shell and its ``sleep``)."""
+    me = os.getpid()
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = attempt_processes(only=submission_id, exclude=(me,))
+        plumbing = {a for a in ancestors_of(me) if a in found}
+        left = {pid: sid for pid, sid in found.items() if not _started_by(pid, plumbing, me)}
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.05)
+
+
+def _started_by(pid: int, plumbing: set[int], me: int) -> bool:
+    """Whether ``pid`` is one of ``plumbing`` or below one, and not below ``me``."""
+    for up in (pid, *ancestors_of(pid)):
+        if up == me:
+            return False
+        if up in plumbing:
+            return True
+    return False

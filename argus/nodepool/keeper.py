@@ -217,7 +217,8 @@ class NodeKeeper:
         for no attempt) and the processes still ending (out of it for less)."""
         gone = {sid for sid in processes.values() if sid not in live}
         self._gone_since = {sid: self._gone_since.get(sid, now) for sid in gone}
-        leftovers, ending = [], []
+        leftovers: list[Leftover] = []
+        ending: list[Leftover] = []
         for pid, sid in processes.items():
             if sid in gone:
                 past = now - self._gone_since[sid] >= self.grace_s

@@ -39,6 +39,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -49,7 +50,7 @@ from argus.proctable import argv_of, attempt_processes, command_line
 
 
 __all__ = [
-    "ProcessStack", "StacksSummary", "answer_for_node", "attempt_pids", "capture_stacks", "merge_summaries",
+    "ProcessStack", "StackDesk", "StacksSummary", "answer_for_node", "attempt_pids", "capture_stacks", "merge_summaries",
     "read_node_summaries", "read_stacks", "read_summary", "request_stacks", "requested", "stacks_requested",
     "withdraw_stacks_request",
 ]
@@ -300,3 +301,31 @@ def _capture(shared_root: str, submission_id: str, pids: list[int], job_folder: 
         _user_copy(job_folder, body)
     safefs.write_atomic(_stacks_dir(shared_root) / f"{name}.json", msgspec.json.encode(summary))
     return summary
+
+
+class StackDesk:
+    """The driver's side: answers the reactor's request for its attempt's stacks, once: one stat a second, and the dumps taken on a thread, so that the command's output
+    is still read meanwhile (a full pipe would block the very processes being dumped). The
+    request stays for the nodes' keepers; the reactor removes it when the attempt ends."""
+
+    CHECK_S = 1.0
+
+    def __init__(self, shared_root: str, submission_id: str, job_folder: Path) -> None:
+        self.shared_root, self.submission_id, self.job_folder = shared_root, submission_id, job_folder
+        self._checked_at = 0.0
+        self._busy: threading.Thread | None = None
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if now - self._checked_at < self.CHECK_S or self._busy is not None:
+            return
+        self._checked_at = now
+        if stacks_requested(self.shared_root, self.submission_id):
+            self._busy = threading.Thread(target=self._answer, name="argus-stacks", daemon=True)
+            self._busy.start()
+
+    def _answer(self) -> None:
+        try:
+            capture_stacks(self.shared_root, self.submission_id, self.job_folder, exclude=(os.getpid(),))
+        except OSError:
+            pass  # the control plane's folder is unwritable: the reactor stops the job after its wait

@@ -178,7 +178,7 @@ class BoundedOutput:
         """The tail files, oldest first, opened: only those this driver made (a job can
         write in its folder, and must not have another file copied into its log)."""
         names = [f"driver.log.tail.{n}" for n in range(TAIL_PIECES, 0, -1)] + ["driver.log.tail"]
-        found = []
+        found: list[tuple[Path, BinaryIO]] = []
         for name in names:
             try:
                 fd = os.open(self.folder / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)

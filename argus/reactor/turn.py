@@ -118,7 +118,7 @@ class TurnMemory:
     def __init__(self) -> None:
         self.stops_sent: set[str] = set()
         self.stacks_asked: set[str] = set()
-        self.planned_on: tuple[int, tuple[NodeCapacity, ...] | None] | None = None
+        self.planned_on: tuple[int, tuple[NodeCapacity, ...] | None, tuple[str, ...]] | None = None
         self.plan_expires_at = 0.0
         self.plans = 0  # plans made (calls of the policy)
 

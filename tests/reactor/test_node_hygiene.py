@@ -212,7 +212,7 @@ def test_clearing_is_judged_per_node_from_the_reports() -> None:
 
 
 def test_a_driver_reports_its_host_clear_only_once_the_attempts_processes_are_gone() -> None:
-    from argus.driver import still_here
+    from argus.proctable import still_here
 
     with _process_of("t--a7") as proc:
         assert list(still_here("t--a7", wait_s=0.3)) == [proc.pid]
