@@ -21,7 +21,7 @@ import pytest
 
 from argus.events import HoldKind, NodeHeld, NodeReleased, cluster_stream
 from argus.lifecycle import TaskState
-from argus.nodepool.keeper import CHECK_S, NodeKeeper, parse_pids, raylet_node_id, read_live
+from argus.nodepool.keeper import CHECK_S, LiveAttempts, NodeKeeper, parse_pids, raylet_node_id, read_live, write_live
 from argus.rayjobs.reports import ExitReport, write_exit
 from argus.service.auth import Principal
 from tests.reactor.test_turn_on_fake import World, make_world
@@ -218,3 +218,23 @@ def test_a_driver_reports_its_host_clear_only_once_the_attempts_processes_are_go
         assert list(still_here("t--a7", wait_s=0.3)) == [proc.pid]
         assert not still_here("t--a8", wait_s=0.0)  # another attempt's process is not this one's
     assert not still_here("t--a7", wait_s=5.0)
+
+
+def test_a_gpu_held_by_a_process_of_no_attempt_is_a_leftover(tmp_path: Path) -> None:
+    """``nvidia-smi --query-compute-apps=pid --format=csv,noheader`` run as the keeper runs
+    it: here a stand-in executable that prints what the real one prints on a GPU host (no
+    GPU on this machine), naming a live process that belongs to no attempt."""
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\n[ \"$1\" = --query-compute-apps=pid ] && [ \"$2\" = --format=csv,noheader ] "
+                   f"|| exit 2\necho {holder.pid}\n")
+    smi.chmod(0o755)
+    try:
+        write_live(str(tmp_path), LiveAttempts(written_at=time.time(), submission_ids=[]))
+        report = NodeKeeper(str(tmp_path), "n0", nvidia_smi=str(smi)).check()
+        assert report is not None
+        assert [(p.pid, p.submission_id) for p in report.leftovers] == [(holder.pid, "")]
+        assert "time.sleep(600)" in report.leftovers[0].command
+    finally:
+        holder.kill()
+        holder.wait()
