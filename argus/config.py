@@ -24,6 +24,7 @@ __all__ = [
     "SandboxConfig",
     "FairShareConfig",
     "SchedulerConfig",
+    "SftpConfig",
     "ServiceConfig",
     "SqliteConfig",
     "TaskSpecConfig",
@@ -289,6 +290,23 @@ class SandboxConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     hidden: list[str] = msgspec.field(default_factory=list)
 
 
+class SftpConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The SFTP door (argus.sftp; docs/operations.md, "SFTP"): the API process serves SFTP
+    and scp to the same users, keys registered through the API, the same path rules."""
+
+    # 0: off for `argus serve`; `argus up` serves it on --sftp-port (default 2222) instead.
+    port: int = 0
+    host: str = ""  # "": v2.api.host
+    # The server's private host key; "": sftp_host_ed25519_key beside the event log's file,
+    # made (0600) on first start. A key readable by others is refused.
+    host_key: str = ""
+    # Also accept the user's API token as the SSH password (for clients without keys).
+    password_auth: bool = False
+    # How often open sessions are checked against revoked keys and disabled users.
+    recheck_s: float = 0.5
+    max_sessions_per_user: int = 16
+
+
 class ServiceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The ``v2:`` section: settings of the Argus service itself."""
 
@@ -299,6 +317,7 @@ class ServiceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     scheduler: SchedulerConfig = msgspec.field(default_factory=SchedulerConfig)
     taskspec: TaskSpecConfig = msgspec.field(default_factory=TaskSpecConfig)
     sandbox: SandboxConfig = msgspec.field(default_factory=SandboxConfig)
+    sftp: SftpConfig = msgspec.field(default_factory=SftpConfig)
 
 
 class ArgusConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
