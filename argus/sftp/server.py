@@ -9,6 +9,7 @@ revoked, its user not disabled); the door closes a session that is not."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, AsyncIterator, Callable, TypeVar
@@ -191,4 +192,7 @@ class ArgusSFTPServer(asyncssh.SFTPServer):
         for handle in list(self.handles):
             handle.close()
         self.handles.clear()
+        # An exit status, as OpenSSH's sftp-server gives: scp (over SFTP) fails without one.
+        with contextlib.suppress(Exception):
+            self.channel.exit(0)
 
