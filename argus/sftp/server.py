@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, AsyncIterator, Callable, TypeVar
+from typing import Any, AsyncIterator, Callable, Protocol, TypeVar
 
 import asyncssh
 from asyncssh import SFTPAttrs, SFTPName
@@ -21,8 +21,15 @@ from argus import safefs
 from argus.sftp import fs
 from argus.sftp.view import Target, normalize, resolve
 
-if TYPE_CHECKING:
-    from argus.sftp.door import Session
+
+class SessionLike(Protocol):
+    """What a session offers its SFTP server (``argus.sftp.door.Session``)."""
+
+    user_id: str
+    is_admin: bool
+    door: Any  # the SftpDoor: its ``config``
+
+    def check(self) -> None: ...
 
 __all__ = ["ArgusSFTPServer"]
 
@@ -43,7 +50,7 @@ def _sftp_error(exc: safefs.Refused) -> asyncssh.SFTPError:
 class ArgusSFTPServer(asyncssh.SFTPServer):
     """One SFTP session of one authenticated user, confined to their view."""
 
-    def __init__(self, chan: asyncssh.SSHServerChannel, session: "Session") -> None:
+    def __init__(self, chan: asyncssh.SSHServerChannel, session: SessionLike) -> None:
         super().__init__(chan)
         self.session = session
         self.shared = Path(session.door.config.shared_root)
