@@ -111,7 +111,7 @@ def lstat(t: Target) -> os.stat_result:
     """``t``'s own attributes: a link is shown as a link (and never followed)."""
     if t.virtual is not None or not t.parts:
         return stat_path(t)
-    fd = safefs.open_dir(_base(t), t.names[:-1], t.label)
+    fd = safefs.open_dir(_base(t), t.names[:-1], t.label, create_from=len(t.names))  # makes nothing
     try:
         st = os.stat(t.names[-1], dir_fd=fd, follow_symlinks=False)
     except OSError as exc:
