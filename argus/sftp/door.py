@@ -22,7 +22,7 @@ import os
 import sqlite3
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 import asyncssh
 
@@ -165,7 +165,7 @@ class SftpDoor:
         self.sessions.pop(conn, None)
 
     def _sftp(self, chan: asyncssh.SSHServerChannel) -> ArgusSFTPServer:
-        session = self.sessions.get(chan.get_connection())
+        session = self.sessions.get(cast(asyncssh.SSHServerConnection, chan.get_connection()))
         if session is None:  # refused at registration: serve nothing
             raise asyncssh.ChannelOpenError(asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, "no session")
         return ArgusSFTPServer(chan, session)
