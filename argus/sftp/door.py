@@ -177,7 +177,8 @@ class SftpDoor:
         self._server = await asyncssh.create_server(
             lambda: _Auth(self), host, port, server_host_keys=[key], sftp_factory=self._sftp,
             allow_scp=True, agent_forwarding=False, x11_forwarding=False, allow_pty=False,
-            login_timeout=60, keepalive_interval=30)
+            login_timeout=60, keepalive_interval=30,
+            **({"encryption_algs": self.config.v2.sftp.ciphers} if self.config.v2.sftp.ciphers else {}))
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
