@@ -18,8 +18,10 @@ import asyncssh
 from asyncssh import SFTPAttrs, SFTPName
 
 from argus import safefs
+from argus.lifecycle import AttemptStatus
 from argus.sftp import fs
 from argus.sftp.view import Target, normalize, resolve
+from projections.tasks_read import task_view
 
 
 class SessionLike(Protocol):
@@ -170,14 +172,35 @@ class ArgusSFTPServer(asyncssh.SFTPServer):
             self.handles.discard(file_obj)
 
     # ------------------------------------------------------------------ folders and names
+    async def _finished_attempt(self, target: Target) -> bool:
+        """Whether ``target`` lies in the folder of one of the user's attempts that has
+        ended (those may be deleted; a running one never). Asked of the log's projections
+        at each delete, so an attempt started meanwhile is not touched."""
+        if target.area != "jobs" or not target.parts:
+            return False
+        sid = target.parts[0]
+        task_id, sep, number = sid.rpartition("--a")
+        if not sep or not number.isdigit():
+            return False
+        view = await self.session.door.store.read_snapshot(lambda db: task_view(db, task_id))
+        if view is None or view.user != self.session.user_id:
+            return False
+        attempt = next((a for a in view.attempts if a.submission_id == sid), None)
+        if attempt is None or not AttemptStatus(attempt.ray_status).is_terminal():
+            raise asyncssh.SFTPPermissionDenied(f"{target.path}: attempt {sid} has not ended; "
+                                                "only a finished attempt's folder may be deleted")
+        return True
+
     async def remove(self, path: bytes) -> None:
-        await self._run(fs.remove_file, self._target(path))
+        target = self._target(path)
+        await self._run(fs.remove_file, target, await self._finished_attempt(target))
 
     async def mkdir(self, path: bytes, attrs: SFTPAttrs) -> None:
         await self._run(fs.make_dir, self._target(path))
 
     async def rmdir(self, path: bytes) -> None:
-        await self._run(fs.remove_dir, self._target(path))
+        target = self._target(path)
+        await self._run(fs.remove_dir, target, await self._finished_attempt(target))
 
     async def rename(self, oldpath: bytes, newpath: bytes) -> None:
         await self._run(lambda: fs.rename(self._target(oldpath), self._target(newpath), replace=False))

@@ -225,3 +225,47 @@ async def test_token_as_password(door: Door) -> None:
                 raise AssertionError(f"{user} got in with a wrong password")
         except asyncssh.PermissionDenied:
             pass
+
+
+async def _task_with_attempt(door: Door, ended: bool) -> str:
+    """A task of alice's through the API, and its first attempt's events as the reactor
+    appends them (ended, or still running); returns the attempt's folder name."""
+    from argus.events import task_stream
+    from argus.store import AppendBatch
+    from tests.api.conftest import ADVANCED, put_dataset
+    from tests.events import factories as f
+
+    put_dataset(door.shared, "alice")
+    r = await door.env.client.post("/api/v2/tasks", content=ADVANCED,
+                                   headers={**door.env.h("alice"), "Content-Type": "application/yaml"})
+    assert r.status_code == 201, r.text
+    tid = r.json()["task_id"]
+    events = [f.starting(tid), f.attempt_submitted(tid), f.running(tid)]
+    if ended:
+        events += [f.ended(tid, 1, "SUCCEEDED", exit_code=0), f.succeeded(tid)]
+    await door.env.store.append_batches([AppendBatch(stream=task_stream(tid), expected_version=None,
+                                                     events=events, owner="alice")])
+    folder = door.home("alice") / "jobs" / f"{tid}--a01"
+    (folder / "checkpoints").mkdir(parents=True, exist_ok=True)
+    (folder / "checkpoints" / "step_1.pt").write_bytes(b"w" * 1000)
+    (folder / "driver.log").write_text("done\n")
+    return f"{tid}--a01"
+
+
+async def test_a_finished_attempt_is_deletable_a_running_one_is_not(door: Door) -> None:
+    done = await _task_with_attempt(door, ended=True)
+    running = await _task_with_attempt(door, ended=False)
+    rc, out = await door.sftp("alice", f"rm jobs/{running}/driver.log\n")
+    assert rc != 0 and "Permission denied" in out, out
+    assert (door.home("alice") / "jobs" / running / "driver.log").exists()
+    # bob cannot delete alice's (he does not even see it), whatever its state.
+    rc, out = await door.sftp("bob", f"rm jobs/{done}/driver.log\n")
+    assert rc != 0, out
+    assert (door.home("alice") / "jobs" / done / "driver.log").exists()
+    rc, out = await door.sftp("alice", f"rm jobs/{done}/checkpoints/step_1.pt\nrmdir jobs/{done}/checkpoints\n"
+                                       f"rm jobs/{done}/driver.log\nrmdir jobs/{done}\n")
+    assert rc == 0, out
+    assert not (door.home("alice") / "jobs" / done).exists()
+    assert (door.home("alice") / "jobs" / running / "driver.log").exists()
+    rc, out = await door.sftp("alice", f"put /dev/null jobs/{running}/x\nmkdir jobs/{done}\n")
+    assert rc != 0, out
