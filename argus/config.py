@@ -305,10 +305,10 @@ class SftpConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # How often open sessions are checked against revoked keys and disabled users.
     recheck_s: float = 0.5
     max_sessions_per_user: int = 16
-    # The ciphers offered, in asyncssh's names. AES-GCM first and no ChaCha20: OpenSSH's
-    # client prefers ChaCha20, which asyncssh runs at about half AES-GCM's speed
-    # (docs/evaluation/2026-12-03-sftp.md); every SFTP client (OpenSSH, WinSCP, FileZilla)
-    # speaks AES-GCM or AES-CTR. [] : asyncssh's defaults.
+    # The ciphers offered, in asyncssh's names. No ChaCha20: OpenSSH's client prefers it,
+    # and asyncssh spends ~1.5x the server CPU on it that it spends on AES (AES-GCM the
+    # least; docs/evaluation/2026-12-03-sftp.md). Every SFTP client (OpenSSH, WinSCP,
+    # FileZilla) speaks AES-CTR or AES-GCM. []: asyncssh's defaults.
     ciphers: list[str] = msgspec.field(default_factory=lambda: [
         "aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "aes128-ctr", "aes192-ctr", "aes256-ctr"])
 

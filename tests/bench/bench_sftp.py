@@ -69,6 +69,8 @@ def main() -> None:
     ap.add_argument("--size-mb", type=int, default=1024)
     ap.add_argument("--dir", type=Path, default=None, help="where the data goes (default: a temp folder)")
     ap.add_argument("--cipher", default="", help="ssh -c CIPHER (default: the client's choice)")
+    ap.add_argument("--asyncssh-ciphers", action="store_true",
+                    help="the server offers asyncssh's default ciphers (v2.sftp.ciphers: []), ChaCha20 included")
     ap.add_argument("--sftp-option", action="append", default=[], help="more sftp arguments (e.g. -B 262144)")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-sftp-", dir=args.dir))
@@ -76,7 +78,7 @@ def main() -> None:
     (root / "config.yaml").write_text(
         f"shared_root: {root / 'shared'}\nv2:\n  sqlite: {{db_path: {root / 'argus.sqlite3'}}}\n"
         f"  api: {{port: {api_port}, max_upload_bytes: {(args.size_mb + 1) << 20}}}\n"
-        f"  sftp: {{port: {sftp_port}, host: 127.0.0.1}}\n")
+        f"  sftp: {{port: {sftp_port}, host: 127.0.0.1{', ciphers: []' if args.asyncssh_ciphers else ''}}}\n")
     env = {**os.environ, "ARGUS_ADMIN_TOKEN": ADMIN, "ARGUS_CONFIG": str(root / "config.yaml")}
     server = subprocess.Popen([sys.executable, "-m", "argus", "serve"], env=env, cwd=root,
                               stdout=(root / "server.log").open("wb"), stderr=subprocess.STDOUT,
@@ -105,6 +107,11 @@ def main() -> None:
                "-o", "LogLevel=ERROR", *(["-c", args.cipher] if args.cipher else []), *args.sftp_option]
         (root / "up.txt").write_text("put src.bin datasets/big.bin\n")
         (root / "down.txt").write_text("get datasets/big.bin got.bin\n")
+        (root / "ls.txt").write_text("ls\n")
+        probe = subprocess.run(["sftp", "-v", "-b", "ls.txt", *ssh, "bench@127.0.0.1"], cwd=root,
+                               capture_output=True, text=True)
+        negotiated = next((line.split("cipher:", 1)[1].split()[0] for line in probe.stderr.splitlines()
+                           if "client->server cipher:" in line), "?")
         cp_s = _timed(["cp", str(src), str(root / "cp.bin")], root)
         cpu0 = _cpu_s(server.pid)
         up_s = _timed(["sftp", "-b", "up.txt", *ssh, "bench@127.0.0.1"], root)
@@ -114,7 +121,8 @@ def main() -> None:
         stored = root / "shared" / "users" / "bench" / "datasets" / "big.bin"
         assert filecmp.cmp(src, stored, shallow=False), "the upload differs"
         assert filecmp.cmp(src, root / "got.bin", shallow=False), "the download differs"
-        print(f"file: {args.size_mb} MiB, disk: {root}, cipher: {args.cipher or 'negotiated'} "
+        cipher = f"{negotiated} (server offers {'asyncssh defaults' if args.asyncssh_ciphers else 'v2.sftp.ciphers'})"
+        print(f"file: {args.size_mb} MiB, disk: {root}, cipher: {cipher} "
               f"{' '.join(args.sftp_option)}, "
               f"host load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         print(f"cp:            {mb / cp_s:8.1f} MB/s ({cp_s:.2f} s)")
