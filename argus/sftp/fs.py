@@ -168,8 +168,9 @@ def open_file(t: Target, *, write: bool, create: bool, truncate: bool, exclusive
         return Handle(fd, t, False, limit)
     _writable(t)
     flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    flags |= (os.O_CREAT if create else 0) | (os.O_TRUNC if truncate else 0)
-    flags |= (os.O_EXCL if exclusive else 0) | (os.O_APPEND if append else 0)
+    # No O_TRUNC here: the file is checked first (a hard link's other name may be outside
+    # the user's area), then truncated on its fd.
+    flags |= (os.O_CREAT if create else 0) | (os.O_EXCL if exclusive else 0) | (os.O_APPEND if append else 0)
     parent = _parent(t)
     try:
         fd = os.open(t.names[-1], flags, _FILE_MODE[t.area.startswith("common/")], dir_fd=parent)
@@ -182,6 +183,8 @@ def open_file(t: Target, *, write: bool, create: bool, truncate: bool, exclusive
         os.close(fd)  # a hard link could reach a file outside the user's area: not written
         raise safefs.Refused(400, f"{t.path} is not a regular file of its own")
     os.set_blocking(fd, True)
+    if truncate:
+        os.ftruncate(fd, 0)
     return Handle(fd, t, True, limit, append)
 
 

@@ -269,3 +269,16 @@ async def test_a_finished_attempt_is_deletable_a_running_one_is_not(door: Door) 
     assert (door.home("alice") / "jobs" / running / "driver.log").exists()
     rc, out = await door.sftp("alice", f"put /dev/null jobs/{running}/x\nmkdir jobs/{done}\n")
     assert rc != 0, out
+
+
+async def test_a_hard_link_is_not_written_through(door: Door) -> None:
+    """A job can hard-link a file it can reach into alice's area; writing (or truncating)
+    it through the door would change the other name too: refused, the file untouched."""
+    bob_file = door.home("bob") / "datasets" / "kept.bin"
+    bob_file.parent.mkdir(parents=True, exist_ok=True)
+    bob_file.write_bytes(b"bob's bytes")
+    os.link(bob_file, door.home("alice") / "datasets" / "linked.bin")
+    (door.tmp / "f.txt").write_text("overwrite")
+    rc, out = await door.sftp("alice", "put f.txt datasets/linked.bin\n")
+    assert rc != 0, out
+    assert bob_file.read_bytes() == b"bob's bytes"
