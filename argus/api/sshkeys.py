@@ -3,38 +3,21 @@ by the user themselves or an admin; and where the door is (``GET /sftp``)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-import msgspec
 from litestar import Controller, Request, delete, get, post
 from litestar.datastructures import State
 from litestar.exceptions import NotFoundException
 
 from argus.api.auth import request_id
 from argus.api.openapi import errors
+from argus.api.schemas import AddSshKeyIn, SftpOut
 from argus.service import Principal
-from argus.service.sshkeys import MAX_KEY_TEXT, SshKeyCommands
+from argus.service.sshkeys import SshKeyCommands
 from projections.ssh_keys import SshKeySummary
 from projections.users import user_summary
 
-__all__ = ["AddSshKeyIn", "SftpOut", "SshKeysController", "sftp_door"]
-
-
-class AddSshKeyIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """One OpenSSH public key line (the content of ``~/.ssh/id_ed25519.pub``)."""
-
-    public_key: Annotated[str, msgspec.Meta(max_length=MAX_KEY_TEXT)]
-    label: Annotated[str, msgspec.Meta(max_length=200)] = ""
-
-
-class SftpOut(msgspec.Struct, kw_only=True):
-    """The SFTP door of this server: off (``port`` 0), or where to connect and the host
-    key's fingerprint to check on first connect."""
-
-    enabled: bool
-    port: int = 0
-    host_key_fingerprint: str = ""
-    password_auth: bool = False
+__all__ = ["SshKeysController", "sftp_door"]
 
 
 async def _check(state: State, who: Principal, user_id: str) -> SshKeyCommands:
