@@ -20,7 +20,7 @@ from argus import safefs
 from argus.sftp.view import Target
 
 __all__ = ["Handle", "MAX_LISTING", "list_dir", "lstat", "make_dir", "open_file", "remove_dir",
-           "remove_file", "rename", "set_times", "stat_path", "truncate", "virtual_stat", "write"]
+           "read_only_stat", "remove_file", "rename", "set_times", "stat_path", "truncate", "virtual_stat", "write"]
 
 MAX_LISTING = 200_000  # entries of one folder sent to a client; the rest are left out
 _FILE_MODE = {True: 0o644, False: 0o600}  # common (read by every job) / a user's own
@@ -47,6 +47,15 @@ def virtual_stat() -> os.stat_result:
     return os.stat_result((stat.S_IFDIR | 0o555, 0, 0, 2, os.getuid(), os.getgid(), 0, t, t, t),
                           {"st_atime": float(t), "st_mtime": float(t), "st_ctime": float(t),
                            "st_atime_ns": t * 10**9, "st_mtime_ns": t * 10**9, "st_ctime_ns": t * 10**9})
+
+
+def read_only_stat(st: os.stat_result) -> os.stat_result:
+    """``st`` without its write bits: how a read-only area is shown in a listing."""
+    fields = list(st)
+    fields[0] = st.st_mode & ~0o222
+    return os.stat_result(fields, {"st_atime_ns": st.st_atime_ns, "st_mtime_ns": st.st_mtime_ns,
+                                   "st_ctime_ns": st.st_ctime_ns, "st_atime": st.st_atime,
+                                   "st_mtime": st.st_mtime, "st_ctime": st.st_ctime})
 
 
 def _read_only(t: Target) -> safefs.Refused:
@@ -104,8 +113,8 @@ def stat_path(t: Target) -> os.stat_result:
     try:
         fd, st = _walk(t)
     except safefs.Refused as exc:
-        if exc.status == 404 and not t.parts and t.area == "jobs":
-            return virtual_stat()  # no task has run yet
+        if exc.status == 404 and not t.parts and not t.writable:
+            return virtual_stat()  # a read-only area not made yet (no task has run)
         raise
     os.close(fd)
     return st
@@ -135,7 +144,7 @@ def list_dir(t: Target) -> Iterator[tuple[str, os.stat_result]]:
     try:
         fd, st = _walk(t)
     except safefs.Refused as exc:
-        if exc.status == 404 and not t.parts and t.area == "jobs":
+        if exc.status == 404 and not t.parts and not t.writable:
             return
         raise
     try:

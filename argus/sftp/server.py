@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import posixpath
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Protocol, TypeVar
 
@@ -105,6 +106,11 @@ class ArgusSFTPServer(asyncssh.SFTPServer):
         yield SFTPName(b".", attrs=self._attrs(here))
         yield SFTPName(b"..", attrs=self._attrs(fs.virtual_stat()))
         for name, st in entries:
+            if target.virtual is not None:  # an area: shown as it is on disk (writable or not)
+                child = self._target(posixpath.join(target.path, name).encode())
+                st = await self._run(fs.stat_path, child)
+                if not child.writable:
+                    st = fs.read_only_stat(st)
             yield SFTPName(os.fsencode(name), attrs=self._attrs(st))
 
     async def setstat(self, path: bytes, attrs: SFTPAttrs) -> None:

@@ -139,6 +139,14 @@ async def test_common_is_read_only_to_users(door: Door) -> None:
         rc, out = await door.sftp("alice", f"{line}\n")
         assert rc != 0, (line, out)
     assert os.listdir(door.shared / "datasets") == ["gsm8k.jsonl"]
+    # Listings say which areas are writable (hf not made yet: an empty read-only folder).
+    rc, out = await door.sftp("alice", "ls -l\nls -l common\nls -l common/hf\n")
+    assert rc == 0, out
+    home, common = out.split("sftp> ls -l common\n")[0], out.split("sftp> ls -l common\n")[1]
+    modes = {line.split()[-1]: line.split()[0] for line in home.splitlines() if line[:1] == "d"}
+    shared = {line.split()[-1]: line.split()[0] for line in common.splitlines() if line[:1] == "d"}
+    assert modes["datasets"].startswith("drwx") and modes["jobs"] == modes["common"] == "dr-xr-xr-x", out
+    assert shared == {"datasets": "dr-xr-xr-x", "hf": "dr-xr-xr-x"}, out
     rc, out = await door.sftp("alice", "get common/datasets/gsm8k.jsonl g.jsonl\n")
     assert rc == 0 and (door.tmp / "g.jsonl").read_text() == "{}\n", out
     rc, out = await door.sftp("admin", "put f.txt common/datasets/new.jsonl\n")  # admins curate common
