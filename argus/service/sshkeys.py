@@ -16,7 +16,7 @@ from argus.store import AppendBatch, InvariantViolation
 from projections.ssh_keys import SshKeySummary, user_ssh_keys
 from projections.users import user_summary
 
-__all__ = ["MAX_KEY_TEXT", "ParsedKey", "SshKeyCommands", "parse_public_key"]
+__all__ = ["KeyRefused", "MAX_KEY_TEXT", "ParsedKey", "SshKeyCommands", "parse_public_key"]
 
 MAX_KEY_TEXT = 16_384  # an RSA-16384 public key line is ~2.8 KB; anything longer is not one
 MIN_RSA_BITS = 2048

@@ -94,6 +94,10 @@ class _Auth(asyncssh.SSHServer):
     async def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
         fingerprint = key.get_fingerprint("sha256")
         login = await self.door.store.read_snapshot(lambda db: ssh_key_login(db, fingerprint))
+        # Not found on a copy of a shared log: the key may have been added on another host
+        # a moment ago. One look at the log settles it (as the API's AuthCache does).
+        if login is None and await self.door.store.catch_up():
+            login = await self.door.store.read_snapshot(lambda db: ssh_key_login(db, fingerprint))
         if login is None or login.user_id != username or login.disabled:
             return False
         mine = asyncssh.import_public_key(login.public_key).export_public_key("openssh").split()[:2]
@@ -107,6 +111,8 @@ class _Auth(asyncssh.SSHServer):
             return False
         digest = hash_token(password)
         holder = await self.door.store.read_snapshot(lambda db: token_holder(db, digest))
+        if holder is None and await self.door.store.catch_up():
+            holder = await self.door.store.read_snapshot(lambda db: token_holder(db, digest))
         if holder is None or holder.user_id != username or holder.disabled:
             return False
         self.pending = {"user_id": username, "is_admin": holder.is_admin, "token_hash": digest}

@@ -34,7 +34,7 @@ class SessionLike(Protocol):
 
     def check(self) -> None: ...
 
-__all__ = ["ArgusSFTPServer"]
+__all__ = ["ArgusSFTPServer", "SessionLike"]
 
 T = TypeVar("T")
 # Below this many bytes a read or write is done on the event loop: a hop to a thread per
