@@ -226,6 +226,26 @@ async def test_token_as_password(door: Door) -> None:
                                 known_hosts=None, client_keys=None) as conn:
         async with conn.start_sftp_client() as sftp:
             assert "datasets" in await sftp.listdir("/")
+    # A token of bob's as his password; revoked, its open session is closed.
+    r = await door.env.client.post("/api/v2/users/bob/tokens", json={"label": "sftp"}, headers=door.env.h("bob"))
+    token, token_id = r.json()["token"], r.json()["token_id"]
+    conn = await asyncssh.connect("127.0.0.1", door.port, username="bob", password=token, known_hosts=None,
+                                  client_keys=None)
+    try:
+        sftp = await conn.start_sftp_client()
+        assert "jobs" in await sftp.listdir("/")
+        r = await door.env.client.delete(f"/api/v2/users/bob/tokens/{token_id}", headers=door.env.h("bob"))
+        assert r.status_code == 200
+        for _ in range(300):
+            try:
+                await sftp.listdir("/")
+            except (asyncssh.Error, ConnectionError, asyncssh.misc.ChannelOpenError):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the session opened with a revoked token was not closed")
+    finally:
+        conn.close()
     for user, password in (("bob", door.env.tokens["alice"]), ("alice", "not-a-token")):
         try:
             async with asyncssh.connect("127.0.0.1", door.port, username=user, password=password,
