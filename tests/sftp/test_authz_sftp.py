@@ -51,6 +51,9 @@ ROWS: list[tuple[str, Op, dict[str, str]]] = [
     (f"get /jobs/{SID}/driver.log", _get(f"/jobs/{SID}/driver.log"), {"alice": OK, "bob": MISSING, "admin": MISSING}),
     (f"get /jobs/{SID}/planted", _get(f"/jobs/{SID}/planted"), {"alice": DENIED, "bob": MISSING, "admin": MISSING}),
     ("put /jobs/x", _put("/jobs/x"), {"alice": DENIED, "bob": DENIED, "admin": DENIED}),
+    # An attempt the log does not know as ended (here: not at all) is not deleted.
+    (f"rm /jobs/{SID}/driver.log", lambda s: s.remove(f"/jobs/{SID}/driver.log"),
+     {"alice": DENIED, "bob": DENIED, "admin": DENIED}),
     ("ls /common/datasets", lambda s: s.listdir("/common/datasets"), {"alice": OK, "bob": OK, "admin": OK}),
     ("put /common/datasets/x", _put("/common/datasets/x"), {"alice": DENIED, "bob": DENIED, "admin": OK}),
     ("mkdir /common/hf/m", lambda s: s.mkdir("/common/hf/m"), {"alice": DENIED, "bob": DENIED, "admin": OK}),
