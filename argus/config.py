@@ -28,6 +28,7 @@ __all__ = [
     "MIN_OUTPUT_BUDGET",
     "OutputConfig",
     "SchedulerConfig",
+    "SftpConfig",
     "ServiceConfig",
     "SqliteConfig",
     "TaskSpecConfig",
@@ -328,6 +329,8 @@ class RetentionConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # (files, links, folders) one pass deletes: the rest waits for the next pass.
     interval_s: float = 3600.0
     max_entries_per_pass: int = 1_000_000
+
+
 class OutputConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """How much of each attempt's output is kept (docs/runs.md, "An attempt's output").
 
@@ -356,6 +359,29 @@ class OutputConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 MIN_OUTPUT_BUDGET = 64 * 1024
 
 
+class SftpConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The SFTP door (argus.sftp; docs/operations.md, "SFTP"): the API process serves SFTP
+    and scp to the same users, keys registered through the API, the same path rules."""
+
+    # 0: off for `argus serve`; `argus up` serves it on --sftp-port (default 2222) instead.
+    port: int = 0
+    host: str = ""  # "": v2.api.host
+    # The server's private host key; "": sftp_host_ed25519_key beside the event log's file,
+    # made (0600) on first start. A key readable by others is refused.
+    host_key: str = ""
+    # Also accept the user's API token as the SSH password (for clients without keys).
+    password_auth: bool = False
+    # How often open sessions are checked against revoked keys and disabled users.
+    recheck_s: float = 0.5
+    max_sessions_per_user: int = 16
+    # The ciphers offered, in asyncssh's names. No ChaCha20: OpenSSH's client prefers it,
+    # and asyncssh spends ~1.5x the server CPU on it that it spends on AES (AES-GCM the
+    # least; docs/evaluation/2026-12-03-sftp.md). Every SFTP client (OpenSSH, WinSCP,
+    # FileZilla) speaks AES-CTR or AES-GCM. []: asyncssh's defaults.
+    ciphers: list[str] = msgspec.field(default_factory=lambda: [
+        "aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "aes128-ctr", "aes192-ctr", "aes256-ctr"])
+
+
 class ServiceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The ``v2:`` section: settings of the Argus service itself."""
 
@@ -369,6 +395,7 @@ class ServiceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     hub: HubConfig = msgspec.field(default_factory=HubConfig)
     retention: RetentionConfig = msgspec.field(default_factory=RetentionConfig)
     output: OutputConfig = msgspec.field(default_factory=OutputConfig)
+    sftp: SftpConfig = msgspec.field(default_factory=SftpConfig)
 
 
 class ArgusConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -7,6 +7,7 @@ from projections.cluster import ClusterProjection
 from projections.goodput_table import GoodputProjection
 from projections.queue import QueueProjection
 from projections.runtime_stats import RuntimeStatsProjection
+from projections.ssh_keys import SshKeysProjection
 from projections.tasks import TasksProjection
 from projections.usage import UsageProjection
 from projections.user_views import UserViewsProjection
@@ -26,6 +27,7 @@ def default_projections() -> list[EntityProjection]:  # type: ignore[type-arg]
         RuntimeStatsProjection(),
         UsageProjection(),
         GoodputProjection(),
+        SshKeysProjection(),
     ]
 
 

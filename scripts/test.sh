@@ -30,6 +30,8 @@ need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+# The OpenSSH clients (sftp, scp, ssh-keygen) for the SFTP door's tests (tests/sftp).
+command -v sftp >/dev/null 2>&1 || need+=(openssh-client)
 # Debian's postgresql for the PostgreSQL event log's tests (a throwaway server each run;
 # its binaries live in /usr/lib/postgresql/<major>/bin, off the PATH).
 command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)

@@ -29,7 +29,7 @@ LAYERS: list[set[str]] = [
     {"argus.scheduler", "argus.taskspec", "argus.nodepool", "argus.guardian", "argus.examples"},
     {"argus.rayjobs", "argus.views"},
     {"argus.reactor", "argus.service", "argus.replay", "argus.sim"},
-    {"argus.api", "argus.driver"},
+    {"argus.api", "argus.driver", "argus.sftp"},
     {"argus.cli"},
     {"argus.__main__", "argus"},
 ]
@@ -38,6 +38,8 @@ ALLOWED_SIDEWAYS = {
     ("argus.taskspec", "argus.scheduler"),  # a spec's demand is checked against the cluster shape
     # the simulator runs the reactor's own state fold and decision core (one decision core)
     ("argus.sim", "argus.reactor"),
+    # the SFTP door serves the REST files API's areas, by the same names and limits
+    ("argus.sftp", "argus.api"),
 }
 # procs reaches nodepool's port helpers lazily; nodepool is infrastructure below rayjobs.
 ALLOWED_UPWARD = {("argus.procs", "argus.nodepool")}

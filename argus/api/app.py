@@ -27,6 +27,7 @@ from argus.api.headers import ERROR_HEADERS, security_headers
 from argus.api.metrics import ApiMetrics, healthz, metrics, readyz
 from argus.api.ratelimit import SubmitRateLimit
 from argus.api.streamcap import StreamSlots
+from argus.api.sshkeys import SshKeysController, sftp_door
 from argus.api.reads import Reads, provide_reads
 from argus.api.openapi import document_api, fix_options_allow, strict_body
 from argus.api.tasks import TasksController
@@ -132,6 +133,7 @@ def create_app(
         state.reads = Reads(st, config)
         state.commands, state.broadcaster = commands, broadcaster
         state.sessions = SessionStore(config.v2.auth.session_ttl_s)
+        state.sftp = None  # argus.sftp's door, when a background job runs it
         state.submit_limit = SubmitRateLimit(config.v2.api.submit_burst, config.v2.api.submit_rate_per_s)
         state.stream_slots = StreamSlots(config.v2.api.max_streams_per_token, config.v2.api.max_streams_per_user)
         token = admin_token or os.environ.get(config.v2.auth.token_env)
@@ -156,7 +158,7 @@ def create_app(
 
     api = Router(
         path=API_PREFIX,
-        route_handlers=[AuthController, TasksController, UsersController, FilesController,
+        route_handlers=[AuthController, TasksController, UsersController, FilesController, SshKeysController, sftp_door,
                         events_stream, queue_view, cluster_view, drain_node, undrain_node, shares_view, goodput_view, vocabulary],
         dependencies={"who": Provide(principal)},
         guards=[strict_body],

@@ -20,6 +20,7 @@ from projections.tasks_read import TaskDetail, TaskPage, TaskSummary
 from projections.users import TokenSummary, UserSummary
 
 __all__ = [
+    "AddSshKeyIn", "SftpOut",
     "ClusterOut", "CreateUserIn", "FileEntry", "FileListing", "IssueTokenIn", "LoginIn",
     "DrainIn", "MeOut", "NodeCapacity", "NodeHold", "ProgressOut", "ProgressPoint", "QueueEntry", "QueuePage", "SpecOut",
     "SubmitIn", "SubmitOut", "TaskDetail", "TaskList", "TaskStateOut", "TaskSummary",
@@ -184,3 +185,20 @@ class FileListing(msgspec.Struct, kw_only=True):
     path: str
     entries: list[FileEntry]
     truncated: bool = False  # more entries than one listing holds (v2 lists at most 1000)
+
+
+class AddSshKeyIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One OpenSSH public key line (the content of ``~/.ssh/id_ed25519.pub``)."""
+
+    public_key: Annotated[str, msgspec.Meta(max_length=16_384)]
+    label: Annotated[str, msgspec.Meta(max_length=200)] = ""
+
+
+class SftpOut(msgspec.Struct, kw_only=True):
+    """The SFTP door of this server: off (``port`` 0), or where to connect and the host
+    key's fingerprint to check on first connect."""
+
+    enabled: bool
+    port: int = 0
+    host_key_fingerprint: str = ""
+    password_auth: bool = False

@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "goodput": "argus.cli.cluster_cmd:goodput",
     "users": "argus.cli.admin_cmd:users",
     "tokens": "argus.cli.admin_cmd:tokens",
+    "keys": "argus.cli.keys_cmd:keys",
     "files": "argus.cli.admin_cmd:files",
     "config": "argus.cli.config_cmd:config",
     "serve": "argus.cli.serve:serve",

@@ -22,6 +22,7 @@ import msgspec
 import yaml
 
 from argus.cli.stack import Stack
+from argus.sftp import SftpDoor, sftp_background
 from argus.confine import confinement_line
 
 __all__ = ["serve", "up"]
@@ -137,6 +138,19 @@ def reactor_background(config: Any) -> Any:
     return run
 
 
+def _announce_sftp(host: str) -> Callable[[SftpDoor], None]:
+    """Say on the console where the SFTP door listens (or that it did not start)."""
+
+    def say(door: SftpDoor) -> None:
+        if not door.port:
+            click.echo("SFTP: did not start (see the log line above)", err=True)
+            return
+        click.echo(f"SFTP: sftp -P {door.port} <user>@{host}   (host key {door.host_key_fingerprint}; "
+                   "add your key first: argus keys add ~/.ssh/id_ed25519.pub)", err=True)
+
+    return say
+
+
 # How long an idle client connection is kept open. Longer than a client's own idle limit
 # (httpx: 5 s), so that the client, not the server, closes an idle connection: at uvicorn's
 # default (5 s too) the server could close one just as the client sent its next request on
@@ -185,6 +199,9 @@ def serve(config_path: str | None, host: str | None, port: int | None, with_reac
     config = _load(config_path)
     click.echo(f"event log: {open_event_log_once(config)}", err=True)
     background = [reactor_background(config)] if with_reactor else []
+    if config.v2.sftp.port:
+        background.append(sftp_background(config, announce=_announce_sftp(config.v2.sftp.host or host
+                                                                           or config.v2.api.host)))
     app = create_app(config, background=background, freeze_gc=True)
     _run_uvicorn(app, host or config.v2.api.host, port or config.v2.api.port, access_log)
 
@@ -294,8 +311,10 @@ def admin_token_for(data_dir: Path, env_name: str) -> tuple[str, Path | None]:
                    "for specs that name one (gpu_type).")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=None, help="API port (default: v2.api.port).")
+@click.option("--sftp-port", type=int, default=None,
+              help="SFTP port (default: v2.sftp.port, else 2222; 0: any free port; -1: no SFTP).")
 def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, gpu_type: str, host: str,
-       port: int | None) -> None:
+       port: int | None, sftp_port: int | None) -> None:
     """Run the whole stack on this machine until Ctrl-C: Ray head + one worker, the API,
     the reactor and the WebUI."""
     from argus.api.app import create_app
@@ -341,8 +360,12 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, gpu
     started = time.time()  # the console reports only what this start brings
     stack.start()
     try:
-        app = create_app(config, admin_token=token, background=[reactor_background(config)],
-                         freeze_gc=True)
+        sftp_port = sftp_port if sftp_port is not None else (config.v2.sftp.port or 2222)
+        background = [reactor_background(config)]
+        if sftp_port >= 0:
+            background.append(sftp_background(config, port=sftp_port,
+                                              announce=_announce_sftp(config.v2.sftp.host or host)))
+        app = create_app(config, admin_token=token, background=background, freeze_gc=True)
         where = f"saved in {token_file}" if token_file else f"from ${config.v2.auth.token_env}"
         click.echo(f"\nArgus is up: http://{host}:{port}/  (API http://{host}:{port}/api/v2)\n"
                    f"admin token ({where}):\n  {token}\n"

@@ -75,6 +75,8 @@ __all__ = [
     "ReactorLeaderElected",
     "ReactorLeaderReleased",
     "RetryScheduled",
+    "SshKeyAdded",
+    "SshKeyRevoked",
     "SubmissionPayload",
     "TaskCancelRequested",
     "TaskCanceled",
@@ -175,6 +177,30 @@ class TokenUsed(EventBase, frozen=True, kw_only=True, tag="TokenUsed"):
     at: float
 
 
+class SshKeyAdded(EventBase, frozen=True, kw_only=True, tag="SshKeyAdded"):
+    """A public key that opens the SFTP door as ``user_id`` (argus.sftp). ``fingerprint``
+    (``SHA256:…``, as ``ssh-keygen -l`` prints it) names it and is unique among the keys
+    in use; ``public_key`` is its OpenSSH line, comment dropped."""
+
+    user_id: str
+    key_id: str
+    fingerprint: str
+    public_key: str
+    label: str = ""
+    by: str
+    added_at: float
+
+
+class SshKeyRevoked(EventBase, frozen=True, kw_only=True, tag="SshKeyRevoked"):
+    """The key no longer authenticates; SFTP sessions it opened are closed."""
+
+    user_id: str
+    key_id: str
+    fingerprint: str
+    by: str
+    at: float
+
+
 # ---------------------------------------------------------------------------------------
 # Cluster stream: capacity observations worth keeping (appended when they change)
 
@@ -267,6 +293,8 @@ Event = Union[
     TokenIssued,
     TokenRevoked,
     TokenUsed,
+    SshKeyAdded,
+    SshKeyRevoked,
     CapacityObserved,
     ClusterUnreachable,
     NodeHeld,

@@ -261,6 +261,8 @@ def _summarize_other(t: str, e: Any) -> str:
         return f"token {e.token_id} of {e.user_id} revoked by {e.by}"
     if t == "TokenUsed":
         return f"token {e.token_id} of {e.user_id} used"
+    if t in ("SshKeyAdded", "SshKeyRevoked"):
+        return f"SSH key {e.fingerprint} of {e.user_id} {t.removeprefix('SshKey').lower()} by {e.by}"
     if t == "CapacityObserved":
         gpus = sum(n.total_gpus for n in e.nodes)
         return (f"cluster: {nodes_phrase(len(e.nodes))} with {_show(float(gpus))} GPUs, free GPUs "

@@ -34,6 +34,8 @@ from argus.events import (
     TaskSubmitted,
     TaskSucceeded,
     TokenIssued,
+    SshKeyAdded,
+    SshKeyRevoked,
     TokenRevoked,
     TokenUsed,
     UserCreated,
@@ -217,6 +219,15 @@ def token_issued(user_id: str, token_id: str, at: float = T0) -> TokenIssued:
 
 def token_revoked(user_id: str, token_id: str, at: float = T0) -> TokenRevoked:
     return TokenRevoked(user_id=user_id, token_id=token_id, by="admin", at=at)
+
+
+def ssh_key_added(user_id: str, fingerprint: str = "SHA256:k", at: float = T0) -> SshKeyAdded:
+    return SshKeyAdded(user_id=user_id, key_id="sk1", fingerprint=fingerprint,
+                       public_key="ssh-ed25519 AAAA", by="admin", added_at=at)
+
+
+def ssh_key_revoked(user_id: str, fingerprint: str = "SHA256:k", at: float = T0) -> SshKeyRevoked:
+    return SshKeyRevoked(user_id=user_id, key_id="sk1", fingerprint=fingerprint, by="admin", at=at)
 
 
 def token_used(user_id: str, token_id: str, at: float = T0) -> TokenUsed:

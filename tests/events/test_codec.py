@@ -45,7 +45,7 @@ def one_of_each() -> list[Any]:
         f.ended("a", failure_kind=FailureKind.RUNTIME_ERROR), f.retry("a"), f.succeeded("a"), f.failed("a"),
         f.cancel_requested("a"), f.canceled("a", ray_status="STOPPED"), f.user_created("u"),
         f.user_disabled("u"), f.user_enabled("u"), f.user_limits_set("u"), f.token_issued("u", "k"), f.token_revoked("u", "k"),
-        f.token_used("u", "k"),
+        f.token_used("u", "k"), f.ssh_key_added("u"), f.ssh_key_revoked("u"),
         f.capacity({"n1": 4.0, "n2": 0.0}), f.unreachable(),
         NodeHeld(node_id="n1", ip="10.0.0.1", kind=HoldKind.QUARANTINE, reason="pid 7 (sleep 600) of t--a01",
                  by="reactor", held_at=f.T0),

@@ -117,8 +117,9 @@ def _seed(url: str) -> dict[str, str]:
     return tokens
 
 
-def start_stack(workdir: Path, *, ray: Any | None) -> tuple[Stack, _Server]:
-    """Build and serve the app; with ``ray`` (a RayCluster) the reactor runs and tasks run."""
+def start_stack(workdir: Path, *, ray: Any | None, sftp: bool = False) -> tuple[Stack, _Server]:
+    """Build and serve the app; with ``ray`` (a RayCluster) the reactor runs and tasks run;
+    with ``sftp``, the SFTP door too (on a free port)."""
     from argus.api.app import create_app
 
     shared = Path(ray.shared_root) if ray is not None else workdir / "shared"
@@ -136,6 +137,10 @@ def start_stack(workdir: Path, *, ray: Any | None) -> tuple[Stack, _Server]:
         doc["gcs_address"] = ray.address
     config = msgspec.convert(doc, ArgusConfig)
     background = [] if ray is None else [lambda state: _run_reactor(state, ray)]
+    if sftp:
+        from argus.sftp import sftp_background
+
+        background.append(sftp_background(config, port=0))
     app = create_app(config, admin_token=ADMIN_TOKEN, background=background, heartbeat_s=2.0)
     server = _Server(app)
     url = server.start()

@@ -15,6 +15,7 @@ const PAGES = {
   cluster: () => import("./pages/cluster.js"),
   data: () => import("./pages/data.js"),
   users: () => import("./pages/users.js"),
+  sftp: () => import("./pages/sftp.js"),
   notfound: () => import("./pages/not_found.js"),
 };
 
@@ -51,7 +52,7 @@ export function parseHash(hash) {
     return { name: "notfound", params: { q } };
   }
   if (first === "data") return { name: "data", params: { area: rest.join("/"), q } };
-  if (["login", "queue", "cluster", "users"].includes(first) && rest.length === 0) {
+  if (["login", "queue", "cluster", "users", "sftp"].includes(first) && rest.length === 0) {
     return { name: first, params: { q } };
   }
   return { name: "notfound", params: { q } };
