@@ -41,7 +41,7 @@ ROWS: list[tuple[str, str, Any, dict[str, int]]] = [
     ("PUT", "/api/v2/files/models/m.bin", b"abc", {"alice": CREATED, "bob": CREATED, "admin": CREATED}),
     ("DELETE", "/api/v2/files/models/m.bin", None, {"alice": OK, "bob": 404, "admin": 404}),
     ("GET", "/api/v2/files/common/datasets", None, {"alice": OK, "bob": OK, "admin": OK}),
-    ("PUT", "/api/v2/files/common/datasets/x", b"abc", {"alice": 403, "bob": 403, "admin": 403}),
+    ("PUT", "/api/v2/files/common/datasets/x", b"abc", {"alice": 403, "bob": 403, "admin": 201}),
 ]
 
 

@@ -400,6 +400,11 @@ export const DESCRIBE = {
   AttemptStacksCaptured: (d) => (d.processes || []).length === 0 ? `attempt ${d.attempt_no}: no stacks (${d.note})` :
     `attempt ${d.attempt_no}: Python stacks of ${d.processes.length} process(es) on ${d.hostname} saved ` +
     `(${d.processes.slice(0, 2).map((p) => `pid ${p.pid}: ${p.top_frame}`).join("; ")})`,
+  AttemptOutputTruncated: (d) => `attempt ${d.attempt_no} printed ${d.total_bytes} bytes, past its budget of ` +
+    `${d.budget_bytes}: the first and last ${d.kept_bytes} kept, ${d.dropped_bytes} dropped` + (d.final ? "" : " so far"),
+  AttemptOutputsRemoved: (d) => `${d.bytes} bytes (${d.entries} entries) of ` +
+    `${d.attempt_no ? `attempt ${d.attempt_no}` : "its outputs"} deleted by ${d.by} (${d.rule}` +
+    `${d.reason ? `: ${d.reason}` : ""})` + (d.complete ? "" : ", partly"),
   AttemptInterrupted: (d) => `attempt ${d.attempt_no} interrupted by ${d.by}: ${d.reason}; it resumes first when Argus is back`,
   AttemptPreempted: (d) => `attempt ${d.attempt_no} preempted (${d.reason}) for ${d.by_task_id}: ${d.message}`,
   AttemptProgressed: (d) => d.step === null || d.step === undefined ? `attempt ${d.attempt_no} will train ${d.total_steps} steps` :
