@@ -25,6 +25,7 @@ from argus.store.dbfile import (
     scratch_database,
 )
 from argus.store.group import GroupCommitLog
+from argus.store.integrity import Damage, LogDamaged
 from argus.store.hooks import ReadModels
 from argus.store.log import EVENT_COLUMNS, Share, decode_row, head_position, iter_log, log_rows, read_stream
 from argus.store.protocol import EventLog
@@ -34,6 +35,7 @@ from argus.store.sqlite import SYNCHRONOUS_MODES, AppendBatch, EventStore
 __all__ = [
     "AppendBatch",
     "ConcurrencyConflict",
+    "Damage",
     "DatabaseFacts",
     "EVENT_COLUMNS",
     "EventDecodeError",
@@ -43,6 +45,7 @@ __all__ = [
     "InvalidEvent",
     "InvariantViolation",
     "IsACopy",
+    "LogDamaged",
     "LogUnreachable",
     "LoadedLog",
     "MigrationError",
