@@ -179,7 +179,7 @@ def create_app(
         dependencies={"reads": Provide(provide_reads, sync_to_thread=False)},
         openapi_config=openapi,
         exception_handlers={HTTPException: _http_error, CommandError: _command_error,
-                            LogUnreachable: _log_unreachable, **damage_handlers(), Exception: _internal_error},
+                            LogUnreachable: _log_unreachable, **damage_handlers(_http_error, _internal_error), Exception: _internal_error},
         request_max_body_size=config.v2.api.max_body_bytes,
         middleware=[security_headers],
         debug=False,

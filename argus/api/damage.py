@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from typing import Any
+from typing import Any, Callable
 
 from litestar import Request, Response
 from litestar.exceptions import HTTPException
@@ -21,6 +21,7 @@ __all__ = ["DamageBoard", "damage_handlers"]
 
 log = logging.getLogger("argus.api")
 _CORRUPT = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
+_MAX_SAID = 1000  # distinct damage said in the server log (a bound on what is remembered)
 _MAX_KEPT = 20  # damage reports kept for /healthz (the first ones: the rest are alike)
 _HOW = "the event log is damaged: {}; `argus replay verify` tells more (docs/operations.md, \"A damaged log\")"
 
@@ -33,46 +34,39 @@ class DamageBoard:
         self._seen: set[str] = set()
 
     def report(self, text: str) -> None:
-        if text in self._seen:
+        if text in self._seen or len(self._seen) > _MAX_SAID:
             return
         self._seen.add(text)
-        log.error("%s", text)
+        log.error("%s", text if len(self._seen) <= _MAX_SAID else "more damage met; not said again until restart")
         if len(self.reports) < _MAX_KEPT:
             self.reports.append(text)
 
 
-def _board(request: Request[Any, Any, Any]) -> DamageBoard:
-    board: DamageBoard = request.app.state.damage
-    return board
+Handler = Callable[[Request[Any, Any, Any], Any], Response[dict[str, Any]]]
 
 
-def _answer(request: Request[Any, Any, Any], status: int, text: str) -> Response[dict[str, Any]]:
-    from argus.api.app import _http_error  # the one shape of every error body
+def damage_handlers(http_error: Handler, internal_error: Handler) -> dict[type[Exception], Handler]:
+    """The app's exception handlers for damage: ``http_error`` gives every error body its
+    one shape; ``internal_error`` answers the database errors that are not damage."""
 
-    _board(request).report(text)
-    return _http_error(request, HTTPException(status_code=status, detail=text))
+    def answer(request: Request[Any, Any, Any], status: int, text: str) -> Response[dict[str, Any]]:
+        board: DamageBoard = request.app.state.damage
+        board.report(text)
+        return http_error(request, HTTPException(status_code=status, detail=text))
 
+    def refused_write(request: Request[Any, Any, Any], exc: LogDamaged) -> Response[dict[str, Any]]:
+        """A write to a log found damaged at start (served for reads only): nothing written."""
+        return answer(request, 503, f"nothing was written: {exc}")
 
-def _refused_write(request: Request[Any, Any, Any], exc: LogDamaged) -> Response[dict[str, Any]]:
-    """A write to a log found damaged at start (served for reads only): 503, nothing written."""
-    return _answer(request, 503, f"nothing was written: {exc}")
+    def undecodable(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+        return answer(request, 500, _HOW.format(exc))
 
+    def database_error(request: Request[Any, Any, Any], exc: sqlite3.DatabaseError) -> Response[dict[str, Any]]:
+        """SQLite's own damage (a malformed page) is named; any other database error is
+        the generic handler's."""
+        if getattr(exc, "sqlite_errorcode", None) in _CORRUPT:
+            return answer(request, 500, _HOW.format(f"SQLite: {exc}"))
+        return internal_error(request, exc)
 
-def _undecodable(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
-    return _answer(request, 500, _HOW.format(exc))
-
-
-def _database_error(request: Request[Any, Any, Any], exc: sqlite3.DatabaseError) -> Response[dict[str, Any]]:
-    """SQLite's own damage (a malformed page) is named; any other database error is the
-    generic handler's."""
-    if getattr(exc, "sqlite_errorcode", None) in _CORRUPT:
-        return _answer(request, 500, _HOW.format(f"SQLite: {exc}"))
-    from argus.api.app import _internal_error
-
-    return _internal_error(request, exc)
-
-
-def damage_handlers() -> dict[type[Exception], Any]:
-    """The app's exception handlers for damage."""
-    return {LogDamaged: _refused_write, EventDecodeError: _undecodable, UnknownEventType: _undecodable,
-            sqlite3.DatabaseError: _database_error}
+    return {LogDamaged: refused_write, EventDecodeError: undecodable, UnknownEventType: undecodable,
+            sqlite3.DatabaseError: database_error}

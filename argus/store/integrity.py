@@ -164,7 +164,7 @@ def _connect_ro(path: str) -> sqlite3.Connection:
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
-    return {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+    return {r[1] for r in conn.execute(f"PRAGMA main.table_info({table})")}  # not an attached one
 
 
 def sealed_head(conn: sqlite3.Connection) -> int:

@@ -328,6 +328,7 @@ def print_appends(
     for key, label in (("single", f"durable appends/s, 1 event/tx ({args.single:,})"),
                        ("batch100", f"durable appends/s, 100 events/tx ({args.batches * 100:,})")):
         r = results[key]
+        r.setdefault("es", float("nan"))  # --no-es
         print(f"{label:44} {r['argus']:12,.0f} {r['raw']:12,.0f} {r['es']:14,.0f} "
               f"{r['argus'] / r['raw']:10.2f} {r['argus'] / r['es']:9.2f}")
         print(f"{'  argus, log only (no projections)':44} {r['log']:12,.0f} {'':12} {'':14} "
@@ -341,6 +342,8 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=200, help="durable transactions of 100 events")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the append measures")
     parser.add_argument("--appends-only", action="store_true", help="skip the rebuild measures")
+    parser.add_argument("--no-es", action="store_true",
+                        help="leave eventsourcing out of the append measures (where it is not installed)")
     parser.add_argument("--dir", type=Path, default=None, help="where to put the databases (local disk)")
     parser.add_argument("--measure", nargs=2, metavar=("KIND", "DB"), help=argparse.SUPPRESS)
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite",
@@ -371,6 +374,8 @@ def main() -> None:
                     "log": lambda: asyncio.run(argus_appends(d, f"log-{key}-{r}", n, per_tx, projections=False)),
                     "es": lambda: es_appends(d, f"es-{key}-{r}", events, per_tx),
                 }
+                if args.no_es:
+                    del runs["es"]
                 for name, run in runs.items():
                     rate = timed(f"round {r + 1}: {name} {key}", run)
                     rounds[key].setdefault(name, []).append(rate)
