@@ -112,8 +112,9 @@ def create_app(
             config.v2.sqlite.db_path, synchronous=config.v2.sqlite.synchronous, shared_url=config.v2.postgres.url,
             on_damage=config.v2.sqlite.on_damage)
         app.state.damage = DamageBoard()
-        if getattr(st, "damage", None) is not None:  # found at start: this server serves reads only
-            app.state.damage.report(f"serving reads only: the event log is damaged: {st.damage.detail}")
+        found = getattr(st, "damage", None)
+        if found is not None:  # found at start: this server serves reads only
+            app.state.damage.report(f"serving reads only: the event log is damaged: {found.detail}")
         auth = AuthCache(st)
         m = ApiMetrics()
         commands = Commands(st, config, auth, group_commit=group_commit, observe=m.observe_append)
@@ -128,7 +129,7 @@ def create_app(
         state.sessions = SessionStore(config.v2.auth.session_ttl_s)
         state.submit_limit = SubmitRateLimit(config.v2.api.submit_burst, config.v2.api.submit_rate_per_s)
         token = admin_token or os.environ.get(config.v2.auth.token_env)
-        if token and getattr(st, "damage", None) is None:  # a damaged log takes no writes
+        if token and found is None:  # a damaged log takes no writes
             await commands.bootstrap_admin(token)
         await broadcaster.start()
         import asyncio
@@ -178,8 +179,8 @@ def create_app(
         lifespan=[lifespan],
         dependencies={"reads": Provide(provide_reads, sync_to_thread=False)},
         openapi_config=openapi,
-        exception_handlers={HTTPException: _http_error, CommandError: _command_error,
-                            LogUnreachable: _log_unreachable, **damage_handlers(_http_error, _internal_error), Exception: _internal_error},
+        exception_handlers={HTTPException: _http_error, CommandError: _command_error, LogUnreachable: _log_unreachable,
+                            **damage_handlers(_http_error, _internal_error), Exception: _internal_error},
         request_max_body_size=config.v2.api.max_body_bytes,
         middleware=[security_headers],
         debug=False,

@@ -42,26 +42,26 @@ class DamageBoard:
             self.reports.append(text)
 
 
-Handler = Callable[[Request[Any, Any, Any], Any], Response[dict[str, Any]]]
+Handler = Callable[[Request[Any, Any, Any], Any], Response[Any]]
 
 
-def damage_handlers(http_error: Handler, internal_error: Handler) -> dict[type[Exception], Handler]:
+def damage_handlers(http_error: Handler, internal_error: Handler) -> dict[int | type[Exception], Handler]:
     """The app's exception handlers for damage: ``http_error`` gives every error body its
     one shape; ``internal_error`` answers the database errors that are not damage."""
 
-    def answer(request: Request[Any, Any, Any], status: int, text: str) -> Response[dict[str, Any]]:
+    def answer(request: Request[Any, Any, Any], status: int, text: str) -> Response[Any]:
         board: DamageBoard = request.app.state.damage
         board.report(text)
         return http_error(request, HTTPException(status_code=status, detail=text))
 
-    def refused_write(request: Request[Any, Any, Any], exc: LogDamaged) -> Response[dict[str, Any]]:
+    def refused_write(request: Request[Any, Any, Any], exc: LogDamaged) -> Response[Any]:
         """A write to a log found damaged at start (served for reads only): nothing written."""
         return answer(request, 503, f"nothing was written: {exc}")
 
-    def undecodable(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    def undecodable(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
         return answer(request, 500, _HOW.format(exc))
 
-    def database_error(request: Request[Any, Any, Any], exc: sqlite3.DatabaseError) -> Response[dict[str, Any]]:
+    def database_error(request: Request[Any, Any, Any], exc: sqlite3.DatabaseError) -> Response[Any]:
         """SQLite's own damage (a malformed page) is named; any other database error is
         the generic handler's."""
         if getattr(exc, "sqlite_errorcode", None) in _CORRUPT:
