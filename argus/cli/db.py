@@ -92,6 +92,18 @@ def status(db_path: str | None, config_path: str | None) -> None:
         click.echo(f"projection:     {p.name} v{p.version} {where}")
     for name, position in facts.consumers.items():
         click.echo(f"consumer:       {name} at {position}")
+    _integrity_status(path)
+
+
+def _integrity_status(path: Path) -> None:
+    """The high-water mark, the verified point and accepted losses (docs/operations.md)."""
+    from argus.store.integrity import highwater_path, integrity_facts
+
+    facts = integrity_facts(str(path))
+    click.echo(f"high-water:     {facts.highwater} ({highwater_path(path)})")
+    click.echo(f"verified up to: {facts.verified} (checked at each start)")
+    for first, last, by in facts.losses:
+        click.echo(f"lost:           positions {first}..{last} (accepted by {by})")
 
 
 @db.command()

@@ -20,11 +20,13 @@ chose that (``v2.sqlite.on_damage: serve_reads``).
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import hashlib
 import os
 import sqlite3
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator, Sequence
 from urllib.parse import quote
@@ -37,7 +39,7 @@ from argus.store.log import Decoders
 
 __all__ = [
     "Damage", "HighWater", "LogCheck", "LogDamaged", "Tampering", "accept_loss", "check_log", "event_digest",
-    "find_tampering", "highwater_path", "record_verified", "sealed_head",
+    "IntegrityFacts", "find_tampering", "highwater_path", "integrity_facts", "record_verified", "sealed_head",
 ]
 
 _encode = msgspec.json.Encoder().encode
@@ -108,18 +110,25 @@ _WIDTH = 21  # 20 digits and a newline: every write is the same size, within one
 class HighWater:
     """The highest position ever acknowledged, in a small file next to the database.
 
-    ``advance`` runs after each commit and before the caller is answered; with
-    ``fsync`` (synchronous=FULL or EXTRA) it is on disk by then, like the commit. It only
-    grows, across processes too (an exclusive ``flock`` around read-compare-write)."""
+    After each commit the position is written (``stage``: no fsync; an exclusive ``flock``
+    around read-compare-write, so the mark only grows across processes too), and the
+    caller is answered once it is on disk (``durable``). The fsyncs are coalesced, like
+    the commits: one ``fdatasync``, on a thread of its own (the event loop goes on), covers
+    every position written before it began. Without ``fsync``
+    (synchronous=NORMAL or OFF) the mark is as durable as the commits: not across a crash
+    of the machine."""
 
     def __init__(self, db_path: str | Path, *, fsync: bool) -> None:
         self.path = highwater_path(db_path)
         self.fsync = fsync
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        self.known = read_highwater(self.path) or 0
+        self.known = read_highwater(self.path) or 0  # written (by anyone) up to here
+        self.synced = 0  # on disk up to here, as far as this process knows
+        self._flushing: asyncio.Task[None] | None = None
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="argus-highwater")
 
-    def advance(self, position: int) -> None:
-        """Record ``position`` as acknowledged (no-op when the file is already past it)."""
+    def stage(self, position: int) -> None:
+        """Write ``position`` as acknowledged (no-op when the file is already past it)."""
         if position <= self.known:  # the file only grows: it is at least what we last saw
             return
         fcntl.flock(self._fd, fcntl.LOCK_EX)
@@ -127,14 +136,37 @@ class HighWater:
             current = _parse(os.pread(self._fd, 64, 0))
             if current is None or position > current:
                 os.pwrite(self._fd, b"%020d\n" % position, 0)
-                if self.fsync:
-                    os.fdatasync(self._fd)
                 current = position
             self.known = current
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
+    def advance(self, position: int) -> None:
+        """``stage`` and sync at once (at open, off the append path)."""
+        self.stage(position)
+        if self.fsync:
+            os.fdatasync(self._fd)
+            self.synced = max(self.synced, self.known)
+
+    async def durable(self, position: int) -> None:
+        """Return once the mark is on disk at ``position`` or past it."""
+        if not self.fsync:
+            return
+        while self.synced < position:
+            if self._flushing is None:
+                self._flushing = asyncio.ensure_future(self._flush(self.known))
+            # Shielded: a caller that goes away does not cancel the others' fsync.
+            await asyncio.shield(self._flushing)
+
+    async def _flush(self, target: int) -> None:
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._thread, os.fdatasync, self._fd)
+            self.synced = max(self.synced, target)
+        finally:
+            self._flushing = None
+
     def close(self) -> None:
+        self._thread.shutdown(wait=True)
         os.close(self._fd)
 
 
@@ -297,3 +329,33 @@ def accept_loss(db_path: str, missing: int, by: str) -> tuple[int, int]:
     finally:
         conn.close()
     return head + 1, mark
+
+
+class IntegrityFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """For ``argus db status``: the high-water mark (as text: a number, ``none yet``, or
+    why it is unreadable), the verified point, and the losses accepted (first, last, by)."""
+
+    highwater: str
+    verified: int
+    losses: list[tuple[int, int, str]]
+
+
+def integrity_facts(db_path: str) -> IntegrityFacts:
+    """What ``db_path`` and its high-water file say of its integrity (read-only)."""
+    try:
+        mark = read_highwater(highwater_path(db_path))
+        highwater = str(mark) if mark is not None else "none yet"
+    except ValueError as exc:
+        highwater = f"unreadable ({exc})"
+    verified, losses = 0, []
+    conn = _connect_ro(db_path)
+    try:
+        if "position" in _columns(conn, "log_verified"):
+            row = conn.execute("SELECT position FROM log_verified WHERE id = 1").fetchone()
+            verified = int(row[0]) if row else 0
+        if "first" in _columns(conn, "log_losses"):
+            losses = [(int(a), int(b), str(c)) for a, b, c in
+                      conn.execute("SELECT first, last, acknowledged_by FROM log_losses ORDER BY first")]
+    finally:
+        conn.close()
+    return IntegrityFacts(highwater=highwater, verified=verified, losses=losses)

@@ -199,10 +199,13 @@ class EventStore:
         consumer that wrote them folds them without reading its own writes again."""
         encoded = self._appender.prepare(batches, meta)
         records = await self._writer.transaction(self._appender.write, encoded, checkpoint)
-        if records and self._highwater is not None:  # on disk before the caller is answered
-            self._highwater.advance(records[-1].position)
         self.appends_total += 1
         self._notify()
+        if records and self._highwater is not None:
+            # Positions never given twice (argus.store.integrity): the high-water mark is
+            # on disk past these before the caller is answered.
+            self._highwater.stage(records[-1].position)
+            await self._highwater.durable(records[-1].position)
         return records
 
     def append_signal(self) -> asyncio.Event:
@@ -242,10 +245,11 @@ class EventStore:
             return True, 0
 
         held, appended = await self._writer.transaction(claim)
-        if appended and self._highwater is not None:
-            self._highwater.advance(appended)
         if held and encoded:
             self._notify()
+        if appended and self._highwater is not None:
+            self._highwater.stage(appended)
+            await self._highwater.durable(appended)
         return held
 
     async def release_lease(self, name: str, holder: str) -> None:

@@ -67,4 +67,7 @@ def test_accept_loss_after_a_cut_wal_then_appends_follow_the_lost_positions(tmp_
     assert ok.returncode == 0, ok.stderr
     assert f"the next event is {positions[-1] + 1}" in ok.stdout
     assert argus("db", "check", "--db", db).returncode == 0
+    status = argus("db", "status", "--db", db)
+    assert f"high-water:     {positions[-1]}" in status.stdout
+    assert f"lost:           positions {positions[-1] - missing + 1}..{positions[-1]} (accepted by ops)" in status.stdout
     shutil.rmtree(tmp_path / "live")

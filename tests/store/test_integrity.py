@@ -211,3 +211,21 @@ def test_a_log_put_back_from_an_old_copy_is_behind_its_high_water_mark(tmp_path:
     path.write_bytes(old)
     damage = _refused(path)
     assert damage.damage.kind == "missing" and damage.damage.missing == 3
+
+
+def test_the_high_water_mark_only_grows_whoever_writes_it(tmp_path: Path) -> None:
+    from argus.store.integrity import HighWater, read_highwater
+
+    db = tmp_path / "argus.sqlite3"
+    a, b = HighWater(db, fsync=True), HighWater(db, fsync=True)
+    try:
+        a.stage(10)
+        b.stage(7)  # another process, behind: the file keeps 10
+        assert read_highwater(highwater_path(db)) == 10 and b.known == 10
+        asyncio.run(a.durable(10))
+        assert a.synced == 10
+        highwater_path(db).write_text("not a position\n")
+        assert check_log(str(db)).damage.kind == "highwater"  # type: ignore[union-attr]
+    finally:
+        a.close()
+        b.close()
