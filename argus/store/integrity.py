@@ -43,6 +43,7 @@ __all__ = [
 ]
 
 _encode = msgspec.json.Encoder().encode
+_DAMAGED = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}  # SQLite's words for a damaged file
 _ROW = "position, stream, version, type, schema_version, data, meta, owner, recorded_at"
 
 
@@ -222,7 +223,9 @@ def check_log(path: str) -> LogCheck:
         conn = _connect_ro(path)
         try:
             head, checked, damage = _check_file(conn)
-        except sqlite3.DatabaseError as exc:  # a page so damaged that a read stops
+        except sqlite3.DatabaseError as exc:
+            if getattr(exc, "sqlite_errorcode", None) not in _DAMAGED:
+                raise  # not damage (a file this user may not read, say): the open says so
             damage = Damage(kind="malformed", detail=f"SQLite cannot read it ({exc})")
         finally:
             conn.close()
