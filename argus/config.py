@@ -75,6 +75,9 @@ class SqliteConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     db_path: str = "argus.sqlite3"
     # FULL: a committed append survives power loss. NORMAL: survives a process crash only.
     synchronous: str = "FULL"
+    # A log found damaged at start (argus.store.integrity): refuse to start, or serve reads
+    # only (no writes, no reactor) until it is repaired (docs/operations.md, "A damaged log").
+    on_damage: Literal["refuse", "serve_reads"] = "refuse"
 
 
 # Query keys that carry a secret in libpq's URI form (``?password=…``, ``?sslpassword=…``).

@@ -73,15 +73,17 @@ async def open_store(
     synchronous: str = "FULL",
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
     shared_url: str = "",
+    on_damage: str = "refuse",
 ) -> EventStore:
     """Open the event store at ``path`` keeping ``projections`` inline (default: all of
     them; ``[]``: the log alone). ``shared_url`` (``postgresql://…``): the log is that
     database's, shared with other hosts, and ``path`` is this process's copy of it
-    (``argus.store.mirror``)."""
+    (``argus.store.mirror``). ``on_damage``: what a damaged log does at open (``EventStore.open``)."""
     kept = KeptProjections(default_projections() if projections is None else projections)
     if shared_url:
         from argus.store.mirror import MirroredStore  # needs the postgres extra: only when asked for
 
         return await MirroredStore.open_mirrored(shared_url, path, kept, synchronous=synchronous,
                                                  max_payload_bytes=max_payload_bytes)
-    return await EventStore.open(path, kept, synchronous=synchronous, max_payload_bytes=max_payload_bytes)
+    return await EventStore.open(path, kept, synchronous=synchronous, max_payload_bytes=max_payload_bytes,
+                                 on_damage=on_damage)

@@ -20,6 +20,7 @@ from litestar.openapi.spec import (
 from litestar.static_files import create_static_files_router
 
 from argus.api.auth import AuthController, SessionStore, principal
+from argus.api.damage import DamageBoard, damage_handlers
 from argus.api.cluster import cluster_view, drain_node, queue_view, goodput_view, shares_view, undrain_node
 from argus.api.events_sse import Broadcaster, events_stream
 from argus.api.files import FilesController
@@ -120,7 +121,12 @@ def create_app(
 
         own = store is None
         st = store or await open_store(
-            config.v2.sqlite.db_path, synchronous=config.v2.sqlite.synchronous, shared_url=config.v2.postgres.url)
+            config.v2.sqlite.db_path, synchronous=config.v2.sqlite.synchronous, shared_url=config.v2.postgres.url,
+            on_damage=config.v2.sqlite.on_damage)
+        app.state.damage = DamageBoard()
+        found = getattr(st, "damage", None)
+        if found is not None:  # found at start: this server serves reads only
+            app.state.damage.report(f"serving reads only: the event log is damaged: {found.detail}")
         auth = AuthCache(st)
         m = ApiMetrics()
         commands = Commands(st, config, auth, group_commit=group_commit, observe=m.observe_append)
@@ -137,7 +143,7 @@ def create_app(
         state.submit_limit = SubmitRateLimit(config.v2.api.submit_burst, config.v2.api.submit_rate_per_s)
         state.stream_slots = StreamSlots(config.v2.api.max_streams_per_token, config.v2.api.max_streams_per_user)
         token = admin_token or os.environ.get(config.v2.auth.token_env)
-        if token:
+        if token and found is None:  # a damaged log takes no writes
             await commands.bootstrap_admin(token)
         await broadcaster.start()
         import asyncio
@@ -189,7 +195,7 @@ def create_app(
         openapi_config=openapi,
         exception_handlers={HTTPException: _http_error, CommandError: _command_error,
                             LogUnreachable: _log_unreachable, StorageFull: _storage_full,
-                            Exception: _internal_error},
+                            **damage_handlers(_http_error, _internal_error), Exception: _internal_error},
         request_max_body_size=config.v2.api.max_body_bytes,
         middleware=[security_headers],
         debug=False,

@@ -240,7 +240,21 @@ def _frame(rec: Recorded, data: bytes | None = None) -> bytes:
                                                          _data(rec) if data is None else data)
 
 
-@get("/events", tags=["events"], media_type="text/event-stream", responses=errors(429))
+async def _refuse_past_head(state: State, after: int) -> None:
+    """A resume point past the log's head: the events read up to it are not here (a log
+    that lost its tail, a point from another server). Waiting there would be silence, and
+    new events would come at positions the client thinks it has seen."""
+    await state.store.catch_up()  # a copy of a shared log: another host's newest events
+    head = await state.store.head_position()
+    if after > head:
+        raise HTTPException(status_code=409, detail=(
+            f"Last-Event-ID (or after) {after} is past the head of the event log ({head}): this server does "
+            "not hold the events you read up to there (its log lost them, or the position is another "
+            f"server's). Resume from a position at most {head}, or without Last-Event-ID for new events only"),
+            extra={"head": head})
+
+
+@get("/events", tags=["events"], media_type="text/event-stream", responses=errors(409, 429))
 async def events_stream(
     request: Request[Any, Any, Any], state: State, who: Principal,
     after: Annotated[int | None, Parameter(ge=0, description="start after this position "
@@ -256,5 +270,7 @@ async def events_stream(
                                 "(an integer)") from exc
     broadcaster: Broadcaster = state.broadcaster
     start = broadcaster.position if after is None else max(0, after)
+    if start > broadcaster.position:
+        await _refuse_past_head(state, start)
     slot = state.stream_slots.take(who)  # a 429 beyond the caps on open streams
     return ServerSentEvent(held(slot, broadcaster.stream(who, start)), retry_duration=2000)

@@ -115,8 +115,13 @@ async def metrics(state: State, reads: Reads) -> Response[bytes]:
 
 
 @get("/healthz", tags=["ops"])
-async def healthz() -> dict[str, str]:
-    """The process is alive."""
+async def healthz(state: State) -> dict[str, Any]:
+    """The process is alive; ``status`` is ``damaged`` once it has met a damaged event log
+    (``damage``: what, each once), and stays so until the log is repaired and the server
+    restarted. 200 either way: restarting the process repairs nothing."""
+    board = getattr(state, "damage", None)
+    if board is not None and board.reports:
+        return {"status": "damaged", "damage": list(board.reports)}
     return {"status": "ok"}
 
 

@@ -92,3 +92,63 @@ def status(db_path: str | None, config_path: str | None) -> None:
         click.echo(f"projection:     {p.name} v{p.version} {where}")
     for name, position in facts.consumers.items():
         click.echo(f"consumer:       {name} at {position}")
+    _integrity_status(path)
+
+
+def _integrity_status(path: Path) -> None:
+    """The high-water mark, the verified point and accepted losses (docs/operations.md)."""
+    from argus.store.integrity import highwater_path, integrity_facts
+
+    facts = integrity_facts(str(path))
+    click.echo(f"high-water:     {facts.highwater} ({highwater_path(path)})")
+    click.echo(f"verified up to: {facts.verified} (checked at each start)")
+    for first, last, by in facts.losses:
+        click.echo(f"lost:           positions {first}..{last} (accepted by {by})")
+
+
+@db.command()
+@_db_option
+@_config_option
+def check(db_path: str | None, config_path: str | None) -> None:
+    """The start's integrity check, now, without writing (exit 1: damaged): SQLite's
+    quick_check, the high-water mark, and the events written since the last start."""
+    from argus.store import LogDamaged
+    from argus.store.integrity import check_log
+
+    path = _db_path(db_path, config_path)
+    if not path.exists():
+        raise click.ClickException(f"{path} does not exist")
+    result = check_log(str(path))
+    if result.damage is not None:
+        click.echo(str(LogDamaged(str(path), result.damage)), err=True)
+        raise SystemExit(1)
+    click.echo(f"{path}: whole (head {result.head}; {result.checked} event(s) decoded and compared with "
+               f"their digests, {result.seconds:.2f} s)")
+
+
+@db.command("accept-loss")
+@_db_option
+@_config_option
+@click.option("--missing", type=int, required=True,
+              help="How many events are missing, as the refusal said (a check that you mean this log).")
+@click.option("--by", default=None, help="Who accepts it (default: $USER).")
+def accept_loss(db_path: str | None, config_path: str | None, missing: int, by: str | None) -> None:
+    """Accept that acknowledged events are lost (the log ends before its high-water mark),
+    so that the log takes writes again. Their positions are never given to new events:
+    the next one comes after them. Run it with Argus stopped, once the file is known to be
+    otherwise whole (`argus db check`), and after trying a backup that holds them."""
+    import getpass
+
+    from argus.store.integrity import accept_loss as record, check_log
+
+    path = _db_path(db_path, config_path)
+    result = check_log(str(path))
+    if result.damage is None or result.damage.kind != "missing":
+        raise click.ClickException(
+            f"{path}: no acknowledged events are missing" if result.damage is None else
+            f"{path} is damaged otherwise ({result.damage.detail}); accepting a loss does not repair that")
+    try:
+        first, last = record(str(path), missing, by or getpass.getuser())
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"{path}: positions {first}..{last} recorded as lost; the next event is {last + 1}")

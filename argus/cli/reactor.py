@@ -44,5 +44,10 @@ def reactor(config_path: str | None, db: str | None, reactor_id: str | None) -> 
     """Run the reactor: admit queued tasks, submit them to Ray, follow them to the end.
 
     Several may run: one leads (a lease in the database), the others stand by."""
+    from argus.store import LogDamaged
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    asyncio.run(_run(config_path, db, reactor_id))
+    try:
+        asyncio.run(_run(config_path, db, reactor_id))
+    except LogDamaged as exc:  # a reactor only writes: it never runs on a damaged log
+        raise click.ClickException(str(exc)) from None

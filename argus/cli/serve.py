@@ -45,12 +45,17 @@ def open_event_log_once(config: Any) -> str:
     answer, a newer schema) is one line on the console, not a traceback after the banner.
     Returns where the log is, for the banner."""
     from argus.config import redact_url
+    from argus.store import LogDamaged
     from projections import open_store
 
     url, path = config.v2.postgres.url, config.v2.sqlite.db_path
 
     async def open_and_close() -> None:
-        store = await open_store(path, synchronous=config.v2.sqlite.synchronous, shared_url=url)
+        store = await open_store(path, synchronous=config.v2.sqlite.synchronous, shared_url=url,
+                                 on_damage=config.v2.sqlite.on_damage)
+        if store.damage is not None:  # the admin chose to serve a damaged log's reads
+            click.echo(f"WARNING: serving reads only, no writes and no reactor: {LogDamaged(path, store.damage)}",
+                       err=True)
         await store.close()
 
     try:
@@ -122,6 +127,9 @@ def reactor_background(config: Any) -> Any:
         from argus.rayjobs.target import following_gateway
         from argus.reactor import Reactor
 
+        if getattr(state.store, "damage", None) is not None:
+            log.error("the reactor does not run: the event log is damaged and served for reads only")
+            return
         gateway = AsyncRayGateway(following_gateway(config))
         engine = Reactor(state.store, gateway, config)
         task = asyncio.ensure_future(engine.run())

@@ -1,4 +1,6 @@
-"""``verify``: rebuild every projection from the log and compare it with the live tables.
+"""``verify``: rebuild every projection from the log and compare it with the live tables,
+and read every event against its digest (``argus.store.integrity``): an event changed in
+place, or one that no longer decodes, is reported as tampering at its position.
 
 The rebuild is ``projections.rebuild_projections`` — the fold the store runs on start —
 into a scratch database. Events and live tables are read inside one read transaction, so a
@@ -7,13 +9,15 @@ log that is being appended to is compared at one consistent position.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from pathlib import Path
 
 import msgspec
 
-from argus.replay.source import head_position, open_log, scratch_db
+from argus.replay.source import ReplayError, head_position, open_log, scratch_db
 from argus.store import read_transaction
+from argus.store.integrity import Tampering, find_tampering
 from projections import default_projections, rebuild_projections
 from projections.compare import RowDiff, attached, compare_tables
 
@@ -26,16 +30,23 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     rows_compared: dict[str, int]  # table -> rows on the live side
     diffs: list[RowDiff]
     diffs_truncated: bool = False  # more differences existed than were kept
+    tampering: list[Tampering] = []  # events changed in place or undecodable, by position
+    unsealed: int = 0  # events with no digest (written before digests were kept): not compared
     copied: bool = False  # read from a temporary copy of the database
     events_per_s: float = 0.0
     seconds: float = 0.0
 
     def render(self) -> str:
-        lines = [d.render() for d in self.diffs]
+        lines = [f"TAMPERING at position {t.position}: {t.detail}" for t in self.tampering]
+        lines += [d.render() for d in self.diffs]
         if self.diffs_truncated:
             lines.append("… more differences not shown")
+        if self.unsealed:
+            lines.append(f"note: {self.unsealed} event(s) carry no digest (written before digests were kept)")
         total = sum(self.rows_compared.values())
-        verdict = "OK: projections equal the log" if self.ok else f"DIFFERENT: {len(self.diffs)} row(s)"
+        verdict = ("OK: projections equal the log" if self.ok else
+                   f"TAMPERED: {len(self.tampering)} event(s); DIFFERENT: {len(self.diffs)} row(s)" if self.tampering
+                   else f"DIFFERENT: {len(self.diffs)} row(s)")
         lines.append(
             f"{verdict} (position {self.position}, {total} rows in {len(self.rows_compared)} "
             f"tables, {self.seconds:.2f} s, {self.events_per_s:,.0f} events/s)"
@@ -54,12 +65,26 @@ def verify(db_path: str | Path, *, max_diffs: int = 100) -> VerifyReport:
         # row by row in Python. Attached before the read transaction, as SQLite requires.
         with attached(live, scratch, as_name="rebuilt"), read_transaction(live):
             head = head_position(live)  # one snapshot for the events and the live tables
-            with read_transaction(scratch):
-                rebuild_projections(live, scratch, default_projections(), until=head)
-            counts, diffs, truncated = compare_tables(live, scratch, max_diffs=max_diffs, attached="rebuilt")
+            tampering, unsealed = _tampering(live, head, max_diffs)
+            counts: dict[str, int] = {}
+            diffs: list[RowDiff] = []
+            truncated = False
+            if not any(t.kind == "undecodable" for t in tampering):  # else the rebuild would stop there
+                with read_transaction(scratch):
+                    rebuild_projections(live, scratch, default_projections(), until=head)
+                counts, diffs, truncated = compare_tables(live, scratch, max_diffs=max_diffs, attached="rebuilt")
         seconds = time.perf_counter() - started
         return VerifyReport(
-            ok=not diffs, position=head, rows_compared=counts, diffs=diffs,
+            ok=not diffs and not tampering, position=head, rows_compared=counts, diffs=diffs,
+            tampering=tampering, unsealed=unsealed,
             diffs_truncated=truncated, copied=source.copied, seconds=seconds,
             events_per_s=head / seconds if seconds > 0 else 0.0,
         )
+
+
+def _tampering(conn: sqlite3.Connection, head: int, limit: int) -> tuple[list[Tampering], int]:
+    try:
+        return find_tampering(conn, head, limit)
+    except sqlite3.DatabaseError as exc:  # SQLite's own structures: nothing further can be read
+        raise ReplayError(f"SQLite cannot read the log ({exc}): the file is damaged; restore it "
+                          "from a backup (docs/operations.md, \"A damaged log\")") from exc

@@ -27,6 +27,7 @@ from argus.store.dbfile import (
     scratch_database,
 )
 from argus.store.group import GroupCommitLog
+from argus.store.integrity import Damage, LogDamaged
 from argus.store.hooks import ReadModels
 from argus.store.log import EVENT_COLUMNS, Share, decode_row, head_position, iter_log, log_rows, read_stream
 from argus.store.protocol import EventLog
@@ -36,6 +37,7 @@ from argus.store.sqlite import SYNCHRONOUS_MODES, AppendBatch, EventStore
 __all__ = [
     "AppendBatch",
     "ConcurrencyConflict",
+    "Damage",
     "DatabaseFacts",
     "EVENT_COLUMNS",
     "EventDecodeError",
@@ -46,6 +48,7 @@ __all__ = [
     "InvariantViolation",
     "IsACopy",
     "LimitReached",
+    "LogDamaged",
     "LogUnreachable",
     "LoadedLog",
     "MigrationError",

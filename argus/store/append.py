@@ -19,12 +19,14 @@ from argus.events.codec import event_codec
 from argus.store.sqlbatch import BatchInsert
 from argus.store.errors import ConcurrencyConflict, InvalidEvent, PayloadTooLarge
 from argus.store.hooks import ReadModels
+from argus.store.integrity import digest_row
 from argus.store.log import EVENT_COLUMNS
 
 __all__ = ["AppendBatch", "Appender", "PreparedBatch"]
 
 _encode = msgspec.json.Encoder().encode
-_INSERT_EVENTS = BatchInsert("events", EVENT_COLUMNS)
+# Each row with its digest (argus.store.integrity): a row changed in place is told by it.
+_INSERT_EVENTS = BatchInsert("events", EVENT_COLUMNS + ", digest")
 
 # How one event class is written: (type, schema, decode, whether a projection folds it).
 _Codec = tuple[str, int, Callable[[bytes], EventBase], bool]
@@ -112,7 +114,7 @@ class Appender:
         or InvariantViolation (the caller rolls back)."""
         position, versions = _head_and_versions(db, {item.batch.stream: None for item in prepared})
         rows, records, folded = number_events(prepared, position, versions, time.time())
-        _INSERT_EVENTS.run(db, rows)
+        _INSERT_EVENTS.run(db, [(*row, digest_row(row)) for row in rows])
         if folded:  # the read models raise InvariantViolation for an event they refuse
             self.read_models.apply(db, folded)
         for item in prepared:  # after every fold: a guard counts what this append adds
@@ -159,7 +161,10 @@ def number_events(prepared: list[PreparedBatch], head: int, versions: dict[str, 
 # Streams looked up per statement: full chunks share one SQL text, so SQLite's statement
 # cache prepares it once (10,000 deferrals were one statement of 10,000 VALUES, parsed anew).
 _VERSIONS_CHUNK = 256
-_HEAD = "SELECT coalesce(max(position), 0) FROM events"
+# The last position used: positions an admin accepted as lost (log_losses) are never
+# given again, so the head is past them too.
+_HEAD = ("SELECT max(coalesce((SELECT max(position) FROM events), 0), "
+         "coalesce((SELECT max(last) FROM log_losses), 0))")
 
 
 def _versions_sql(n: int) -> str:

@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 import msgspec
 
+from argus.store.integrity import digest_row
 from argus.store.log import EVENT_COLUMNS
 from argus.store.migrate import available_migrations, migrate
 
@@ -168,7 +169,9 @@ def load_log(db_path: str | Path, rows: Iterable[Sequence[object]], *, empty: Se
             for table in ("events", *empty):
                 if conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone():
                     raise NotEmpty(f"{db_path} is not empty ({table} has rows); import only into an empty database")
-            conn.executemany(f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", rows)
+            # Sealed as an append seals them (argus.store.integrity): the import is their writer.
+            conn.executemany(f"INSERT INTO events ({EVENT_COLUMNS}, digest) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                             ((*row, digest_row(row)) for row in rows))
             first, last, n = conn.execute(
                 "SELECT coalesce(min(position), 0), coalesce(max(position), 0), count(*) FROM events").fetchone()
             loaded = LoadedLog(events=int(n), first_position=int(first), last_position=int(last))

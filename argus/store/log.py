@@ -12,7 +12,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import msgspec
 
 from argus.events import EventBase, EventMeta, Recorded, decode_event
-from argus.events.codec import decode_failure, decoder_for
+from argus.events.codec import EventDecodeError, decode_failure, decoder_for
 
 __all__ = [
     "EVENT_COLUMNS", "Decoders", "EMPTY_META", "Share", "decode_row", "head_position", "iter_log", "log_rows",
@@ -28,14 +28,23 @@ EMPTY_META = EventMeta()
 
 
 def decode_row(row: Sequence[object]) -> Recorded:
+    """One row as ``Recorded``; EventDecodeError (naming the position) for a row that does
+    not decode (a damaged log: argus.store.integrity)."""
     position, stream, version, type_, schema, data, meta, owner, recorded_at = row
+    try:
+        event = decode_event(type_, schema, data)  # type: ignore[arg-type]
+        decoded_meta = _decode_meta(meta) if meta != b"{}" else EMPTY_META  # type: ignore[arg-type]
+    except EventDecodeError as exc:
+        raise EventDecodeError(f"event at position {position}: {exc}") from exc
+    except msgspec.DecodeError as exc:  # the meta column
+        raise EventDecodeError(f"event at position {position}: its meta does not decode: {exc}") from exc
     return Recorded(
         position=position,  # type: ignore[arg-type]
         stream=stream,  # type: ignore[arg-type]
         version=version,  # type: ignore[arg-type]
         type=type_,  # type: ignore[arg-type]
-        event=decode_event(type_, schema, data),  # type: ignore[arg-type]
-        meta=_decode_meta(meta) if meta != b"{}" else EMPTY_META,  # type: ignore[arg-type]
+        event=event,
+        meta=decoded_meta,
         owner=owner,  # type: ignore[arg-type]
         recorded_at=recorded_at,  # type: ignore[arg-type]
     )

@@ -13,6 +13,8 @@ import asyncio
 import queue
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import quote
 from typing import Any, Callable, TypeVar
 
 __all__ = ["DEFAULT_READERS", "ReadPool"]
@@ -24,11 +26,15 @@ DEFAULT_READERS = 4
 class ReadPool:
     """``size`` read-only connections to the database at ``path``, one per worker thread."""
 
-    def __init__(self, path: str, size: int = DEFAULT_READERS, busy_timeout_ms: int = 30_000) -> None:
+    def __init__(self, path: str, size: int = DEFAULT_READERS, busy_timeout_ms: int = 30_000,
+                 *, read_only_file: bool = False) -> None:
+        """``read_only_file``: open the file itself read-only (a damaged log): such a
+        connection never writes, not even the WAL checkpoint of the last one closed."""
         self._free: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
         self._all: list[sqlite3.Connection] = []
+        target = f"file:{quote(str(Path(path).resolve()))}?mode=ro" if read_only_file else path
         for _ in range(size):
-            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, uri=read_only_file)
             conn.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
             conn.execute("PRAGMA query_only=ON")  # a read connection never writes
             self._all.append(conn)

@@ -24,17 +24,19 @@ from argus.events import EventBase, EventMeta, Recorded
 from argus.store.append import AppendBatch, Appender
 from argus.store.errors import IsACopy
 from argus.store.follow import follow_log
+from argus.store.integrity import Damage, HighWater, LogDamaged, check_log, record_verified
 from argus.store.migrate import migrate
 from argus.store.hooks import ReadModels
 from argus.store.log import EVENT_COLUMNS, decode_row
 from argus.store.readers import ReadPool
 from argus.store.writer import SqliteWriter
 
-__all__ = ["AppendBatch", "EventStore", "SYNCHRONOUS_MODES"]
+__all__ = ["AppendBatch", "EventStore", "ON_DAMAGE", "SYNCHRONOUS_MODES"]
 
 T = TypeVar("T")
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 DEFAULT_MAX_PAYLOAD = 1_048_576
+ON_DAMAGE = ("refuse", "serve_reads")
 
 
 def _refuse_a_copy(path: str) -> None:
@@ -58,11 +60,13 @@ class EventStore:
     read models of this house, ``projections.open_store(path)``)."""
 
     is_copy = False  # a copy of a shared log (argus.store.mirror) opens its file as such
+    damage: Damage | None = None  # found at start: then the store serves reads only
+    _highwater: HighWater | None = None  # the positions acknowledged (argus.store.integrity)
 
     def __init__(
         self,
         path: str,
-        writer: SqliteWriter,
+        writer: "SqliteWriter | _RefusingWriter",
         reader: ReadPool,
         read_models: ReadModels,
         max_payload_bytes: int,
@@ -85,13 +89,25 @@ class EventStore:
         *,
         synchronous: str = "FULL",
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
+        on_damage: str = "refuse",
     ) -> "EventStore":
-        """Migrate the schema, connect, and let the read models catch up with the log
-        (rebuild any whose code version changed or that fell behind)."""
+        """Check the log (``argus.store.integrity.check_log``), migrate the schema, connect,
+        and let the read models catch up with the log (rebuild any whose code version
+        changed or that fell behind). A damaged log raises ``LogDamaged``, or with
+        ``on_damage="serve_reads"`` opens for reads only: nothing is written to the file."""
         synchronous = synchronous.upper()
         if synchronous not in SYNCHRONOUS_MODES:
             raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}, not {synchronous!r}")
+        if on_damage not in ON_DAMAGE:
+            raise ValueError(f"on_damage must be one of {ON_DAMAGE}, not {on_damage!r}")
         path = str(path)
+        check = None
+        if not cls.is_copy:  # a copy's log is PostgreSQL's: the copy is made anew from it
+            check = check_log(path)
+            if check.damage is not None:
+                if on_damage != "serve_reads":
+                    raise LogDamaged(path, check.damage)
+                return cls._open_damaged(path, read_models, max_payload_bytes, check.damage)
         migrate(path)
         if not cls.is_copy:
             _refuse_a_copy(path)
@@ -100,6 +116,10 @@ class EventStore:
         try:
             store = cls(path, writer, reader, read_models, max_payload_bytes)
             await writer.long_transaction(read_models.catch_up)
+            if check is not None:
+                await writer.transaction(record_verified, check.head)
+                store._highwater = HighWater(path, fsync=synchronous in ("FULL", "EXTRA"))
+                store._highwater.advance(check.head)
         except BaseException:
             # A log that cannot be folded (an undecodable row, say): close what was opened,
             # or the connections' threads would keep the process alive.
@@ -108,9 +128,22 @@ class EventStore:
             raise
         return store
 
+    @classmethod
+    def _open_damaged(cls, path: str, read_models: ReadModels, max_payload_bytes: int,
+                      damage: Damage) -> "EventStore":
+        """The store of a damaged log, for reads only: its file is opened read-only and
+        every write raises ``LogDamaged`` (the read models stay as they were)."""
+        store = cls(path, _RefusingWriter(path, damage), ReadPool(path, read_only_file=True), read_models,
+                    max_payload_bytes)
+        store.damage = damage
+        return store
+
     async def close(self) -> None:
         self._writer.close()
         self._reader.close()
+        if self._highwater is not None:
+            self._highwater.close()
+            self._highwater = None
 
     async def __aenter__(self) -> "EventStore":
         return self
@@ -168,6 +201,11 @@ class EventStore:
         records = await self._writer.transaction(self._appender.write, encoded, checkpoint)
         self.appends_total += 1
         self._notify()
+        if records and self._highwater is not None:
+            # Positions never given twice (argus.store.integrity): the high-water mark is
+            # on disk past these before the caller is answered.
+            self._highwater.stage(records[-1].position)
+            await self._highwater.durable(records[-1].position)
         return records
 
     def append_signal(self) -> asyncio.Event:
@@ -196,19 +234,22 @@ class EventStore:
 
         encoded = self._appender.prepare([on_new_leader] if on_new_leader else [], None)
 
-        def claim(db: sqlite3.Connection) -> bool:
+        def claim(db: sqlite3.Connection) -> tuple[bool, int]:
             at = time.time() if now is None else now
             row = db.execute("SELECT holder, lease_until FROM leases WHERE name = ?", (name,)).fetchone()
             if row is not None and row[0] != holder and row[1] > at:
-                return False  # the transaction commits nothing
+                return False, 0  # the transaction commits nothing
             db.execute("INSERT OR REPLACE INTO leases VALUES (?, ?, ?)", (name, holder, at + ttl_s))
             if encoded and (row is None or row[0] != holder):
-                self._appender.write(db, encoded, None)
-            return True
+                return True, self._appender.write(db, encoded, None)[-1].position
+            return True, 0
 
-        held = await self._writer.transaction(claim)
+        held, appended = await self._writer.transaction(claim)
         if held and encoded:
             self._notify()
+        if appended and self._highwater is not None:
+            self._highwater.stage(appended)
+            await self._highwater.durable(appended)
         return held
 
     async def release_lease(self, name: str, holder: str) -> None:
@@ -300,3 +341,22 @@ class EventStore:
     async def rebuild(self) -> int:
         """Recompute every read model from the log (inside one transaction)."""
         return await self._writer.long_transaction(self.read_models.rebuild)
+
+
+class _RefusingWriter:
+    """The writer of a damaged log: every write raises ``LogDamaged``; nothing is opened."""
+
+    def __init__(self, path: str, damage: Damage) -> None:
+        self.path, self.damage = path, damage
+
+    async def transaction(self, body: Callable[..., T], *args: Any) -> T:
+        raise LogDamaged(self.path, self.damage)
+
+    async def long_transaction(self, body: Callable[..., T], *args: Any) -> T:
+        raise LogDamaged(self.path, self.damage)
+
+    async def in_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        raise LogDamaged(self.path, self.damage)
+
+    def close(self) -> None:
+        pass

@@ -43,7 +43,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from argus.events import EventBase, FailureKind, encode_event, task_stream  # noqa: E402
-from argus.store import AppendBatch, EventStore, migrate  # noqa: E402
+from argus.store import AppendBatch, EventStore, GroupCommitLog, migrate  # noqa: E402
 from projections import open_store, rebuild_projections  # noqa: E402
 from argus.store import EVENT_COLUMNS  # noqa: E402
 from projections import default_projections  # noqa: E402
@@ -155,6 +155,26 @@ async def argus_appends(directory: Path, name: str, n: int, per_tx: int, *, proj
     for tx in merged:
         await store.append_batches(tx)
     elapsed = time.perf_counter() - started
+    await store.close()
+    return n / elapsed
+
+
+async def group_appends(directory: Path, name: str, n: int, callers: int) -> float:
+    """``n`` one-event submissions from ``callers`` concurrent callers through group commit
+    (``GroupCommitLog``, as the API appends): each caller's append waits for a shared
+    transaction, so a commit's fixed costs (its fsyncs) are paid once per group."""
+    store = await open_store(directory / name, synchronous="FULL")
+    log = GroupCommitLog(store)
+    work = iter(range(n))
+
+    async def caller() -> None:
+        for i in work:
+            await log.append(task_stream(f"g{i:07d}"), 0, [f.submitted(f"g{i:07d}", f"user{i % 50}")])
+
+    started = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(callers)))
+    elapsed = time.perf_counter() - started
+    await log.close()
     await store.close()
     return n / elapsed
 
@@ -328,10 +348,14 @@ def print_appends(
     for key, label in (("single", f"durable appends/s, 1 event/tx ({args.single:,})"),
                        ("batch100", f"durable appends/s, 100 events/tx ({args.batches * 100:,})")):
         r = results[key]
+        r.setdefault("es", float("nan"))  # --no-es
         print(f"{label:44} {r['argus']:12,.0f} {r['raw']:12,.0f} {r['es']:14,.0f} "
               f"{r['argus'] / r['raw']:10.2f} {r['argus'] / r['es']:9.2f}")
         print(f"{'  argus, log only (no projections)':44} {r['log']:12,.0f} {'':12} {'':14} "
               f"{r['log'] / r['raw']:10.2f} {r['log'] / r['es']:9.2f}")
+        if "group" in r:
+            label = f"  argus, group commit, {args.group_callers} callers"
+            print(f"{label:44} {r['group']:12,.0f}")
 
 
 def main() -> None:
@@ -341,6 +365,11 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=200, help="durable transactions of 100 events")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the append measures")
     parser.add_argument("--appends-only", action="store_true", help="skip the rebuild measures")
+    parser.add_argument("--group-callers", type=int, default=0,
+                        help="also measure --single one-event appends from this many concurrent callers "
+                             "through group commit")
+    parser.add_argument("--no-es", action="store_true",
+                        help="leave eventsourcing out of the append measures (where it is not installed)")
     parser.add_argument("--dir", type=Path, default=None, help="where to put the databases (local disk)")
     parser.add_argument("--measure", nargs=2, metavar=("KIND", "DB"), help=argparse.SUPPRESS)
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite",
@@ -371,6 +400,10 @@ def main() -> None:
                     "log": lambda: asyncio.run(argus_appends(d, f"log-{key}-{r}", n, per_tx, projections=False)),
                     "es": lambda: es_appends(d, f"es-{key}-{r}", events, per_tx),
                 }
+                if args.no_es:
+                    del runs["es"]
+                if key == "single" and args.group_callers:
+                    runs["group"] = lambda: asyncio.run(group_appends(d, f"group-{r}", n, args.group_callers))
                 for name, run in runs.items():
                     rate = timed(f"round {r + 1}: {name} {key}", run)
                     rounds[key].setdefault(name, []).append(rate)
