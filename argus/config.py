@@ -23,6 +23,7 @@ __all__ = [
     "ConfigError",
     "SandboxConfig",
     "FairShareConfig",
+    "FilesConfig",
     "SchedulerConfig",
     "ServiceConfig",
     "SqliteConfig",
@@ -289,6 +290,23 @@ class SandboxConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     hidden: list[str] = msgspec.field(default_factory=list)
 
 
+class FilesConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``v2.files``: per-user storage and resumable (tus) uploads (docs/api.md "Files")."""
+
+    # Bytes a user may hold in datasets/, models/ and code/ plus uploads in progress;
+    # 0: no limit. ``quotas`` overrides it per user id.
+    quota_bytes: int = 100 * 1024**3
+    quotas: dict[str, int] = msgspec.field(default_factory=dict)
+    # An unfinished upload is removed this long after its last chunk arrived.
+    upload_expiry_s: int = 24 * 3600
+    # How often expired uploads are swept; 0: never (tests sweep by hand).
+    sweep_interval_s: float = 600.0
+    # Uploads in progress at once per user (each reserves its declared length).
+    max_staged_uploads: int = 64
+    # One PATCH body at most (streamed to disk: bounds a retry, not memory).
+    max_chunk_bytes: int = 1024**3
+
+
 class ServiceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The ``v2:`` section: settings of the Argus service itself."""
 
@@ -299,6 +317,7 @@ class ServiceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     scheduler: SchedulerConfig = msgspec.field(default_factory=SchedulerConfig)
     taskspec: TaskSpecConfig = msgspec.field(default_factory=TaskSpecConfig)
     sandbox: SandboxConfig = msgspec.field(default_factory=SandboxConfig)
+    files: FilesConfig = msgspec.field(default_factory=FilesConfig)
 
 
 class ArgusConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
