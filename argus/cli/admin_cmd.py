@@ -186,8 +186,10 @@ def _bar(total: int, label: str) -> Any:
 @click.argument("dest")
 @click.argument("source", type=click.Path(exists=True, path_type=Path))
 @click.option("-r", "--recursive", is_flag=True, help="SOURCE is a folder: send its tree into DEST.")
+@click.option("--retries", default=transfer.RETRIES, show_default=True,
+              help="Times a lost connection is retried before the command stops.")
 @client_options
-def files_put(client: Client, dest: str, source: Path, recursive: bool) -> None:
+def files_put(client: Client, dest: str, source: Path, recursive: bool, retries: int) -> None:
     """Upload SOURCE to DEST (e.g. datasets/toy/train.jsonl), resumably: run the same
     command again after an interruption and it goes on where it stopped. With -r, the
     files under the folder SOURCE go under the folder DEST (datasets/gsm8k)."""
@@ -197,7 +199,8 @@ def files_put(client: Client, dest: str, source: Path, recursive: bool) -> None:
         client.fail(f"{source} is a folder: add -r to send its tree", EXIT_USAGE)
     if not recursive:
         with _bar(source.stat().st_size, PurePosixPath(dest).name) as bar:
-            size = transfer.upload_file(client, source, dest.lstrip("/"), state, transfer.Progress(bar))
+            size = transfer.upload_file(client, source, dest.lstrip("/"), state,
+                                        transfer.Progress(bar), retries)
         client.out({"path": dest, "size": size}, lambda d: click.echo(f"{dest}: {size} bytes"))
         return
     tree = list(transfer.local_tree(source))
@@ -207,7 +210,7 @@ def files_put(client: Client, dest: str, source: Path, recursive: bool) -> None:
         for rel, path, _ in tree:
             target = f"{dest.strip('/')}/{rel}"
             _remote(client, target)
-            transfer.upload_file(client, path, target, state, transfer.Progress(bar))
+            transfer.upload_file(client, path, target, state, transfer.Progress(bar), retries)
             done += 1
     client.out({"path": dest, "files": done, "bytes": total},
                lambda d: click.echo(f"{dest}: {done} files, {total} bytes"))
@@ -217,15 +220,17 @@ def files_put(client: Client, dest: str, source: Path, recursive: bool) -> None:
 @click.argument("path")
 @click.argument("dest", required=False)
 @click.option("-r", "--recursive", is_flag=True, help="PATH is a folder: fetch its tree into DEST.")
+@click.option("--retries", default=transfer.RETRIES, show_default=True,
+              help="Times a lost connection is retried before the command stops.")
 @client_options
-def files_get(client: Client, path: str, dest: str | None, recursive: bool) -> None:
+def files_get(client: Client, path: str, dest: str | None, recursive: bool, retries: int) -> None:
     """Download PATH to DEST (a file, or a folder to put it in); to stdout without DEST
     or with '-' (e.g. argus files get jobs/<submission id>/driver.log -). With -r, the
     tree under the folder PATH goes into the folder DEST (made if need be). An interrupted
     download goes on where it stopped when the same command runs again."""
     remote = _remote(client, path)
     if recursive:
-        _get_tree(client, path, Path(dest or PurePosixPath(path).name))
+        _get_tree(client, path, Path(dest or PurePosixPath(path).name), retries)
         return
     target: Path | None = None
     if dest is not None and dest != "-":
@@ -249,7 +254,7 @@ def files_get(client: Client, path: str, dest: str | None, recursive: bool) -> N
     # leaves no half file under the real name, and the next run goes on from it.
     with _bar(total, PurePosixPath(path).name) as bar:
         transfer.download_file(client, path.lstrip("/"), target, transfer.StateFile(),
-                               transfer.Progress(bar))
+                               transfer.Progress(bar), retries)
     click.echo(f"{path} -> {target}", err=True)
 
 
@@ -267,7 +272,7 @@ def _remote_size(client: Client, path: str, remote: str) -> int:
     return int(r.headers.get("content-range", "/0").rsplit("/", 1)[-1] or 0)
 
 
-def _get_tree(client: Client, path: str, dest: Path) -> None:
+def _get_tree(client: Client, path: str, dest: Path, retries: int) -> None:
     tree = list(transfer.remote_tree(client, path.strip("/")))
     total = sum(size for _, size in tree)
     state = transfer.StateFile()
@@ -281,7 +286,7 @@ def _get_tree(client: Client, path: str, dest: Path) -> None:
                 bar.update(size)  # fetched by an earlier run
                 continue
             transfer.download_file(client, f"{path.strip('/')}/{rel}", target, state,
-                                   transfer.Progress(bar))
+                                   transfer.Progress(bar), retries)
     click.echo(f"{path} -> {dest}: {len(tree)} files, {total} bytes", err=True)
 
 

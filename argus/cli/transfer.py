@@ -26,7 +26,7 @@ import httpx
 
 from argus.cli.client import EXIT_CONNECT, EXIT_REFUSED, Client
 
-__all__ = ["CHUNK", "Progress", "StateFile", "download_file", "local_tree", "remote_tree", "upload_file"]
+__all__ = ["CHUNK", "RETRIES", "Progress", "StateFile", "download_file", "local_tree", "remote_tree", "upload_file"]
 
 CHUNK = 32 << 20
 TUS = {"Tus-Resumable": "1.0.0"}
