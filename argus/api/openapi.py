@@ -50,6 +50,7 @@ DESCRIPTIONS = {
     412: "Tus-Resumable missing or a version this server does not speak (it speaks 1.0.0)",
     415: "Content-Type not accepted: send one of the declared types",
     416: "Range not satisfiable: it starts past the end (Content-Range gives the size)",
+    460: "Checksum mismatch (tus): the chunk or the file is not what the client declared; nothing kept",
     429: "Too many submissions by this user: try again after the Retry-After header's seconds",
     503: "Not ready",
 }

@@ -7,7 +7,7 @@ re-exported here: one shape per concept, never retyped.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Literal, Annotated, Any
 
 import msgspec
 
@@ -194,7 +194,7 @@ class FileOpIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """``POST /files/{area}/{path}``: ``mkdir`` makes the folder (and those above it);
     ``move`` renames or moves it to ``to`` (area/path, in the caller's own areas)."""
 
-    op: str
+    op: Literal["mkdir", "move"]
     to: str = ""
 
 

@@ -28,12 +28,13 @@ import logging
 import time
 from email.utils import formatdate
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Annotated, Any, AsyncIterator
 
 from litestar import Controller, Request, Response, delete, head, patch, post, route
 from litestar.datastructures import State
 from litestar.enums import HttpMethod
 from litestar.exceptions import HTTPException
+from litestar.params import Parameter
 
 from argus import safefs
 from argus.api import files, quota
@@ -49,6 +50,13 @@ EXTENSIONS = "creation,checksum,expiration,termination"
 BUFFER = 4 << 20  # bytes of a chunk held in memory before they are written
 MAX_METADATA = 4096
 PREFIX = "/api/v2/uploads"
+# Declared for the OpenAPI document; checked by _check_version (412 for another version).
+TusResumable = Annotated[str, Parameter(header="Tus-Resumable", description="1.0.0",
+                                        schema_extra={"pattern": r"^1\.0\.0$"})]
+UploadLength = Annotated[str, Parameter(header="Upload-Length", description="the file's size in bytes",
+                                        schema_extra={"pattern": r"^[0-9]{1,18}$"})]
+UploadOffset = Annotated[str, Parameter(header="Upload-Offset", description="where this chunk starts",
+                                        schema_extra={"pattern": r"^[0-9]{1,18}$"})]
 
 
 class Uploads:
@@ -187,8 +195,8 @@ class TusController(Controller):
             "Tus-Checksum-Algorithm": ",".join(CHECKSUMS)})
 
     @post("/", status_code=201, responses=errors(400, 403, 404, 409, 412, 413))
-    async def create(self, request: Request[Any, Any, Any], state: State,
-                     who: Principal) -> Response[None]:
+    async def create(self, request: Request[Any, Any, Any], state: State, who: Principal,
+                     tus_resumable: TusResumable, upload_length: UploadLength) -> Response[None]:
         """Create an upload (tus creation): ``Upload-Length`` and ``Upload-Metadata``
         with ``path`` (area/path) and optionally ``sha256``. Refused here, before any
         byte is sent, when it cannot be written or does not fit."""
@@ -224,7 +232,7 @@ class TusController(Controller):
 
     @head("/{upload_id:str}", status_code=200, responses=errors(404, 412))
     async def offset(self, request: Request[Any, Any, Any], state: State, who: Principal,
-                     upload_id: str) -> Response[None]:
+                     upload_id: str, tus_resumable: TusResumable) -> Response[None]:
         """How much of the upload the server has (``Upload-Offset``)."""
         _check_version(request)
         info = await _load(state, who, upload_id)
@@ -233,9 +241,10 @@ class TusController(Controller):
             "Upload-Expires": _expires(info), "Upload-Metadata": info.metadata}))
 
     @patch("/{upload_id:str}", status_code=204, request_max_body_size=None,
-           responses=errors(400, 404, 409, 412, 413, 415))
+           responses=errors(400, 404, 409, 412, 413, 415, 460))
     async def append(self, request: Request[Any, Any, Any], state: State, who: Principal,
-                     upload_id: str) -> Response[None]:
+                     upload_id: str, tus_resumable: TusResumable,
+                     upload_offset: UploadOffset) -> Response[None]:
         """Append one chunk at ``Upload-Offset`` (``application/offset+octet-stream``;
         ``Upload-Checksum: <sha1|sha256|md5> <base64>`` checked, 460 if it differs)."""
         _check_version(request)
@@ -295,7 +304,7 @@ class TusController(Controller):
 
     @delete("/{upload_id:str}", status_code=204, responses=errors(404, 412))
     async def terminate(self, request: Request[Any, Any, Any], state: State, who: Principal,
-                        upload_id: str) -> Response[None]:
+                        upload_id: str, tus_resumable: TusResumable) -> Response[None]:
         """Drop an unfinished upload (tus termination): its bytes are freed at once."""
         _check_version(request)
         info = await _load(state, who, upload_id)
