@@ -148,19 +148,34 @@ async def _load(state: State, who: Principal, upload_id: str) -> UploadInfo:
 
 
 async def _stream_chunk(request: Request[Any, Any, Any], writer: ChunkWriter, room: int) -> None:
-    """The request body into ``writer``, at most ``room`` bytes (413 beyond), through a
-    buffer of at most ``BUFFER`` bytes."""
+    """The request body into ``writer``, at most ``room`` bytes (413 beyond). Pieces are
+    gathered into buffers of ``BUFFER`` bytes; one is written (and hashed) in a thread
+    while the next is received, so at most two are held."""
     buf = bytearray()
-    async for piece in request.stream():
-        if writer.written + len(buf) + len(piece) > room:
-            raise _error(413, f"the chunk goes past Upload-Length (or the {quota.human(room)} "
-                         "one PATCH may carry); send at most the bytes left")
-        buf += piece
-        if len(buf) >= BUFFER:
+    received = 0
+    pending: asyncio.Future[None] | None = None
+    try:
+        async for piece in request.stream():
+            received += len(piece)
+            if received > room:
+                raise _error(413, f"the chunk goes past Upload-Length (or the "
+                             f"{quota.human(room)} one PATCH may carry); send at most the "
+                             "bytes left")
+            buf += piece
+            if len(buf) >= BUFFER:
+                if pending is not None:
+                    await pending
+                pending = asyncio.ensure_future(asyncio.to_thread(writer.write, buf))
+                buf = bytearray()
+        if pending is not None:
+            await pending
+            pending = None
+        if buf:
             await asyncio.to_thread(writer.write, buf)
-            buf = bytearray()
-    if buf:
-        await asyncio.to_thread(writer.write, buf)
+    finally:
+        if pending is not None:  # let the write end before the caller cuts the file back
+            with contextlib.suppress(BaseException):
+                await pending
 
 
 async def _complete(state: State, who: Principal, info: UploadInfo, whole: Any) -> None:

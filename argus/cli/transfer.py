@@ -17,6 +17,7 @@ import json
 import os
 import stat
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 from urllib.parse import quote
@@ -100,24 +101,35 @@ def _create(client: Client, dest: str, size: int, sha: str) -> str:
     return location if location.startswith("http") else client.url + location
 
 
+def _chunk(f: Any, offset: int) -> tuple[int, bytes, str]:
+    data = os.pread(f.fileno(), CHUNK, offset)  # no shared file position: thread-safe
+    return offset, data, base64.b64encode(hashlib.sha1(data).digest()).decode()
+
+
 def _send(client: Client, location: str, f: Any, offset: int, size: int,
           progress: Progress) -> int:
-    """Chunks from ``offset`` to the end; returns where the server stands."""
+    """Chunks from ``offset`` to the end; returns where the server stands. The next chunk
+    is read and hashed in a thread while one is sent (two in memory at most)."""
     damaged = 0
-    while offset < size:
-        f.seek(offset)
-        data = f.read(CHUNK)
-        digest = base64.b64encode(hashlib.sha1(data).digest()).decode()
-        r = client.http.patch(location, content=data, headers={
-            **TUS, "Upload-Offset": str(offset), "Upload-Checksum": f"sha1 {digest}",
-            "Content-Type": "application/offset+octet-stream"},
-            timeout=httpx.Timeout(30.0, write=300.0, read=300.0))
-        if r.status_code == 460 and "chunk" in r.text and damaged < 3:  # damaged on the way
-            damaged += 1
-            continue
-        client.check(r)
-        progress(int(r.headers["upload-offset"]) - offset)
-        offset = int(r.headers["upload-offset"])
+    with ThreadPoolExecutor(1) as pool:
+        ahead = pool.submit(_chunk, f, offset)
+        while offset < size:
+            at, data, digest = ahead.result()
+            if at != offset:  # the server stands elsewhere than read ahead
+                at, data, digest = _chunk(f, offset)
+            if offset + len(data) < size:
+                ahead = pool.submit(_chunk, f, offset + len(data))
+            r = client.http.patch(location, content=data, headers={
+                **TUS, "Upload-Offset": str(offset), "Upload-Checksum": f"sha1 {digest}",
+                "Content-Type": "application/offset+octet-stream"},
+                timeout=httpx.Timeout(30.0, write=300.0, read=300.0))
+            if r.status_code == 460 and "chunk" in r.text and damaged < 3:  # damaged on the way
+                damaged += 1
+                ahead = pool.submit(_chunk, f, offset)
+                continue
+            client.check(r)
+            progress(int(r.headers["upload-offset"]) - offset)
+            offset = int(r.headers["upload-offset"])
     return offset
 
 

@@ -98,7 +98,11 @@ async def test_refused_at_creation_in_human_units(env: Env) -> None:
     assert r.status_code == 403
     r = await env.client.post("/api/v2/uploads", headers={
         **env.h("alice"), "Upload-Length": "10", "Upload-Metadata": _meta(path="datasets/x")})
-    assert r.status_code == 412
+    assert r.status_code == 400 and "tus-resumable" in r.text.lower()
+    r = await env.client.post("/api/v2/uploads", headers={
+        **env.h("alice"), "Tus-Resumable": "0.2.2", "Upload-Length": "10",
+        "Upload-Metadata": _meta(path="datasets/x")})
+    assert r.status_code == 412 and r.headers["tus-version"] == "1.0.0"
     (env.shared / "users/alice/datasets").mkdir(parents=True, exist_ok=True)
     (env.shared / "users/alice/datasets/link").symlink_to(env.shared / "users/bob")
     r = await env.client.post("/api/v2/uploads", headers={
