@@ -36,7 +36,7 @@ from argus.api.schemas import FileEntry, FileListing, FilesOverview
 from argus.api.streams import Download
 from argus.service import Principal
 
-__all__ = ["FilesController", "byte_range", "publish", "user_usage"]
+__all__ = ["FilesController", "byte_range", "check_dest", "dest_of", "publish", "user_usage"]
 
 OWN_AREAS = ("datasets", "models", "code")
 COMMON_AREAS = {"common/datasets": "datasets", "common/hf": "hf"}

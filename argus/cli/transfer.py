@@ -225,7 +225,7 @@ def download_file(client: Client, remote: str, target: Path, state: StateFile,
                 mode = "ab" if r.status_code == 206 else "wb"
                 progress(have if mode == "ab" else 0)
                 with open(part, mode) as f:
-                    for chunk in r.iter_bytes(1 << 20):
+                    for chunk in r.iter_raw():  # the server sends no content-encoding
                         f.write(chunk)
                         progress(len(chunk))
             break

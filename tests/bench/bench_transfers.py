@@ -45,6 +45,7 @@ SERVER = textwrap.dedent("""
     cfg = ArgusConfig(shared_root=root + "/shared")
     cfg.v2.sqlite.db_path = root + "/argus.sqlite3"
     cfg.v2.files.quota_bytes = 0
+    cfg.v2.api.max_upload_bytes = 1 << 40  # the single-PUT reference below
     app = create_app(cfg, admin_token=sys.argv[2])
     uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[3]), log_level="warning")
 """)
@@ -217,6 +218,16 @@ def run(work: Path, url: str, size: int, pid: int) -> None:
     print(f"   download {mb / down_s:.0f} MB/s ({down_s:.1f} s)")
     print(f"   cp {mb / cp_s:.0f} MB/s ({cp_s:.1f} s, with sync)")
     print(f"   upload / cp = {cp_s / up_s:.0%}, download / cp = {cp_s / down_s:.0%}")
+    copy.unlink()
+    if shutil.which("curl"):  # references: the same server without the CLI's client code
+        auth = ["-H", f"Authorization: Bearer {TOKEN}"]
+        out = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{speed_download}", *auth,
+                              f"{url}/api/v2/files/models/big.bin"], capture_output=True, text=True)
+        print(f"   curl download (to /dev/null): {float(out.stdout) / 1e6:.0f} MB/s")
+        out = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{speed_upload}", *auth,
+                              "-H", "Content-Type: application/octet-stream", "-T", str(src),
+                              f"{url}/api/v2/files/models/put.bin"], capture_output=True, text=True)
+        print(f"   curl single PUT (no checksums): {float(out.stdout) / 1e6:.0f} MB/s")
 
 
 if __name__ == "__main__":
