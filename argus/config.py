@@ -27,6 +27,7 @@ __all__ = [
     "RetentionConfig",
     "MIN_OUTPUT_BUDGET",
     "OutputConfig",
+    "FilesConfig",
     "SchedulerConfig",
     "SftpConfig",
     "ServiceConfig",
@@ -385,6 +386,23 @@ class SftpConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         "aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "aes128-ctr", "aes192-ctr", "aes256-ctr"])
 
 
+class FilesConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``v2.files``: per-user storage and resumable (tus) uploads (docs/api.md "Files")."""
+
+    # Bytes a user may hold in datasets/, models/ and code/ plus uploads in progress;
+    # 0: no limit. ``quotas`` overrides it per user id.
+    quota_bytes: int = 100 * 1024**3
+    quotas: dict[str, int] = msgspec.field(default_factory=dict)
+    # An unfinished upload is removed this long after its last chunk arrived.
+    upload_expiry_s: int = 24 * 3600
+    # How often expired uploads are swept; 0: never (tests sweep by hand).
+    sweep_interval_s: float = 600.0
+    # Uploads in progress at once per user (each reserves its declared length).
+    max_staged_uploads: int = 64
+    # One PATCH body at most (streamed to disk: bounds a retry, not memory).
+    max_chunk_bytes: int = 1024**3
+
+
 class ServiceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The ``v2:`` section: settings of the Argus service itself."""
 
@@ -399,6 +417,7 @@ class ServiceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     retention: RetentionConfig = msgspec.field(default_factory=RetentionConfig)
     output: OutputConfig = msgspec.field(default_factory=OutputConfig)
     sftp: SftpConfig = msgspec.field(default_factory=SftpConfig)
+    files: FilesConfig = msgspec.field(default_factory=FilesConfig)
 
 
 class ArgusConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

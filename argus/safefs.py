@@ -22,7 +22,7 @@ import stat
 from pathlib import Path
 from typing import Callable, NamedTuple, Sequence
 
-__all__ = ["AtomicWrite", "Label", "Refused", "Removal", "jobs_label", "open_dir", "read_bounded", "remove",
+__all__ = ["AtomicWrite", "Label", "Refused", "Removal", "entry", "jobs_label", "open_dir", "read_bounded", "remove",
            "remove_at", "remove_tree", "walk", "write_atomic"]
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -158,6 +158,9 @@ def _entry(dirfd: int, name: str, what: str) -> os.stat_result | None:
     return st
 
 
+entry = _entry  # public name: the stat of a name in a walked folder, a link refused
+
+
 class AtomicWrite:
     """A new file ``name`` in the folder ``dirfd`` (owned and closed here): written to a
     temp file made with ``O_CREAT|O_EXCL|O_NOFOLLOW`` beside it, renamed over ``name``
@@ -238,7 +241,8 @@ def remove(dirfd: int, name: str, what: str, recursive: bool) -> bool:
                 raise _failed(what, "delete", exc) from exc
             return False
         if not recursive:
-            raise Refused(400, f"{what} is a folder: add ?recursive=true")
+            raise Refused(400, f"{what} is a folder: delete it with `argus files rm -r` "
+                          "(API: ?recursive=true)")
         # With dir_fd (and on Linux, shutil.rmtree.avoids_symlink_attacks) it walks by fd,
         # unlinks links without following them and refuses a link swapped in for the folder.
         try:

@@ -23,7 +23,9 @@ from argus.api.auth import AuthController, SessionStore, principal
 from argus.api.damage import DamageBoard, damage_handlers
 from argus.api.cluster import cluster_view, drain_node, queue_view, goodput_view, shares_view, undrain_node
 from argus.api.events_sse import Broadcaster, events_stream
+from argus.api.fileops import FileOpsController
 from argus.api.files import FilesController
+from argus.api.tus import TusController, running as uploads_running
 from argus.api.headers import ERROR_HEADERS, security_headers
 from argus.api.metrics import ApiMetrics, healthz, metrics, readyz
 from argus.api.ratelimit import SubmitRateLimit
@@ -150,7 +152,8 @@ def create_app(
 
         tasks = [asyncio.get_running_loop().create_task(fn(state)) for fn in background]
         try:
-            yield
+            async with uploads_running(state):
+                yield
         finally:
             for t in tasks:
                 t.cancel()
@@ -165,6 +168,7 @@ def create_app(
     api = Router(
         path=API_PREFIX,
         route_handlers=[AuthController, TasksController, UsersController, FilesController, SshKeysController, sftp_door,
+                        FileOpsController, TusController,
                         events_stream, queue_view, cluster_view, drain_node, undrain_node, shares_view, goodput_view, vocabulary],
         dependencies={"who": Provide(principal)},
         guards=[strict_body],

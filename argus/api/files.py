@@ -31,15 +31,15 @@ from litestar.openapi.spec import OpenAPIFormat, OpenAPIMediaType, OpenAPIType, 
 from litestar.params import Parameter
 
 from argus import safefs
-from argus.api import jobfiles
+from argus.api import jobfiles, quota
 from argus.api.auth import request_id
 from argus.api.openapi import also_returns, errors
-from argus.api.schemas import FileEntry, FileListing
+from argus.api.schemas import FileEntry, FileListing, FilesOverview
 from argus.api.streams import Download
 from argus.service import Principal
 from argus.service import outputs
 
-__all__ = ["FilesController"]
+__all__ = ["FilesController", "byte_range", "check_dest", "dest_of", "publish", "user_usage"]
 
 OWN_AREAS = ("datasets", "models", "code")
 COMMON_AREAS = {"common/datasets": "datasets", "common/hf": "hf"}
@@ -135,9 +135,66 @@ def _disposition(name: str) -> str:
     return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
 
 
-async def _read(area: _Area, parts: list[str]) -> Any:
+def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """The one range of ``Range: bytes=a-b`` (or ``a-``, ``-n``) as (start, end exclusive);
+    None for no header or one this server ignores (several ranges, other units: the whole
+    file is sent, as RFC 9110 allows). A range past the end is a 416."""
+    if not header:
+        return None
+    unit, _, spec = header.strip().partition("=")
+    if unit.strip().lower() != "bytes" or "," in spec:
+        return None
+    first, dash, last = spec.strip().partition("-")
+    if not dash or not (first.isdigit() or last.isdigit()) or \
+            (first and not first.isdigit()) or (last and not last.isdigit()):
+        return None
+    if not first:  # the last n bytes
+        n = int(last)
+        if n == 0 or size == 0:
+            raise _unsatisfiable(size)
+        return max(0, size - n), size
+    start = int(first)
+    end = min(size, int(last) + 1) if last else size
+    if start >= size or end <= start:
+        raise _unsatisfiable(size)
+    return start, end
+
+
+def _unsatisfiable(size: int) -> HTTPException:
+    return HTTPException(status_code=416, detail=f"the range starts past the end: the file has "
+                         f"{size} bytes", headers={"Content-Range": f"bytes */{size}"})
+
+
+def _etag(st: os.stat_result) -> str:
+    return f'"{st.st_size:x}-{st.st_mtime_ns:x}"'
+
+
+def _download(fd: int, st: os.stat_result, name: str, headers: Any) -> Download:
+    """A file's bytes, or with ``Range`` the one range asked for (206; ``If-Range`` with
+    another validator than the file's ETag gets the whole file)."""
+    etag = _etag(st)
+    wanted = headers.get("range")
+    if_range = headers.get("if-range")
+    try:
+        span = byte_range(wanted, st.st_size) if not if_range or if_range == etag else None
+    except HTTPException:
+        os.close(fd)
+        raise
+    out = {"Content-Disposition": _disposition(name), "Accept-Ranges": "bytes", "ETag": etag}
+    if span is None:
+        return Download(jobfiles.read_chunks(fd, st.st_size),
+                        headers={**out, "Content-Length": str(st.st_size)})
+    start, end = span
+    os.lseek(fd, start, os.SEEK_SET)
+    return Download(jobfiles.read_chunks(fd, end - start), status_code=206, headers={
+        **out, "Content-Length": str(end - start),
+        "Content-Range": f"bytes {start}-{end - 1}/{st.st_size}"})
+
+
+async def _read(area: _Area, parts: list[str], headers: Any) -> Any:
     """A folder (listing, links shown as ``link``, never followed) or a regular file
-    (streamed, up to its size when opened), walked from the area's base."""
+    (streamed, up to its size when opened; one byte range when asked), walked from the
+    area's base."""
     names = area.names(parts)
     try:
         if area.writable and not parts:  # an own area is made on first look (mkdirat)
@@ -156,9 +213,7 @@ async def _read(area: _Area, parts: list[str]) -> Any:
             os.close(fd)
         return FileListing(area=area.name, path="/".join(parts), entries=entries,
                            truncated=truncated)
-    return Download(jobfiles.read_chunks(fd, st.st_size),
-                    headers={"Content-Disposition": _disposition(parts[-1]),
-                             "Content-Length": str(st.st_size)})
+    return _download(fd, st, parts[-1], headers)
 
 
 def _parent(area: _Area, parts: list[str], create: bool) -> int:
@@ -186,6 +241,82 @@ async def _remove_output(request: Request[Any, Any, Any], state: State, who: Pri
                      type="dir" if is_dir else "file")
 
 
+def _too_big(size: int, limit: int) -> HTTPException:
+    return HTTPException(status_code=413, detail=(
+        f"{quota.human(size)} is larger than the {quota.human(limit)} one PUT takes "
+        "(v2.api.max_upload_bytes); upload it resumably instead: `argus files put` or the tus "
+        "protocol at /api/v2/uploads (docs/api.md)"))
+
+
+def _summary(usage: quota.Usage) -> str:
+    used = quota.human(usage.used_bytes + usage.staged_bytes)
+    if not usage.limit_bytes:
+        return f"{used} used (no limit)"
+    return f"{used} of {quota.human(usage.limit_bytes)} used, {quota.human(usage.free or 0)} free"
+
+
+async def user_usage(state: State, user: str, fresh: bool = False) -> quota.Usage:
+    """The user's storage: own areas (cached walk) plus uploads in progress."""
+    used, exact = await asyncio.to_thread(state.usage.get, user, fresh)
+    staged = await asyncio.to_thread(state.staging.of_user, user)
+    return quota.Usage(used_bytes=used, staged_bytes=sum(i.length for i in staged),
+                       limit_bytes=quota.limit_for(state.config.v2.files, user), exact=exact)
+
+
+def dest_of(shared: Path, user: str, rest: str) -> tuple[_Area, list[str]]:
+    """A writable destination file ``rest`` (area/path): its area and parts, checked as an
+    upload's are (no disk access); 400/403/404 otherwise."""
+    area, sub = _split(shared, user, rest)
+    if not area.writable:
+        raise _read_only(area)
+    parts = _parts(sub)
+    if not parts:
+        raise HTTPException(status_code=400, detail="name a file inside the area, not a folder")
+    return area, parts
+
+
+def check_dest(area: _Area, parts: list[str]) -> None:
+    """Refuse (:class:`safefs.Refused`) a destination that cannot be written: a link or a
+    file on the way, or a folder where the file would go. Blocking; writes nothing."""
+    names = area.names(parts)
+    for depth in range(len(area.top), len(names) + 1):
+        try:
+            fd, st = safefs.walk(area.base, names[:depth], area.label)
+        except safefs.Refused as exc:
+            if exc.status == 404:
+                return  # made when the file is published
+            raise
+        os.close(fd)
+        if depth < len(names) and not stat.S_ISDIR(st.st_mode):
+            raise safefs.Refused(400, f"{area.label(names, depth - 1)} is a file, not a folder; "
+                                 "choose another path")
+        if depth == len(names) and stat.S_ISDIR(st.st_mode):
+            raise safefs.Refused(400, f"{area.label(names, depth - 1)} is a folder; name a file "
+                                 "inside it")
+
+
+def publish(area: _Area, parts: list[str], src_dir: Path, src_name: str) -> os.stat_result:
+    """Move the finished upload ``src_dir/src_name`` to its place (``renameat`` into the
+    walked parent, folders made; an existing file replaced, never a folder). Blocking."""
+    parent = _parent(area, parts, create=True)
+    what = area.label(area.names(parts), len(area.top) + len(parts) - 1)
+    try:
+        st = safefs.entry(parent, parts[-1], what)  # a link refused, never followed
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            raise safefs.Refused(409, f"{what} is a folder now; remove it, then send the "
+                                 "upload's last request again")
+        src = os.open(src_dir, safefs.DIR_FLAGS)
+        try:
+            os.rename(src_name, parts[-1], src_dir_fd=src, dst_dir_fd=parent)
+            return os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+        except OSError as exc:
+            raise safefs.Refused(409, f"cannot write {what}: {exc.strerror}") from exc
+        finally:
+            os.close(src)
+    finally:
+        os.close(parent)
+
+
 @dataclass
 class _UploadOperation(Operation):
     def __post_init__(self) -> None:
@@ -199,18 +330,24 @@ class FilesController(Controller):
     tags = ["files"]
 
     @get("/")
-    async def areas(self, who: Principal) -> list[str]:
-        """The areas: own (writable), jobs and common (read-only)."""
-        return [*OWN_AREAS, JOBS_AREA, *COMMON_AREAS]
+    async def areas(self, state: State, who: Principal) -> FilesOverview:
+        """The areas: own (writable), jobs and common (read-only); the caller's storage
+        against their limit."""
+        usage = await user_usage(state, who.user_id)
+        return FilesOverview(areas=[*OWN_AREAS, JOBS_AREA, *COMMON_AREAS],
+                             used_bytes=usage.used_bytes, staged_bytes=usage.staged_bytes,
+                             limit_bytes=usage.limit_bytes, exact=usage.exact,
+                             summary=_summary(usage))
 
-    @get("/{rest:path}", responses=errors(400, 403, 404, 409),
+    @get("/{rest:path}", responses=errors(400, 403, 404, 409, 416),
          opt=also_returns("application/octet-stream"))
     async def read(self, request: Request[Any, Any, Any], state: State, who: Principal,
                    rest: FilePath) -> Any:
-        """A directory: its listing (JSON, at most 1000 entries). A file: its bytes."""
+        """A directory: its listing (JSON, at most 1000 entries). A file: its bytes (one
+        ``Range`` honoured: 206, or 416 past the end)."""
         check_raw(request)
         area, sub = _split(Path(state.config.shared_root), who.user_id, rest)
-        return await _read(area, _parts(sub))
+        return await _read(area, _parts(sub), request.headers)
 
     @put("/{rest:path}", operation_class=_UploadOperation, status_code=201,
          request_max_body_size=None, responses=errors(403, 404, 409))
@@ -227,8 +364,15 @@ class FilesController(Controller):
             raise HTTPException(status_code=400, detail="name a file inside the area, not a folder")
         limit = state.config.v2.api.max_upload_bytes
         declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > limit:
-            raise HTTPException(status_code=413, detail=f"file larger than {limit} bytes")
+        # Refused before a byte of the body is read: a client that sent
+        # `Expect: 100-continue` never gets its 100 and sends nothing.
+        if declared and declared.isdigit():
+            if int(declared) > limit:
+                raise _too_big(int(declared), limit)
+            usage = await user_usage(state, who.user_id)
+            refusal = quota.no_room(rest, int(declared), usage)
+            if refusal:
+                raise HTTPException(status_code=413, detail=refusal)
         what = area.label(area.names(parts), len(area.top) + len(parts) - 1)
         try:
             out = await asyncio.to_thread(
@@ -240,9 +384,10 @@ class FilesController(Controller):
             async for chunk in request.stream():
                 size += len(chunk)
                 if size > limit:
-                    raise HTTPException(status_code=413, detail=f"file larger than {limit} bytes")
+                    raise _too_big(size, limit)
                 await asyncio.to_thread(out.write, chunk) if len(chunk) > 1 << 20 else out.write(chunk)
             st = await asyncio.to_thread(out.commit)
+            state.usage.forget(who.user_id)
         except BaseException as exc:
             out.abort()  # the temp file: nothing is left behind
             if isinstance(exc, safefs.Refused):
@@ -271,5 +416,6 @@ class FilesController(Controller):
                 lambda: safefs.remove(_parent(area, parts, create=False), parts[-1], what, recursive))
         except safefs.Refused as exc:
             raise _refused(exc) from exc
+        state.usage.forget(who.user_id)
         return FileEntry(name=parts[-1], is_dir=is_dir, size=0, modified=0.0,
                          type="dir" if is_dir else "file")

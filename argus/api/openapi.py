@@ -47,7 +47,10 @@ DESCRIPTIONS = {
     404: "Not found (or not yours)",
     409: "Conflicts with the current state (or changed meanwhile): try again or change it",
     413: "Body too large",
+    412: "Tus-Resumable missing or a version this server does not speak (it speaks 1.0.0)",
     415: "Content-Type not accepted: send one of the declared types",
+    416: "Range not satisfiable: it starts past the end (Content-Range gives the size)",
+    460: "Checksum mismatch (tus): the chunk or the file is not what the client declared; nothing kept",
     429: "Too many submissions, or too many open streams, by this user or token: try again after the "
          "Retry-After header's seconds",
     503: "Not ready",

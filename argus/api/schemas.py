@@ -7,7 +7,7 @@ re-exported here: one shape per concept, never retyped.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Literal, Annotated, Any
 
 import msgspec
 
@@ -21,7 +21,7 @@ from projections.users import TokenSummary, UserSummary
 
 __all__ = [
     "AddSshKeyIn", "SftpOut",
-    "ClusterOut", "CreateUserIn", "FileEntry", "FileListing", "IssueTokenIn", "LoginIn",
+    "ClusterOut", "CreateUserIn", "FileEntry", "FileListing", "FileOpIn", "FilesOverview", "IssueTokenIn", "LoginIn",
     "DrainIn", "MeOut", "NodeCapacity", "NodeHold", "ProgressOut", "ProgressPoint", "QueueEntry", "QueuePage", "SpecOut",
     "SubmitIn", "SubmitOut", "TaskDetail", "TaskList", "TaskStateOut", "TaskSummary",
     "TimelineEntry", "TokenOut", "TokenIssuedOut", "UserLimits", "UserOut", "ValidateError", "ValidateOut",
@@ -178,6 +178,25 @@ class FileEntry(msgspec.Struct, kw_only=True):
     size: int
     modified: float
     type: str = "file"  # file | dir | link | other (job folders: links are listed, not followed)
+
+
+class FilesOverview(msgspec.Struct, kw_only=True):
+    """``GET /files``: the areas, and the caller's storage against their limit."""
+
+    areas: list[str]
+    used_bytes: int  # in datasets/, models/, code/
+    staged_bytes: int  # reserved by uploads in progress (their declared lengths)
+    limit_bytes: int  # 0: no limit
+    exact: bool = True  # false: too many files to count; used_bytes is a lower bound
+    summary: str = ""  # e.g. "1.2 GiB of 100 GiB used, 98.8 GiB free"
+
+
+class FileOpIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``POST /files/{area}/{path}``: ``mkdir`` makes the folder (and those above it);
+    ``move`` renames or moves it to ``to`` (area/path, in the caller's own areas)."""
+
+    op: Literal["mkdir", "move"]
+    to: str = ""
 
 
 class FileListing(msgspec.Struct, kw_only=True):

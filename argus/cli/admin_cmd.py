@@ -9,8 +9,10 @@ from typing import Any, BinaryIO
 from urllib.parse import quote
 
 import click
+import httpx
 
-from argus.cli.client import EXIT_USAGE, Client, client_options, fmt_time, print_table
+from argus.cli import transfer
+from argus.cli.client import EXIT_CONNECT, EXIT_REFUSED, EXIT_USAGE, Client, client_options, fmt_time, print_table
 
 __all__ = ["files", "tokens", "users"]
 
@@ -160,10 +162,11 @@ def _remote(client: Client, path: str) -> str:
 @click.argument("path", default="")
 @client_options
 def files_ls(client: Client, path: str) -> None:
-    """List a folder (e.g. datasets, jobs, jobs/<submission id>, common/hf)."""
+    """List a folder (e.g. datasets, jobs, jobs/<submission id>, common/hf); without PATH,
+    the areas and your storage against your limit."""
     d = client.request("GET", _remote(client, path)).json()
-    if isinstance(d, list):
-        client.out(d, lambda d: click.echo("\n".join(d)))
+    if "areas" in d:
+        client.out(d, lambda d: click.echo("\n".join(d["areas"]) + f"\nstorage: {d['summary']}"))
         return
     if d.get("truncated") and not client.as_json:
         click.echo(f"(showing the first {len(d['entries'])} entries by name)", err=True)
@@ -174,27 +177,61 @@ def files_ls(client: Client, path: str) -> None:
         for e in d["entries"]]))
 
 
+def _bar(total: int, label: str) -> Any:
+    return click.progressbar(length=max(total, 1), label=label, file=sys.stderr,
+                             show_eta=True, show_percent=True, width=30)
+
+
 @files.command("put")
 @click.argument("dest")
-@click.argument("source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("source", type=click.Path(exists=True, path_type=Path))
+@click.option("-r", "--recursive", is_flag=True, help="SOURCE is a folder: send its tree into DEST.")
+@click.option("--retries", default=transfer.RETRIES, show_default=True,
+              help="Times a lost connection is retried before the command stops.")
 @client_options
-def files_put(client: Client, dest: str, source: Path) -> None:
-    """Upload SOURCE to DEST (e.g. datasets/toy/train.jsonl)."""
-    remote = _remote(client, dest)
-    with open(source, "rb") as f:
-        d = client.request("PUT", remote, content=f,
-                           headers={"Content-Type": "application/octet-stream"}).json()
-    client.out(d, lambda d: click.echo(f"{dest}: {d['size']} bytes"))
+def files_put(client: Client, dest: str, source: Path, recursive: bool, retries: int) -> None:
+    """Upload SOURCE to DEST (e.g. datasets/toy/train.jsonl), resumably: run the same
+    command again after an interruption and it goes on where it stopped. With -r, the
+    files under the folder SOURCE go under the folder DEST (datasets/gsm8k)."""
+    _remote(client, dest)
+    state = transfer.StateFile()
+    if source.is_dir() and not recursive:
+        client.fail(f"{source} is a folder: add -r to send its tree", EXIT_USAGE)
+    if not recursive:
+        with _bar(source.stat().st_size, PurePosixPath(dest).name) as bar:
+            size = transfer.upload_file(client, source, dest.lstrip("/"), state,
+                                        transfer.Progress(bar), retries)
+        client.out({"path": dest, "size": size}, lambda d: click.echo(f"{dest}: {size} bytes"))
+        return
+    tree = list(transfer.local_tree(source))
+    total = sum(size for _, _, size in tree)
+    done = 0
+    with _bar(total, f"{len(tree)} files") as bar:
+        for rel, path, _ in tree:
+            target = f"{dest.strip('/')}/{rel}"
+            _remote(client, target)
+            transfer.upload_file(client, path, target, state, transfer.Progress(bar), retries)
+            done += 1
+    client.out({"path": dest, "files": done, "bytes": total},
+               lambda d: click.echo(f"{dest}: {done} files, {total} bytes"))
 
 
 @files.command("get")
 @click.argument("path")
 @click.argument("dest", required=False)
+@click.option("-r", "--recursive", is_flag=True, help="PATH is a folder: fetch its tree into DEST.")
+@click.option("--retries", default=transfer.RETRIES, show_default=True,
+              help="Times a lost connection is retried before the command stops.")
 @client_options
-def files_get(client: Client, path: str, dest: str | None) -> None:
+def files_get(client: Client, path: str, dest: str | None, recursive: bool, retries: int) -> None:
     """Download PATH to DEST (a file, or a folder to put it in); to stdout without DEST
-    or with '-' (e.g. argus files get jobs/<submission id>/driver.log -)."""
+    or with '-' (e.g. argus files get jobs/<submission id>/driver.log -). With -r, the
+    tree under the folder PATH goes into the folder DEST (made if need be). An interrupted
+    download goes on where it stopped when the same command runs again."""
     remote = _remote(client, path)
+    if recursive:
+        _get_tree(client, path, Path(dest or PurePosixPath(path).name), retries)
+        return
     target: Path | None = None
     if dest is not None and dest != "-":
         target = Path(dest)
@@ -202,26 +239,76 @@ def files_get(client: Client, path: str, dest: str | None) -> None:
             if not target.is_dir():
                 client.fail(f"{dest}: no such folder", EXIT_USAGE)
             target = target / PurePosixPath(path).name
-    with client.download(remote) as r:
-        if r.headers.get("content-type", "").startswith("application/json"):
-            client.fail(f"{path} is a folder: list it with `argus files ls {path}`", EXIT_USAGE)
-        if target is None:
+    if target is None:
+        with client.download(remote) as r:
+            if r.headers.get("content-type", "").startswith("application/json"):
+                client.fail(f"{path} is a folder: list it with `argus files ls {path}`, or "
+                            f"fetch it with `argus files get -r {path}`", EXIT_USAGE)
             out: BinaryIO = sys.stdout.buffer  # click.get_binary_stream is deprecated
             for chunk in r.iter_bytes():
                 out.write(chunk)
             out.flush()
-            return
-        # Written beside the target and renamed when complete: an interrupted download
-        # leaves no half file under the real name.
-        part = target.with_name(f".{target.name}.part")
-        try:
-            with open(part, "wb") as f:
-                for chunk in r.iter_bytes():
-                    f.write(chunk)
-            os.replace(part, target)
-        finally:
-            part.unlink(missing_ok=True)
+        return
+    total = _remote_size(client, path, remote)
+    # Written beside the target and renamed when complete: an interrupted download
+    # leaves no half file under the real name, and the next run goes on from it.
+    with _bar(total, PurePosixPath(path).name) as bar:
+        transfer.download_file(client, path.lstrip("/"), target, transfer.StateFile(),
+                               transfer.Progress(bar), retries)
     click.echo(f"{path} -> {target}", err=True)
+
+
+def _remote_size(client: Client, path: str, remote: str) -> int:
+    """The size of the remote file (one byte asked for); exits for a folder."""
+    try:
+        r = client.http.get("/api/v2" + remote, headers={"Range": "bytes=0-0"})
+    except httpx.HTTPError as exc:
+        client.fail(f"cannot reach the Argus server at {client.url}: {exc}", EXIT_CONNECT)
+    if r.status_code != 416:
+        client.check(r)
+    if r.headers.get("content-type", "").startswith("application/json"):
+        client.fail(f"{path} is a folder: list it with `argus files ls {path}`, or fetch it "
+                    f"with `argus files get -r {path}`", EXIT_USAGE)
+    return int(r.headers.get("content-range", "/0").rsplit("/", 1)[-1] or 0)
+
+
+def _get_tree(client: Client, path: str, dest: Path, retries: int) -> None:
+    tree = list(transfer.remote_tree(client, path.strip("/")))
+    total = sum(size for _, size in tree)
+    state = transfer.StateFile()
+    with _bar(total, f"{len(tree)} files") as bar:
+        for rel, size in tree:
+            target = dest / rel
+            if not target.resolve().is_relative_to(dest.resolve()):
+                client.fail(f"{rel}: a name that leaves {dest}; refused", EXIT_REFUSED)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.is_file() and target.stat().st_size == size:
+                bar.update(size)  # fetched by an earlier run
+                continue
+            transfer.download_file(client, f"{path.strip('/')}/{rel}", target, state,
+                                   transfer.Progress(bar), retries)
+    click.echo(f"{path} -> {dest}: {len(tree)} files, {total} bytes", err=True)
+
+
+@files.command("mkdir")
+@click.argument("path")
+@client_options
+def files_mkdir(client: Client, path: str) -> None:
+    """Make the folder PATH (and those above it) in datasets/, models/ or code/."""
+    client.request("POST", _remote(client, path), json={"op": "mkdir"})
+    client.out({"path": path}, lambda d: click.echo(f"{path}/"))
+
+
+@files.command("mv")
+@click.argument("source")
+@click.argument("dest")
+@client_options
+def files_mv(client: Client, source: str, dest: str) -> None:
+    """Rename or move the file or folder SOURCE to DEST (within datasets/, models/,
+    code/; DEST must not exist)."""
+    _remote(client, dest)
+    client.request("POST", _remote(client, source), json={"op": "move", "to": dest.lstrip("/")})
+    client.out({"from": source, "to": dest}, lambda d: click.echo(f"{source} -> {dest}"))
 
 
 @files.command("rm")
@@ -229,6 +316,6 @@ def files_get(client: Client, path: str, dest: str | None) -> None:
 @click.option("-r", "--recursive", is_flag=True)
 @client_options
 def files_rm(client: Client, path: str, recursive: bool) -> None:
-    """Delete a file (or folder with -r)."""
+    """Delete a file, or with -r a folder and everything in it."""
     params: dict[str, Any] = {"recursive": "true"} if recursive else {}
     client.request("DELETE", _remote(client, path), params=params)

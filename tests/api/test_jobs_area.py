@@ -45,7 +45,7 @@ def snapshot(root: Path) -> dict[str, tuple[bool, int]]:
 
 async def test_areas_list_jobs(env: Env) -> None:
     r = await env.client.get("/api/v2/files", headers=env.h("alice"))
-    assert "jobs" in r.json()
+    assert "jobs" in r.json()["areas"]
 
 
 async def test_jobs_root_before_any_task_is_empty(env: Env) -> None:

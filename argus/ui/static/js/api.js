@@ -134,3 +134,65 @@ export function upload(path, file, onProgress) {
     xhr.send(file);
   });
 }
+
+const TUS_CHUNK = 16 * 1024 * 1024;
+const b64 = (text) => btoa(String.fromCharCode(...new TextEncoder().encode(text)));
+
+function tusRequest(method, url, headers, body, onProgress) {
+  return new Promise((resolve, reject) => {
+    const xhr = new XMLHttpRequest();
+    xhr.open(method, url);
+    xhr.withCredentials = true;
+    xhr.setRequestHeader("Tus-Resumable", "1.0.0");
+    xhr.setRequestHeader("X-Requested-With", "argus-webui");
+    for (const [k, v] of Object.entries(headers)) xhr.setRequestHeader(k, v);
+    if (onProgress) xhr.upload.addEventListener("progress", (e) => onProgress(e.loaded));
+    xhr.addEventListener("load", () => {
+      if (xhr.status < 400) { resolve(xhr); return; }
+      let obj = null;
+      try { obj = JSON.parse(xhr.responseText); } catch { obj = null; }
+      if (xhr.status === 401) unauthorizedHandlers.forEach((fn) => fn());
+      reject(new ApiError(xhr.status, (obj && obj.detail) || xhr.statusText || `HTTP ${xhr.status}`, obj && obj.extra, obj));
+    });
+    xhr.addEventListener("error", () => reject(new ApiError(0, "network error")));
+    xhr.addEventListener("abort", () => reject(new ApiError(0, "upload canceled")));
+    xhr.send(body);
+  });
+}
+
+/**
+ * Upload a File resumably (tus 1.0.0, docs/api.md): created first (a file that cannot fit
+ * is refused before a byte is sent), then sent in 16 MiB chunks, each with its SHA-256
+ * when the page may hash (a secure context). A lost connection is retried from the offset
+ * the server reports. `dest` is area/path. onProgress(loaded, total).
+ */
+export async function tusUpload(dest, file, onProgress) {
+  const created = await tusRequest("POST", `${API}/uploads`, {
+    "Upload-Length": String(file.size), "Upload-Metadata": `path ${b64(dest)}`,
+  }, null);
+  const url = created.getResponseHeader("Location");
+  let offset = 0;
+  let failures = 0;
+  while (offset < file.size || file.size === 0) {
+    if (file.size === 0) break;
+    const chunk = file.slice(offset, offset + TUS_CHUNK);
+    const headers = { "Upload-Offset": String(offset), "Content-Type": "application/offset+octet-stream" };
+    if (globalThis.crypto && crypto.subtle) {
+      const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", await chunk.arrayBuffer()));
+      headers["Upload-Checksum"] = `sha256 ${btoa(String.fromCharCode(...digest))}`;
+    }
+    try {
+      const xhr = await tusRequest("PATCH", url, headers, chunk, (n) => onProgress(offset + n, file.size));
+      offset = Number(xhr.getResponseHeader("Upload-Offset"));
+      failures = 0;
+    } catch (err) {
+      if (err.status && err.status !== 409 && err.status !== 460) throw err;
+      if (++failures > 5) throw err;
+      await new Promise((r) => setTimeout(r, 500 * 2 ** failures));
+      const head = await tusRequest("HEAD", url, {}, null);
+      offset = Number(head.getResponseHeader("Upload-Offset"));
+    }
+    onProgress(offset, file.size);
+  }
+  onProgress(file.size, file.size);
+}

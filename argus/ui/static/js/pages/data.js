@@ -1,8 +1,9 @@
 // Data: browse your datasets/ models/ code/, your tasks' outputs (jobs/) and the shared
-// read-only common/ folders; upload (with progress), download, delete. Paths are shown as
+// read-only common/ folders; upload files and folders (resumable, with progress), make
+// folders, download, delete files and folders. Paths are shown as
 // tasks write them ($HOME/...) and as they are on this deployment's disk (from /me).
 
-import { get, del, upload, encodePath, errorText, API } from "../api.js";
+import { get, del, post, tusUpload, encodePath, errorText, API } from "../api.js";
 import { h, replace, timeEl, fmtBytes, notice } from "../dom.js";
 
 const AREAS = [
@@ -57,6 +58,8 @@ export async function render(main, params, ctx) {
   }
 
   const uploadForm = area.writable ? uploadPanel(area, dir, flash, () => load()) : null;
+  const usage = h("p", { class: "help", id: "storage-usage" });
+  get("/files").then((d) => { usage.textContent = `Your storage: ${d.summary}.`; }).catch(() => {});
 
   replace(main,
     h("div", { class: "page-head" }, h("h1", {}, "Data")),
@@ -74,7 +77,7 @@ export async function render(main, params, ctx) {
     h("p", { class: "help" }, area.help(p)),
     h("nav", { class: "crumbs", "aria-label": "Current folder" }, crumbs),
     h("p", { class: "help" }, "On disk: ", h("code", { id: "disk-path" }, onDisk(area, dir, p))),
-    flash, uploadForm, listing);
+    usage, flash, uploadForm, listing);
 
   async function load() {
     const path = `/files/${encodePath(area.id)}${dir ? `/${encodePath(dir)}` : ""}`;
@@ -103,9 +106,10 @@ export async function render(main, params, ctx) {
         h("td", {}, timeEl(e.modified)),
         h("td", { class: "row-actions" },
           kind === "file" ? h("a", { href: fileUrl, download: e.name, class: "btn btn-small", "aria-label": `Download ${e.name}` }, "Download") : null,
-          (area.writable && !e.is_dir) || (area.deletable && (kind === "dir" || kind === "file")) ? h("button", {
+          (area.writable && (kind === "file" || kind === "dir" || kind === "link")) ||
+          (area.deletable && (kind === "dir" || kind === "file")) ? h("button", {
             type: "button", class: "btn btn-small btn-danger", "aria-label": `Delete ${e.name}`,
-            onclick: () => remove(child, e.name, e.is_dir),
+            onclick: () => remove(child, e.name, kind === "dir"),
           }, "Delete") : null));
     });
     replace(listing, answer && answer.truncated
@@ -117,8 +121,8 @@ export async function render(main, params, ctx) {
   }
 
   async function remove(child, name, isDir) {
-    const what = isDir ? "the folder and everything in it" : "it";
-    if (!window.confirm(`Delete ${area.path}/${child}${isDir ? "/" : ""}, ${what}? This cannot be undone.`)) return;
+    const what = isDir ? `the folder ${area.path}/${child} and everything in it` : `${area.path}/${child}`;
+    if (!window.confirm(`Delete ${what}? This cannot be undone.`)) return;
     try {
       await del(`/files/${encodePath(area.id)}/${encodePath(child)}${isDir ? "?recursive=true" : ""}`);
       replace(flash, notice("ok", `Deleted ${name}.`));
@@ -133,36 +137,58 @@ export async function render(main, params, ctx) {
 }
 
 function uploadPanel(area, dir, flash, reload) {
-  const input = h("input", { type: "file", id: "upload-file", multiple: true, required: true });
+  const here = (rel) => [area.id, dir, rel].filter(Boolean).join("/");
+  const input = h("input", { type: "file", id: "upload-file", multiple: true });
+  const folder = h("input", { type: "file", id: "upload-folder", webkitdirectory: true, multiple: true });
   const bar = h("progress", { id: "upload-progress", max: 100, value: 0, hidden: true, "aria-label": "Upload progress" });
   const pct = h("span", { class: "muted", "aria-live": "polite" });
   const button = h("button", { type: "submit", class: "btn btn-primary" }, "Upload");
+  const mkdir = h("button", { type: "button", class: "btn", id: "new-folder" }, "New folder");
   const form = h("form", { class: "card upload", id: "upload-form" },
-    h("label", { for: "upload-file" }, `Upload to ${area.path}${dir ? `/${dir}` : ""}/`),
-    h("div", { class: "upload-row" }, input, button, bar, pct));
+    h("label", { for: "upload-file" }, `Upload files to ${area.path}${dir ? `/${dir}` : ""}/`),
+    h("div", { class: "upload-row" }, input),
+    h("label", { for: "upload-folder" }, "or a folder (its tree is kept)"),
+    h("div", { class: "upload-row" }, folder, button, mkdir, bar, pct),
+    h("p", { class: "help" }, "Large files go in resumable 16 MiB chunks, each checked by the server; a file appears under its name only once complete."));
+  mkdir.addEventListener("click", async () => {
+    const name = (window.prompt("Name of the new folder") || "").trim();
+    if (!name) return;
+    try {
+      await post(`/files/${encodePath(here(name))}`, { op: "mkdir" });
+      replace(flash, notice("ok", `Made ${name}/.`));
+    } catch (err) {
+      replace(flash, notice("error", errorText(err)));
+    }
+    reload();
+  });
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
-    const files = [...input.files];
-    if (!files.length) return;
+    // A folder's files carry their path inside it (webkitRelativePath): the tree is kept.
+    const files = [...input.files, ...folder.files].map((f) => ({ file: f, rel: f.webkitRelativePath || f.name }));
+    if (!files.length) {
+      replace(flash, notice("error", "Choose files or a folder first."));
+      return;
+    }
     button.disabled = true;
     bar.hidden = false;
     bar.value = 0;
-    const total = files.reduce((s, f) => s + f.size, 0) || 1;
+    const total = files.reduce((s, f) => s + f.file.size, 0) || 1;
     let before = 0;
     try {
-      for (const file of files) {
-        const target = `/files/${encodePath(area.id)}/${encodePath(dir ? `${dir}/${file.name}` : file.name)}`;
-        await upload(target, file, (loaded) => {
+      for (const { file, rel } of files) {
+        await tusUpload(here(rel), file, (loaded) => {
           const p = Math.round(((before + loaded) / total) * 100);
           bar.value = p;
-          pct.textContent = `${p}% — ${file.name}`;
+          pct.textContent = `${p}% — ${rel}`;
         });
         before += file.size;
       }
       bar.value = 100;
       pct.textContent = "100% — done";
-      replace(flash, notice("ok", `Uploaded ${files.map((f) => f.name).join(", ")}.`));
+      replace(flash, notice("ok", files.length > 3 ? `Uploaded ${files.length} files.`
+        : `Uploaded ${files.map((f) => f.rel).join(", ")}.`));
       input.value = "";
+      folder.value = "";
     } catch (err) {
       bar.hidden = true;
       pct.textContent = "";
