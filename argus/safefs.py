@@ -17,7 +17,6 @@ import errno
 import itertools
 import os
 import secrets
-import shutil
 import stat
 from pathlib import Path
 from typing import Callable, NamedTuple, Sequence
@@ -227,31 +226,23 @@ class AtomicWrite:
 
 
 def remove(dirfd: int, name: str, what: str, recursive: bool) -> bool:
-    """Delete ``name`` in the folder ``dirfd`` (closed here) without following links:
-    ``unlinkat`` for a file, a fd-relative ``rmtree`` for a folder (``recursive``; links
-    inside are removed, never followed). Returns whether it was a folder."""
+    """Delete ``name`` in the folder ``dirfd`` (closed here) without following links, a
+    file, or a folder with all it holds (``recursive``): :func:`remove_tree`, whole.
+    Returns whether it was a folder."""
     try:
         st = _entry(dirfd, name, what)
-        if st is None:
-            raise Refused(404, f"{what} not found")
-        if not stat.S_ISDIR(st.st_mode):
-            try:
-                os.unlink(name, dir_fd=dirfd)
-            except OSError as exc:  # e.g. made a folder meanwhile
-                raise _failed(what, "delete", exc) from exc
-            return False
-        if not recursive:
-            raise Refused(400, f"{what} is a folder: delete it with `argus files rm -r` "
-                          "(API: ?recursive=true)")
-        # With dir_fd (and on Linux, shutil.rmtree.avoids_symlink_attacks) it walks by fd,
-        # unlinks links without following them and refuses a link swapped in for the folder.
-        try:
-            shutil.rmtree(name, dir_fd=dirfd)
-        except OSError as exc:
-            raise _failed(what, "delete", exc) from exc
-        return True
-    finally:
+    except BaseException:
         os.close(dirfd)
+        raise
+    if st is None or (stat.S_ISDIR(st.st_mode) and not recursive):
+        os.close(dirfd)
+        raise Refused(404, f"{what} not found") if st is None else Refused(
+            400, f"{what} is a folder: delete it with `argus files rm -r` (API: ?recursive=true)")
+    removal = remove_tree(dirfd, name, what)
+    if not removal.complete:
+        raise Refused(409, f"{what}: {removal.entries} entries deleted, more remain (a tree too large for "
+                      "one request): delete it again to go on")
+    return stat.S_ISDIR(st.st_mode)
 
 
 class Removal(NamedTuple):
