@@ -155,12 +155,7 @@ def upload_file(client: Client, source: Path, dest: str, state: StateFile,
                 state.set(key, None)
                 return st.st_size
             except httpx.TransportError as exc:
-                tries += 1
-                if tries > retries:
-                    client.fail(f"lost the connection to {client.url} ({exc}); run the same "
-                                "command again to go on where it stopped", EXIT_CONNECT)
-                time.sleep(min(10.0, 0.5 * 2 ** tries))
-                progress.reset()  # shown again from what the server reports
+                tries = _dropped(client, exc, tries, retries, progress)
 
 
 class Progress:
@@ -230,12 +225,7 @@ def download_file(client: Client, remote: str, target: Path, state: StateFile,
                         progress(len(chunk))
             break
         except httpx.TransportError as exc:
-            tries += 1
-            if tries > retries:
-                client.fail(f"lost the connection to {client.url} ({exc}); run the same "
-                            "command again to go on where it stopped", EXIT_CONNECT)
-            time.sleep(min(10.0, 0.5 * 2 ** tries))
-            progress.reset()
+            tries = _dropped(client, exc, tries, retries, progress)
     os.replace(part, target)
     state.set(key, None)
 
@@ -252,3 +242,15 @@ def local_tree(source: Path) -> Iterator[tuple[PurePosixPath, Path, int]]:
                 click.echo(f"note: {p} is not a regular file; skipped", err=True)
                 continue
             yield PurePosixPath(p.relative_to(source).as_posix()), p, st.st_size
+
+
+def _dropped(client: Any, exc: Exception, tries: int, retries: int, progress: Any) -> int:
+    """A lost connection: give up past ``retries`` (saying how to go on), else wait a
+    growing while; the progress is shown again from what the server reports."""
+    tries += 1
+    if tries > retries:
+        client.fail(f"lost the connection to {client.url} ({exc}); run the same "
+                    "command again to go on where it stopped", EXIT_CONNECT)
+    time.sleep(min(10.0, 0.5 * 2 ** tries))
+    progress.reset()
+    return tries
