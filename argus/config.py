@@ -72,7 +72,7 @@ class AuthConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class SqliteConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    # Local disk only: WAL does not work on network filesystems (DESIGN.md §3).
+    # Local disk only: WAL does not work on network filesystems (docs/design.md §3).
     db_path: str = "argus.sqlite3"
     # FULL: a committed append survives power loss. NORMAL: survives a process crash only.
     synchronous: str = "FULL"

@@ -1,4 +1,4 @@
-"""Task states and the one table of legal transitions (DESIGN.md §4); an attempt's statuses.
+"""Task states and the one table of legal transitions (docs/design.md §4); an attempt's statuses.
 
 The projection folds events through ``next_state``; command handlers (API cancel, the
 reactor's decisions) call ``check_transition`` before appending, so an illegal event is

@@ -6,7 +6,7 @@ events → store → projections → scheduler → reactor/service → api/cli.
 Modules outside the line sit where their imports put them (``LAYERS`` below); a new
 top-level module must be placed here, or the test says so.
 
-``argus.scheduler`` is also pure (DESIGN.md §5): no module of it imports ``sqlite3``,
+``argus.scheduler`` is also pure (docs/design.md §5): no module of it imports ``sqlite3``,
 reads a clock or imports a projection's reader; ``test_the_scheduler_is_pure`` reads its
 source for that, since the import graph cannot see a call of ``time.time()``.
 """

@@ -1,6 +1,6 @@
 """The event catalog: every fact Argus records, as msgspec Structs in one tagged union.
 
-Rules (DESIGN.md §3):
+Rules (docs/design.md §3):
 - Payloads hold facts, not derived state: what was asked, decided or observed, and why.
 - Each type has a ``SCHEMA`` version. A change that old readers cannot ignore bumps it and
   registers an upcaster in ``argus.events.codec``; stored events are never rewritten.

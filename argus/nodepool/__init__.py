@@ -1,4 +1,4 @@
-"""The stateless Ray node pool (DESIGN.md §8, seeds 001 §4–§5 and 003).
+"""The stateless Ray node pool (docs/design.md §8, seeds 001 §4–§5 and 003).
 
 The head runs ``ray start --head --block`` under :class:`HeadWatchdog`, which publishes the
 discovery record; workers run :class:`WorkerWatchdog`, which joins whatever head the

@@ -1,4 +1,4 @@
-"""The Ray gateway: submit/follow/stop Ray jobs and read cluster capacity (DESIGN.md §1).
+"""The Ray gateway: submit/follow/stop Ray jobs and read cluster capacity (docs/design.md §1).
 
 ``RayPort`` is what the reactor needs; ``AsyncRayGateway`` is the real Ray behind it and
 ``argus.rayjobs.fake.FakeRay`` an in-memory one for tests and simulation.

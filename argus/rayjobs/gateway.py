@@ -1,4 +1,4 @@
-"""The one place where Argus talks to Ray (DESIGN.md §1: "where Ray is touched").
+"""The one place where Argus talks to Ray (docs/design.md §1: "where Ray is touched").
 
 ``RayGateway`` is synchronous: jobs go through Ray's Jobs SDK (``JobSubmissionClient`` on
 the job server URL, seed 002 §2.1: plain HTTP), capacity is read from the GCS with the
@@ -180,7 +180,7 @@ class RayGateway:
     # -- jobs --------------------------------------------------------------------------
     def submit(self, payload: SubmissionPayload) -> None:
         """Submit exactly this payload. Raises DuplicateSubmission when Ray already has the
-        submission id (the caller records it as submitted, DESIGN.md §4)."""
+        submission id (the caller records it as submitted, docs/design.md §4)."""
         def go(client: Any) -> None:
             try:
                 client.submit_job(

@@ -24,7 +24,7 @@ __all__ = ["RayPort"]
 
 @runtime_checkable
 class RayPort(Protocol):
-    """What the reactor needs from Ray (DESIGN.md §1: submit / status / stop / logs)."""
+    """What the reactor needs from Ray (docs/design.md §1: submit / status / stop / logs)."""
 
     async def submit(self, payload: SubmissionPayload) -> None:
         """Submit exactly this payload (DuplicateSubmission: the id is taken)."""

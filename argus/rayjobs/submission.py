@@ -69,7 +69,7 @@ class DriverContext(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def submission_id_for(task_id: str, attempt_no: int) -> str:
-    """Deterministic Ray submission id of an attempt (DESIGN.md §4)."""
+    """Deterministic Ray submission id of an attempt (docs/design.md §4)."""
     return f"{task_id}--a{attempt_no:02d}"
 
 
@@ -104,7 +104,7 @@ def hub_env(config: ArgusConfig, user: str, command: str) -> dict[str, str]:
 
 
 def job_dir(shared_root: str, user: str, submission_id: str) -> PurePosixPath:
-    """Where an attempt's outputs go (DESIGN.md §7)."""
+    """Where an attempt's outputs go (docs/design.md §7)."""
     return PurePosixPath(shared_root) / "users" / user / "jobs" / submission_id
 
 

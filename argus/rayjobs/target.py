@@ -1,4 +1,4 @@
-"""Where Ray is: from the config, or from the head's discovery file (DESIGN.md §8)."""
+"""Where Ray is: from the config, or from the head's discovery file (docs/design.md §8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The reactor: consumes the log, decides admissions, and talks to Ray (DESIGN.md §1, §4, §5)."""
+"""The reactor: consumes the log, decides admissions, and talks to Ray (docs/design.md §1, §4, §5)."""
 
 from argus.reactor.classify import classify_failure, is_duplicate_submission
 from argus.reactor.reactor import CRASH_POINTS, Reactor

@@ -6,7 +6,7 @@ followed attempts, their placement groups and checkpoints), then carry out what
 once, for this reactor and for ``argus sim``. It wakes at once on an append in this
 process, else every ``poll_interval_s``.
 
-Exactly-once submission (DESIGN.md §4): ``AttemptStarting`` (the intent, with the full
+Exactly-once submission (docs/design.md §4): ``AttemptStarting`` (the intent, with the full
 payload) is appended before Ray is called, the outcome after. An intent without an outcome
 — the reactor died in between, or Ray was down — is resolved by asking Ray about that
 submission id: known → record it as submitted; unknown → submit that same payload.

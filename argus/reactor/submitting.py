@@ -1,4 +1,4 @@
-"""Handing admitted tasks to Ray, exactly once (DESIGN.md §4): the intent is recorded
+"""Handing admitted tasks to Ray, exactly once (docs/design.md §4): the intent is recorded
 before Ray is called, so a leader that dies between the two leaves an intent the next
 one settles by asking Ray (``_resolve_intents``).
 

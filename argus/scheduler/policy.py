@@ -3,7 +3,7 @@
 ``decide(queue, running, capacity, now, config)`` is pure and deterministic: the same
 inputs give the same decisions, so a replay of the log reproduces every admission.
 
-Rules (DESIGN.md §5):
+Rules (docs/design.md §5):
 - A task is admitted only when its whole gang fits *per node*: ``nnodes`` distinct alive
   worker nodes, each with ≥ ``n_gpus_per_node`` free GPUs and ≥ ``cpus_per_node`` free
   CPUs, after subtracting what earlier admissions of the same pass took (verl itself

@@ -1,4 +1,4 @@
-"""Command handlers: turn validated requests into events (DESIGN.md §1).
+"""Command handlers: turn validated requests into events (docs/design.md §1).
 
 The API calls these; nothing here speaks HTTP. Every command appends events and returns
 what the caller needs to answer; nothing changes state except through the log.

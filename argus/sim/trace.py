@@ -1,4 +1,5 @@
-"""Reading a cluster trace as gang demand (openb: ``../shared/traces/openb/README.md``).
+"""Reading a cluster trace as gang demand (openb: Alibaba's GPU cluster trace of 2023,
+``openb_pod_list_*.csv`` and ``openb_node_list_gpu_node.csv``).
 
 A pod becomes a task: arrival = ``creation_time``; run time = ``deletion_time -
 scheduled_time``; ``num_gpu`` whole GPUs (a shared GPU, ``gpu_milli`` < 1000, counts as

@@ -39,7 +39,7 @@ JOB_DIR = "${ARGUS_JOB_DIR}"
 # (verl/utils/tracking.py, FileLogger); Argus reads progress from it.
 PROGRESS_FILE = "metrics.jsonl"
 CHECKPOINT_SUBDIR = "checkpoints"
-WORKER_RESOURCE = "worker_node"  # the custom resource only worker nodes have (DESIGN.md)
+WORKER_RESOURCE = "worker_node"  # the custom resource only worker nodes have (docs/design.md)
 # Where verl >= 0.9's TransferQueue may put its storage actors (see build_overrides).
 TRANSFER_QUEUE_NODES = "transfer_queue.backend.SimpleStorage.required_node_resource"
 # CPUs verl puts in each GPU bundle (verl 0.9: ResourcePoolManager.max_colocate_count = 3

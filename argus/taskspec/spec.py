@@ -1,4 +1,4 @@
-"""TaskSpec parsing and checking: one ``parse_taskspec`` for both kinds (DESIGN.md §6); the
+"""TaskSpec parsing and checking: one ``parse_taskspec`` for both kinds (docs/design.md §6); the
 models themselves are in :mod:`argus.taskspec.models` (re-exported here).
 
 A document without ``kind`` is a basic spec (the seeds' v2.0/v3.0 YAML, Argus builds the

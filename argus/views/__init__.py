@@ -3,7 +3,7 @@
 both are computed from (``fair_inputs``).
 
 They read the projections and the clock, so they cannot live in ``argus.scheduler``
-(which reads neither: DESIGN.md §5); they call ``fair_order`` and ``fair_shares``, so
+(which reads neither: docs/design.md §5); they call ``fair_order`` and ``fair_shares``, so
 they cannot live in ``projections`` (a layer below the scheduler). Hence a layer of their
 own, above the scheduler and below the API, the reactor and replay.
 """

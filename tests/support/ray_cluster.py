@@ -1,5 +1,5 @@
 """A real, private Ray cluster for the test session: one head (no CPUs, no GPUs) and two
-worker nodes with logical GPUs, shaped like production (DESIGN.md §8).
+worker nodes with logical GPUs, shaped like production (docs/design.md §8).
 
 Other engineers run their own Ray clusters on the same machine at the same time, so:
 every port is picked free at runtime, the temp dir is private (and short: unix socket paths
