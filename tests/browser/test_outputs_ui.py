@@ -124,9 +124,11 @@ def test_data_page_lists_and_downloads_a_job_folder(open_page: Any, outputs: Out
     assert names == [["checkpoints", "dir"], ["driver.log", "file"], ["metrics.jsonl", "file"],
                      ["planted", "link"], ["result.json", "file"]]
     assert page.inner_text("#disk-path") == f"{shared}/users/alice/jobs/{sid}"
-    # The planted link is listed, not offered for download; nothing here can be deleted.
+    # The planted link is listed, neither offered for download nor for deletion; what the
+    # finished task wrote may be deleted by its owner (docs/data.md).
     assert page.locator('#files-table tr[data-name="planted"] a').count() == 0
-    assert page.locator("#files-table button:has-text('Delete')").count() == 0
+    assert page.locator('#files-table tr[data-name="planted"] button').count() == 0
+    assert page.locator("#files-table button:has-text('Delete')").count() == 4
     help_text = page.inner_text(".help-box")
     assert f"{shared}/users/alice" in help_text and "/private" not in help_text
     shot(page, "data-jobs")

@@ -1,11 +1,13 @@
 """A job that prints far more than its output budget, on the private Ray cluster: its
-command prints 160 MB and one of its Ray workers 48 MB, with a budget of 8 MiB. What lands
+command prints 40 MB and one of its Ray workers 12 MB, with a budget of 2 MiB (figures
+for 5 GiB on a whole stack: tests/bench/bench_chatty_job.py). What lands
 on disk, measured with ``du`` before and after, across the job's folder (``driver.log``)
 and Ray's logs (the job-driver log, the workers' ``worker-*.out``, ``raylet.out`` and the
 rest of the session), stays within the budget plus a bounded overhead."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -16,12 +18,11 @@ import pytest
 
 from argus.config import ArgusConfig
 from argus.rayjobs import RayGateway, build_submission, job_dir
-from argus.rayjobs.reports import read_exit
 
 pytestmark = pytest.mark.ray
 
 MiB = 1 << 20
-BUDGET = 8 * MiB
+BUDGET = 2 * MiB
 CHATTY = """
 import sys
 import ray
@@ -36,9 +37,9 @@ def chatter(n: int) -> int:
     sys.stdout.flush()
     return n
 
-print("worker lines:", ray.get(chatter.remote(500_000)), flush=True)  # 48 MB
+print("worker lines:", ray.get(chatter.remote(125_000)), flush=True)  # 12 MB
 w = sys.stdout.write
-for i in range(1_700_000):  # 160 MB
+for i in range(430_000):  # 40 MB
     w("driver %09d " % i + "x" * 80 + "\\n")
 print("THE-END", flush=True)
 """
@@ -75,15 +76,17 @@ def test_a_chatty_job_keeps_its_budget_across_driver_log_and_rays_logs(ray_clust
     ray_grew, shared_grew = du(ray_cluster.temp_dir) - ray_before, du(ray_cluster.shared_root) - shared_before
     folder = Path(job_dir(str(ray_cluster.shared_root), "alice", sid))
     log = (folder / "driver.log").read_bytes()
-    report = read_exit(str(ray_cluster.shared_root), sid)
-    print(f"printed {report.output.total_bytes if report and report.output else '?'} bytes by the command; "
+    # What the driver said when it folded the tail in (its exit report may already be gone:
+    # a reactor of another test on this shared root removes reports of attempts it does not follow).
+    said = re.search(rb"output: (\d+) bytes printed, (\d+) dropped", log)
+    print(f"printed {said.group(1).decode() if said else '?'} bytes by the command; "
           f"du grew: Ray's temp dir {ray_grew} bytes, the shared root {shared_grew} bytes; "
           f"driver.log {len(log)} bytes")
-    assert report is not None and report.output is not None and report.output.total_bytes > 150_000_000
+    assert said is not None and int(said.group(1)) > 38_000_000, log[-2000:]
     assert len(log) <= BUDGET + 64 * 1024 and log.rstrip().endswith(b"THE-END")
     # The job's folder: driver.log and the small files the driver writes beside it.
     assert shared_grew <= BUDGET + 1 * MiB, shared_grew
     # Ray's side: the job log's small copy (1 MiB), the worker's rotated .out (a quarter of
     # the budget) and .err, and what Ray logs of its own meanwhile (a few MB at most).
-    assert ray_grew <= BUDGET + 8 * MiB, ray_grew
+    assert ray_grew <= BUDGET + 6 * MiB, ray_grew
     assert gw.logs_tail(sid, 200).rstrip().endswith("[argus.driver] exit code 0")
