@@ -130,10 +130,10 @@ def check_command(
         # The backstop over the whole text; after a word's own problem it would only
         # repeat that problem.
         with problems.catch():
-            policy.scan_text(command, "command")
+            policy.scan_text(parsed.text, "command")
     problems.raise_if_any()
 
-    warnings: list[str] = []
+    warnings: list[str] = list(parsed.notes)
     if "data.train_files" not in seen:
         warnings.append(
             "command: no data.train_files= found; if the data comes from a config file, "

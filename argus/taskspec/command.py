@@ -75,6 +75,8 @@ class ParsedCommand(msgspec.Struct, frozen=True, kw_only=True):
     interpreter_flags: list[str]
     module: str
     args: list[str]
+    text: str = ""  # the one command that runs (a pasted script reduced to it)
+    notes: list[str] = []  # what was dropped from a pasted script, for the warnings
 
 
 def _where(text: str, pos: int) -> tuple[int, int]:
@@ -89,8 +91,13 @@ def _error(text: str, pos: int, token: str, why: str) -> TaskSpecError:
 
 
 class _Lexer:
-    def __init__(self, text: str) -> None:
+    """Splits ``text[start:end]`` into words; positions are counted in all of ``text`` so
+    that a message names the line the user sees in a pasted script."""
+
+    def __init__(self, text: str, start: int = 0, end: int | None = None) -> None:
         self.text = text
+        self.lo = start
+        self.hi = len(text) if end is None else end
         self.words: list[Word] = []
         self.buf: list[str] = []
         self.start: int | None = None
@@ -110,11 +117,11 @@ class _Lexer:
     def _dollar(self, i: int) -> int:
         """Handle a '$' at ``i`` (unquoted or in double quotes); return the next index."""
         text = self.text
-        nxt = text[i + 1] if i + 1 < len(text) else ""
+        nxt = text[i + 1] if i + 1 < self.hi else ""
         if nxt == "(":
             raise _error(text, i, "$(", "'$(' is command substitution; it runs another program")
         if nxt == "{":
-            end = text.find("}", i + 2)
+            end = text.find("}", i + 2, self.hi)
             name = text[i + 2:end] if end != -1 else text[i + 2:i + 20]
             if end != -1 and name in RUNTIME_VARIABLES:
                 self.buf.append("${" + name + "}")
@@ -130,6 +137,9 @@ class _Lexer:
             raise _error(text, i, "$" + name, self._var_why("$" + name))
         if nxt == "'":
             raise _error(text, i, "$'", "$'...' is ANSI-C quoting; use plain single quotes")
+        if nxt == "@":
+            raise _error(text, i, "$@", "'$@' passes a script's arguments on; an Argus task "
+                         "has none to pass: remove it")
         shown = "$" + nxt if nxt.strip() else "$"
         raise _error(
             text, i, shown, f"'{shown}' is a shell expansion; write a literal $ in single quotes"
@@ -146,12 +156,12 @@ class _Lexer:
 
     def _double_quoted(self, i: int) -> int:
         text, j = self.text, i + 1
-        while j < len(text):
+        while j < self.hi:
             ch = text[j]
             if ch == '"':
                 return j + 1
             if ch == "\\":
-                nxt = text[j + 1] if j + 1 < len(text) else ""
+                nxt = text[j + 1] if j + 1 < self.hi else ""
                 if nxt == "\n":
                     j += 2
                     continue
@@ -172,9 +182,9 @@ class _Lexer:
         raise _error(text, i, '"', "this double quote is never closed")
 
     def run(self) -> list[Word]:
-        text, i, n = self.text, 0, len(self.text)
+        text, i, n = self.text, self.lo, self.hi
         while i < n:
-            plain = _PLAIN_RUN.match(text, i)
+            plain = _PLAIN_RUN.match(text, i, n)
             if plain is not None:  # characters the branches below would append one by one
                 self._begin(i)
                 self.buf.append(plain.group())
@@ -195,7 +205,7 @@ class _Lexer:
                 continue
             if c == "\n":
                 self._finish(i)
-                if text[i + 1:].strip():
+                if text[i + 1:n].strip():
                     raise _error(
                         text, i + 1, "newline",
                         "a line break without a trailing backslash starts a second command; "
@@ -203,7 +213,7 @@ class _Lexer:
                     )
                 break
             if c == "'":
-                end = text.find("'", i + 1)
+                end = text.find("'", i + 1, n)
                 if end == -1:
                     raise _error(text, i, "'", "this single quote is never closed")
                 self._begin(i)
@@ -274,7 +284,13 @@ def _module_allowed(module: str, allowed: list[str]) -> bool:
 
 
 def parse_command(command: str, *, allowed_modules: list[str]) -> ParsedCommand:
-    """Check the shape of ``command`` and return its parts."""
+    """Check the shape of ``command`` (one command, or a pasted script reduced to one by
+    ``argus.taskspec.script``) and return its parts."""
+    # Imported here: script.py builds on this module's lexer.
+    from argus.taskspec.script import read_script  # noqa: PLC0415
+
+    script = read_script(command)
+    command = script.command
     words = split_command(command)
     if not words:
         raise TaskSpecError("command", f"is empty; {_ONE_COMMAND}")
@@ -342,4 +358,6 @@ def parse_command(command: str, *, allowed_modules: list[str]) -> ParsedCommand:
         interpreter_flags=flags,
         module=module,
         args=[w.value for w in words[i + 2:]],
+        text=command,
+        notes=script.notes,
     )

@@ -66,7 +66,7 @@ def test_assignments_and_flags() -> None:
         ("python3 -m verl.trainer.main_ppo a=1 2>/tmp/err", "command[>]", "redirects output"),
         ("python3 -m verl.trainer.main_ppo < /etc/passwd", "command[<]", "redirects input"),
         ("(python3 -m verl.trainer.main_ppo)", "command[(]", "subshell"),
-        ("python3 -m verl.trainer.main_ppo a=1\nrm -rf /", "command[newline]", "line 2, column 1"),
+        ("python3 -m verl.trainer.main_ppo a=1\nrm -rf /", "command[rm -rf /]", "line 2: 'rm -rf /' is a second statement"),
         ("python3 -m verl.trainer.main_ppo a=$HOMEX/x", "command[$HOMEX]", "Argus does not set"),
         ("python3 -m verl.trainer.main_ppo a=${USER}", "command[${USER}]", "Argus does not set"),
         ("python3 -m verl.trainer.main_ppo a=${ARGUS_JOB_DIR:-/x}", "command[${ARGUS_JOB_DIR:-/x}]", "Argus does not set"),
