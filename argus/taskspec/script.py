@@ -14,7 +14,7 @@ import re
 
 import msgspec
 
-from argus.taskspec.command import _ASSIGN_RE, _Lexer
+from argus.taskspec.lexer import ASSIGN_RE, Lexer
 from argus.taskspec.errors import Problems, TaskSpecError
 
 __all__ = ["Script", "read_script"]
@@ -51,8 +51,8 @@ def _shown(line: str) -> str:
 def _export(text: str, start: int, end: int, number: int) -> list[str]:
     """The ``NAME=value`` words of an export line, as written."""
     begin = _EXPORT_RE.match(text, start, end).end()  # type: ignore[union-attr]
-    words = _Lexer(text, begin, end).run()
-    bad = [w.raw for w in words if not _ASSIGN_RE.match(w.raw)]
+    words = Lexer(text, begin, end).run()
+    bad = [w.raw for w in words if not ASSIGN_RE.match(w.raw)]
     if not words or bad:
         shown = _shown(text[start:end])
         raise TaskSpecError(
@@ -76,9 +76,9 @@ def _prelude_line(text: str, start: int, end: int, number: int, script: _State) 
         with script.problems.catch():
             script.exports.extend(_export(text, start, end, number))
         return True
-    if _ASSIGN_RE.match(line) and not text[start:end].endswith("\\") and text[end:].strip():
+    if ASSIGN_RE.match(line) and not text[start:end].endswith("\\") and text[end:].strip():
         words = _safe_words(text, start, end)
-        if words and all(_ASSIGN_RE.match(w) for w in words):
+        if words and all(ASSIGN_RE.match(w) for w in words):
             script.problems.add(
                 f"command[{_shown(line)}]",
                 f"line {number}: {_shown(line)!r} sets a shell variable that the command "
@@ -90,7 +90,7 @@ def _prelude_line(text: str, start: int, end: int, number: int, script: _State) 
 
 def _safe_words(text: str, start: int, end: int) -> list[str]:
     try:
-        return [w.raw for w in _Lexer(text, start, end).run()]
+        return [w.raw for w in Lexer(text, start, end).run()]
     except TaskSpecError:
         return []
 
@@ -132,7 +132,7 @@ def read_script(text: str) -> Script:
                 f"(a line break without a trailing backslash ends the command); {_ONLY_ONE}",
             )
     with state.problems.catch():
-        _Lexer(text, start, end).run()
+        Lexer(text, start, end).run()
     state.problems.raise_if_any()
     if not state.exports and not text[:start].strip() and not text[end:].strip():
         return Script(command=text, notes=state.notes)
