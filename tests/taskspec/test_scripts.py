@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from argus.taskspec import TaskSpecError
+from argus.taskspec.checks import hub_ids
 from argus.taskspec.command import parse_command
 from tests.taskspec.support import Prepare, advanced
 
@@ -74,3 +75,8 @@ def test_every_problem_at_once() -> None:
     assert any(m.startswith("line 2:") for m in messages), messages
     assert any(m.startswith("line 4:") and "second statement" in m for m in messages), messages
     assert any(m.startswith("line 7:") and "second statement" in m for m in messages), messages
+
+
+def test_hub_ids_of_a_pasted_script() -> None:
+    expanded = FIXTURE.read_text().replace("$HOME", "/private/users/alice")
+    assert hub_ids(expanded) == ["Qwen/Qwen2-7B-Instruct"]
