@@ -10,6 +10,7 @@ from argus.taskspec.command import ParsedCommand, parse_command, split_command, 
 from argus.taskspec.errors import Problems, TaskSpecError
 from argus.taskspec.hub import HUB_ID_RE
 from argus.taskspec.paths import PathPolicy
+from argus.taskspec.script import read_script
 
 __all__ = ["DATA_KEYS", "check_command", "hub_ids", "is_model_key", "is_reward_key", "split_list"]
 
@@ -42,9 +43,10 @@ def split_list(value: str) -> list[str]:
 
 def hub_ids(command: str) -> list[str]:
     """The hub ids an (expanded) command names as models (``actor_rollout_ref.model.path=
-    Qwen/...``), each once, in order. A command that does not split names none."""
+    Qwen/...``), each once, in order (a pasted script: those of its one command). A
+    command that does not split names none."""
     try:
-        words = split_command(command)
+        words = split_command(read_script(command).command)
     except TaskSpecError:  # refused at submit; here only what can be read
         return []
     found: dict[str, None] = {}
@@ -130,10 +132,10 @@ def check_command(
         # The backstop over the whole text; after a word's own problem it would only
         # repeat that problem.
         with problems.catch():
-            policy.scan_text(command, "command")
+            policy.scan_text(parsed.text, "command")
     problems.raise_if_any()
 
-    warnings: list[str] = []
+    warnings: list[str] = list(parsed.notes)
     if "data.train_files" not in seen:
         warnings.append(
             "command: no data.train_files= found; if the data comes from a config file, "

@@ -8,9 +8,8 @@ with ``\\``-newline line continuations. A small lexer that follows bash's quotin
 splits the words; anything that would make bash do more than run that one program — ``;``,
 ``&&``, ``||``, ``|``, ``&``, redirections, backticks, ``$(...)``, ``<(...)``, brace,
 glob and tilde expansion, variables other than the ``ARGUS_*`` runtime ones, a second
-line — is rejected with its line and column. We lex ourselves rather than with ``shlex``
-because ``shlex`` does not know bash's ``$``/backtick rules inside double quotes, and the
-check must agree with bash exactly where it matters.
+line — is rejected with its line and column (``argus.taskspec.lexer``). A pasted script
+(verl's examples) is first reduced to its one command (``argus.taskspec.script``).
 """
 
 from __future__ import annotations
@@ -21,51 +20,14 @@ import msgspec
 
 from argus.confine.envpolicy import env_problem
 from argus.taskspec.errors import TaskSpecError
-from argus.taskspec.paths import RUNTIME_VARIABLES
+from argus.taskspec.lexer import ASSIGN_RE, ONE_COMMAND, Word, split_command
+from argus.taskspec.script import read_script
 
-__all__ = ["ParsedCommand", "Word", "parse_command", "split_command"]
+__all__ = ["INTERPRETER_FLAGS", "ParsedCommand", "Word", "parse_command", "split_command", "split_override"]
 
-_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# A run of characters with no meaning to bash here (not quotes, '$', '\\', blanks,
-# operators, braces, globs, '[', '~', '#', control characters).
-_PLAIN_RUN = re.compile(r"[^\\ \t\n'\"$&|;<>()`{}*?\[~#\x00-\x1f\x7f]+")
-_ASSIGN_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _OVERRIDE_RE = re.compile(r"^(\+\+|\+|~)?([A-Za-z_][A-Za-z0-9_.@/-]*)(?:=(.*))?$", re.S)
 INTERPRETER_FLAGS = frozenset({"-u", "-B", "-O", "-OO", "-s", "-E", "-I"})
-
-_ONE_COMMAND = (
-    "Argus runs exactly one command: optional NAME=value assignments, then "
-    "python3 -m <module> with arguments. If the character is part of a value, "
-    "put the value in single quotes"
-)
-_OPERATORS: dict[str, str] = {
-    "&&": "'&&' chains a second command",
-    "||": "'||' chains a second command",
-    ";": "';' ends the command and starts another one",
-    "&": "'&' runs the command in the background and starts another one",
-    "|": "'|' pipes the output into a second program",
-    "<(": "'<(' is process substitution; it runs another program",
-    ">(": "'>(' is process substitution; it runs another program",
-    ">>": "'>>' redirects output; Argus keeps the logs itself",
-    ">": "'>' redirects output; Argus keeps the logs itself",
-    "<": "'<' redirects input",
-    "(": "'(' starts a subshell",
-    ")": "')' ends a subshell",
-    "`": "a backtick starts command substitution; it runs another program",
-}
-
-
-class Word(msgspec.Struct, frozen=True, kw_only=True):
-    """One shell word: ``value`` with quotes removed (runtime variables kept as
-    ``${NAME}``), ``raw`` as written, and where it starts."""
-
-    value: str
-    raw: str
-    line: int
-    col: int
-    offset: int = 0  # where ``raw`` starts in the command text
-
 
 class ParsedCommand(msgspec.Struct, frozen=True, kw_only=True):
     """The parts of an accepted command."""
@@ -75,185 +37,8 @@ class ParsedCommand(msgspec.Struct, frozen=True, kw_only=True):
     interpreter_flags: list[str]
     module: str
     args: list[str]
-
-
-def _where(text: str, pos: int) -> tuple[int, int]:
-    line = text.count("\n", 0, pos) + 1
-    col = pos - (text.rfind("\n", 0, pos) + 1) + 1
-    return line, col
-
-
-def _error(text: str, pos: int, token: str, why: str) -> TaskSpecError:
-    line, col = _where(text, pos)
-    return TaskSpecError(f"command[{token}]", f"{why} (line {line}, column {col}); {_ONE_COMMAND}")
-
-
-class _Lexer:
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.words: list[Word] = []
-        self.buf: list[str] = []
-        self.start: int | None = None
-
-    def _begin(self, pos: int) -> None:
-        if self.start is None:
-            self.start = pos
-
-    def _finish(self, end: int) -> None:
-        if self.start is not None:
-            line, col = _where(self.text, self.start)
-            raw = self.text[self.start:end]
-            self.words.append(Word(value="".join(self.buf), raw=raw, line=line, col=col,
-                                   offset=self.start))
-        self.buf, self.start = [], None
-
-    def _dollar(self, i: int) -> int:
-        """Handle a '$' at ``i`` (unquoted or in double quotes); return the next index."""
-        text = self.text
-        nxt = text[i + 1] if i + 1 < len(text) else ""
-        if nxt == "(":
-            raise _error(text, i, "$(", "'$(' is command substitution; it runs another program")
-        if nxt == "{":
-            end = text.find("}", i + 2)
-            name = text[i + 2:end] if end != -1 else text[i + 2:i + 20]
-            if end != -1 and name in RUNTIME_VARIABLES:
-                self.buf.append("${" + name + "}")
-                return end + 1
-            token = "${" + name + ("}" if end != -1 else "")
-            raise _error(text, i, token, self._var_why("${" + name + "}"))
-        match = _NAME_RE.match(text, i + 1)
-        if match:
-            name = match.group(0)
-            if name in RUNTIME_VARIABLES:
-                self.buf.append("${" + name + "}")
-                return match.end()
-            raise _error(text, i, "$" + name, self._var_why("$" + name))
-        if nxt == "'":
-            raise _error(text, i, "$'", "$'...' is ANSI-C quoting; use plain single quotes")
-        shown = "$" + nxt if nxt.strip() else "$"
-        raise _error(
-            text, i, shown, f"'{shown}' is a shell expansion; write a literal $ in single quotes"
-        )
-
-    @staticmethod
-    def _var_why(var: str) -> str:
-        return (
-            f"{var} is a shell variable Argus does not set; $HOME is expanded by Argus "
-            "(write $HOME/...), and at run time only "
-            + ", ".join("$" + v for v in RUNTIME_VARIABLES)
-            + " exist"
-        )
-
-    def _double_quoted(self, i: int) -> int:
-        text, j = self.text, i + 1
-        while j < len(text):
-            ch = text[j]
-            if ch == '"':
-                return j + 1
-            if ch == "\\":
-                nxt = text[j + 1] if j + 1 < len(text) else ""
-                if nxt == "\n":
-                    j += 2
-                    continue
-                if nxt in ('"', "\\", "$", "`"):
-                    self.buf.append(nxt)
-                    j += 2
-                    continue
-                self.buf.append("\\")
-                j += 1
-                continue
-            if ch == "`":
-                raise _error(text, j, "`", _OPERATORS["`"])
-            if ch == "$":
-                j = self._dollar(j)
-                continue
-            self.buf.append(ch)
-            j += 1
-        raise _error(text, i, '"', "this double quote is never closed")
-
-    def run(self) -> list[Word]:
-        text, i, n = self.text, 0, len(self.text)
-        while i < n:
-            plain = _PLAIN_RUN.match(text, i)
-            if plain is not None:  # characters the branches below would append one by one
-                self._begin(i)
-                self.buf.append(plain.group())
-                i = plain.end()
-                continue
-            c = text[i]
-            if c == "\\":
-                if i + 1 < n and text[i + 1] == "\n":
-                    i += 2  # line continuation: bash removes both characters
-                    continue
-                raise _error(
-                    text, i, "\\",
-                    "a backslash is allowed only at the end of a line (line continuation)",
-                )
-            if c in " \t":
-                self._finish(i)
-                i += 1
-                continue
-            if c == "\n":
-                self._finish(i)
-                if text[i + 1:].strip():
-                    raise _error(
-                        text, i + 1, "newline",
-                        "a line break without a trailing backslash starts a second command; "
-                        "end the previous line with \\ to continue it",
-                    )
-                break
-            if c == "'":
-                end = text.find("'", i + 1)
-                if end == -1:
-                    raise _error(text, i, "'", "this single quote is never closed")
-                self._begin(i)
-                self.buf.append(text[i + 1:end])
-                i = end + 1
-                continue
-            if c == '"':
-                self._begin(i)
-                i = self._double_quoted(i)
-                continue
-            if c == "$":
-                self._begin(i)
-                i = self._dollar(i)
-                continue
-            two = text[i:i + 2]
-            if two in _OPERATORS:
-                raise _error(text, i, two, _OPERATORS[two])
-            if c in _OPERATORS:
-                raise _error(text, i, c, _OPERATORS[c])
-            if c in "{}":
-                raise _error(text, i, c, f"an unquoted '{c}' can be brace expansion; quote "
-                             "values that contain braces, e.g. 'key={a: 1}'")
-            if c in "*?":
-                raise _error(text, i, c, f"an unquoted '{c}' is a filename pattern (glob); "
-                             "name files explicitly or quote the value")
-            if c == "[" and i > 0 and text[i - 1] not in "=[, \t\n" and self.start is not None:
-                # Hydra lists ("key=[a,b]") open a list; "/p/u[s]ers" would be a glob that
-                # bash may expand to another path than the one we checked.
-                raise _error(text, i, c, "an unquoted '[' inside a word is a filename pattern "
-                             "(glob); quote the value")
-            if c == "~":
-                raise _error(text, i, c, "an unquoted '~' is tilde expansion to the driver's "
-                             "home, not yours; write $HOME/... instead")
-            if c == "#" and self.start is None:
-                raise _error(text, i, "#", "'#' starts a comment; comments are not allowed "
-                             "inside the command")
-            if ord(c) < 32 or ord(c) == 127:
-                raise _error(text, i, repr(c), "control characters are not allowed")
-            self._begin(i)
-            self.buf.append(c)
-            i += 1
-        self._finish(n)
-        return self.words
-
-
-def split_command(command: str) -> list[Word]:
-    """Split ``command`` into words the way bash would, or raise TaskSpecError naming the
-    first construct that is not part of one simple command."""
-    return _Lexer(command).run()
-
+    text: str = ""  # the one command that runs (a pasted script reduced to it)
+    notes: list[str] = []  # what was dropped from a pasted script, for the warnings
 
 def split_override(arg: str) -> tuple[str, str, str | None] | None:
     """``(prefix, key, value)`` when ``arg`` is a Hydra override, else None."""
@@ -274,14 +59,17 @@ def _module_allowed(module: str, allowed: list[str]) -> bool:
 
 
 def parse_command(command: str, *, allowed_modules: list[str]) -> ParsedCommand:
-    """Check the shape of ``command`` and return its parts."""
+    """Check the shape of ``command`` (one command, or a pasted script reduced to one by
+    ``argus.taskspec.script``) and return its parts."""
+    script = read_script(command)
+    command = script.command
     words = split_command(command)
     if not words:
-        raise TaskSpecError("command", f"is empty; {_ONE_COMMAND}")
+        raise TaskSpecError("command", f"is empty; {ONE_COMMAND}")
     assignments: list[tuple[str, str]] = []
     i = 0
-    while i < len(words) and _ASSIGN_RE.match(words[i].raw):
-        name = _ASSIGN_RE.match(words[i].raw).group(1)  # type: ignore[union-attr]
+    while i < len(words) and ASSIGN_RE.match(words[i].raw):
+        name = ASSIGN_RE.match(words[i].raw).group(1)  # type: ignore[union-attr]
         if name.startswith("ARGUS_"):
             raise TaskSpecError(
                 f"command[{name}]",
@@ -300,14 +88,14 @@ def parse_command(command: str, *, allowed_modules: list[str]) -> ParsedCommand:
         i += 1
     if i == len(words):
         raise TaskSpecError(
-            "command", f"has only variable assignments and no program; {_ONE_COMMAND}"
+            "command", f"has only variable assignments and no program; {ONE_COMMAND}"
         )
     program = words[i]
     if program.value != "python3":
         hint = " (write python3)" if "python" in program.value else ""
         raise TaskSpecError(
             f"command[{program.value[:60]}]",
-            f"the program must be python3, found {program.value[:60]!r}{hint}; {_ONE_COMMAND}",
+            f"the program must be python3, found {program.value[:60]!r}{hint}; {ONE_COMMAND}",
         )
     i += 1
     flags: list[str] = []
@@ -323,7 +111,7 @@ def parse_command(command: str, *, allowed_modules: list[str]) -> ParsedCommand:
         i += 1
     if i + 1 >= len(words):
         raise TaskSpecError(
-            "command[-m]", f"python3 must be followed by -m <module>; {_ONE_COMMAND}"
+            "command[-m]", f"python3 must be followed by -m <module>; {ONE_COMMAND}"
         )
     module = words[i + 1].value
     allowed = ", ".join(f"{p}*" if p.endswith(".") else p for p in allowed_modules)
@@ -342,4 +130,6 @@ def parse_command(command: str, *, allowed_modules: list[str]) -> ParsedCommand:
         interpreter_flags=flags,
         module=module,
         args=[w.value for w in words[i + 2:]],
+        text=command,
+        notes=script.notes,
     )

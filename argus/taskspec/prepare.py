@@ -212,7 +212,7 @@ def prepare_task(
     time_limit_s = _duration("time_limit", spec.time_limit)
     stall_timeout_s = _duration("stall_timeout", spec.stall_timeout)
     output_budget_bytes = _size("output_budget", spec.output_budget)
-    command = with_interpreter(command, parsed_command, config.python)
+    command = with_interpreter(parsed_command.text, parsed_command, config.python)
     if kind == "advanced" and parsed_command.module == "verl.trainer.main_ppo" and TRANSFER_QUEUE_NODES not in command:
         # As the basic builder does (build_overrides): on Argus's CPU-less head verl's
         # TransferQueue storage would be unschedulable and the run would die in TaskRunner.

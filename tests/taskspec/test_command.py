@@ -31,6 +31,11 @@ ALLOWED = ["verl.trainer.", "argus.examples."]
         ("python3 -u -m argus.examples.toy --flag", ["--flag"]),
         ("python3 -m verl.trainer.main_ppo \"q=\\\"x\\\"\"", ['q="x"']),
         ("python3 -m verl.trainer.main_ppo\t+a.b=1  '~c'", ["+a.b=1", "~c"]),
+        # Issue 57: verl's example scripts as published.
+        ("#!/usr/bin/env bash\nset -x\n\npython3 -m verl.trainer.main_ppo \\\n  a=1 \\\n  b=2 $@\n", ["a=1", "b=2"]),
+        ("set -euxo pipefail\n# c\nexport A=1\npython3 -m verl.trainer.main_ppo a=1 \"$@\"\n# end\n\n", ["a=1"]),
+        ("set -e\nset +x\nset -o pipefail\npython3 -m verl.trainer.main_ppo \\\n    a='x y'", ["a=x y"]),
+        ("  # indented comment\n\texport B=\"v w\"\npython3 -m verl.trainer.main_ppo a=1 ${@}", ["a=1"]),
     ],
 )
 def test_accepted_shapes(command: str, args: list[str]) -> None:
@@ -66,7 +71,7 @@ def test_assignments_and_flags() -> None:
         ("python3 -m verl.trainer.main_ppo a=1 2>/tmp/err", "command[>]", "redirects output"),
         ("python3 -m verl.trainer.main_ppo < /etc/passwd", "command[<]", "redirects input"),
         ("(python3 -m verl.trainer.main_ppo)", "command[(]", "subshell"),
-        ("python3 -m verl.trainer.main_ppo a=1\nrm -rf /", "command[newline]", "line 2, column 1"),
+        ("python3 -m verl.trainer.main_ppo a=1\nrm -rf /", "command[rm -rf /]", "line 2: 'rm -rf /' is a second statement"),
         ("python3 -m verl.trainer.main_ppo a=$HOMEX/x", "command[$HOMEX]", "Argus does not set"),
         ("python3 -m verl.trainer.main_ppo a=${USER}", "command[${USER}]", "Argus does not set"),
         ("python3 -m verl.trainer.main_ppo a=${ARGUS_JOB_DIR:-/x}", "command[${ARGUS_JOB_DIR:-/x}]", "Argus does not set"),
@@ -137,6 +142,19 @@ def test_assignments_and_flags() -> None:
          "Argus sets it"),
         ("A=1 PYTHONPATH=/x python3 -m verl.trainer.main_ppo", "command[PYTHONPATH]", "remove the assignment"),
         ("ARGUS_JOB_DIR=/private/users/bob python3 -m verl.trainer.main_ppo", "command[ARGUS_JOB_DIR]", "set by Argus"),
+        # Issue 57: a pasted script's exports follow the same rules; its other lines are refused.
+        ("set -x\nexport LD_PRELOAD=/x.so\npython3 -m verl.trainer.main_ppo", "command[LD_PRELOAD]", "loads that library"),
+        ("export ARGUS_USER=bob\npython3 -m verl.trainer.main_ppo", "command[ARGUS_USER]", "set by Argus"),
+        ("export -n A\npython3 -m verl.trainer.main_ppo", "command[export -n A]", "line 1: 'export -n A' is not export NAME=value"),
+        ("set -x\nsource $HOME/env.sh\npython3 -m verl.trainer.main_ppo", "command[python3 -m verl.trainer.main_ppo]", "line 3: "),
+        ("set -- a b\npython3 -m verl.trainer.main_ppo", "command[python3 -m verl.trainer.main_ppo]", "second statement"),
+        ("set -x\npython3 -m verl.trainer.main_ppo a=1 \\\n  b=2\necho done", "command[echo done]", "line 4: 'echo done' is a second statement"),
+        ("set -x\npython3 -m verl.trainer.main_ppo a=1 \\\n  b=2; echo done", "command[;]", "(line 3, column 6)"),
+        ("set -x\npython3 -m verl.trainer.main_ppo \\\n  a=1 && echo ok", "command[&&]", "(line 3, column 7)"),
+        ("set -x\npython3 -m verl.trainer.main_ppo \\\n  a=1 | tee log", "command[|]", "(line 3, column 7)"),
+        ("set -x\npython3 -m verl.trainer.main_ppo \\\n  a=1 2> err", "command[>]", "(line 3, column 8)"),
+        ("python3 -m verl.trainer.main_ppo $@ \\\n  a=1", "command[$@]", "remove it"),
+        ("set -x\n# nothing else\n", "command", "has no python3 -m <module> command"),
     ],
 )
 def test_rejected(command: str, field: str, fragment: str) -> None:
@@ -171,6 +189,21 @@ def test_allowed_modules_come_from_config() -> None:
         parse_command("python3 -m my.module", allowed_modules=["my.mod"])
 
 
+def test_export_lines_become_assignments() -> None:
+    parsed = parse_command(
+        "#!/bin/bash\nexport A=1 B='x y'\nexport C=\"z\"\n\npython3 -m verl.trainer.main_ppo a=1 \"$@\"\n",
+        allowed_modules=ALLOWED)
+    assert parsed.assignments == [("A", "1"), ("B", "x y"), ("C", "z")]
+    assert parsed.text == "A=1 B='x y' C=\"z\" python3 -m verl.trainer.main_ppo a=1"
+    assert parsed.notes == ["command: line 5: the trailing \"$@\" was dropped; an Argus task has no "
+                            "arguments to pass, remove it"]
+
+
+def test_one_line_command_is_run_as_written() -> None:
+    command = "A=1 python3 -m verl.trainer.main_ppo \\\n  a=1\n"
+    assert parse_command(command, allowed_modules=ALLOWED).text == command
+
+
 # --- differential check against bash ------------------------------------------------------
 
 ACCEPTED_FOR_BASH = [
@@ -180,6 +213,30 @@ ACCEPTED_FOR_BASH = [
     "python3 -m verl.trainer.main_ppo l=[a,b] \\\n  +x.y=${ARGUS_JOB_DIR}/m.jsonl '~z'",
     "python3 -m verl.trainer.main_ppo \"dq\\\nx\" 'sq;|&<>()`$(x)'",
 ]
+
+
+SCRIPTS_FOR_BASH = [
+    "#!/usr/bin/env bash\nset -x\n# c\nexport VLLM_USE_V1=1\nexport W=\"a b\"\n\n"
+    "python3 -m verl.trainer.main_ppo \\\n    a=1 \\\n    'b=x y' \\\n    c=[d,e] $@\n",
+    "set -euxo pipefail\nexport VLLM_USE_V1='v' W=w\npython3 -u -m verl.trainer.main_ppo a=1 \"$@\"\n# end\n",
+]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("script", SCRIPTS_FOR_BASH)
+def test_reduced_script_runs_like_the_script(script: str, tmp_path: Path) -> None:
+    """bash running the pasted script (no arguments) and bash running the one command Argus
+    reduces it to start the same program with the same argv and exported variables."""
+    shim = tmp_path / "bin" / "python3"
+    shim.parent.mkdir()
+    shim.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                    "print(json.dumps([sys.argv[1:], os.environ.get('VLLM_USE_V1'), os.environ.get('W')]))\n")
+    shim.chmod(0o755)
+    env = {"PATH": f"{shim.parent}:{os.environ.get('PATH', '')}", "LC_ALL": "C"}
+    runs = [subprocess.run(["bash", "-c", text], env=env, cwd=tmp_path, capture_output=True,
+                           text=True, check=True).stdout
+            for text in (script, parse_command(script, allowed_modules=ALLOWED).text)]
+    assert runs[0] == runs[1] and runs[0].strip()
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")

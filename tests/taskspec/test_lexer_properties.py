@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from argus.taskspec import TaskSpecError
-from argus.taskspec import command as command_module
+from argus.taskspec import lexer as command_module
 from argus.taskspec.command import split_command
 
 BOUNDED = settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
