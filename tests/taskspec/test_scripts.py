@@ -21,15 +21,15 @@ HEAD = "#!/usr/bin/env bash\nset -euxo pipefail\n# a comment\n\n"
 def test_published_grpo_script_passes_and_expands(prepare: Prepare, shared_root: Path) -> None:
     script = FIXTURE.read_text()
     task = prepare(advanced(script, nnodes=1, n_gpus_per_node=8, workload="grpo"))
-    one_line = script.replace("set -x\n\n", "").replace(" $@\n", "\n")
+    one_line = script.split("set -x\n\n", 1)[1].replace(" $@\n", "\n")  # its attribution comment, too
     plain = prepare(advanced(one_line, nnodes=1, n_gpus_per_node=8, workload="grpo"))
     assert task.command == plain.command
     home = f"{shared_root}/users/alice"
     assert f"data.train_files={home}/datasets/gsm8k/train.parquet" in task.command
     assert "set -x" not in task.command and "$@" not in task.command
     assert task.command_raw == script
-    assert any("'set -x' is ignored" in w and "line 1" in w for w in task.warnings)
-    assert any("trailing $@ was dropped" in w and "line 34" in w for w in task.warnings)
+    assert any("'set -x' is ignored" in w and "line 3" in w for w in task.warnings)
+    assert any("trailing $@ was dropped" in w and "line 36" in w for w in task.warnings)
 
 
 def test_exports_become_assignments(prepare: Prepare) -> None:
