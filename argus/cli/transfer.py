@@ -2,8 +2,10 @@
 uploads") and downloads that go on with HTTP ``Range``, one file or a tree.
 
 Each file is sent in chunks of ``CHUNK`` bytes (one in memory at a time), each with its
-SHA-1 as ``Upload-Checksum``; the whole file's SHA-256 is declared when the upload is
-created and checked by the server at the end. A lost connection is retried from the
+SHA-1 as ``Upload-Checksum``; the whole file's SHA-256 is computed while the chunks are
+sent (no pass of its own) and declared on the last chunk (``Argus-File-Sha256``), which the
+server checks before it publishes the file; a file that changed while it was sent is not
+finished. A lost connection is retried from the
 offset the server reports (``HEAD``); if the command gives up or is stopped, a small state
 file (``$XDG_CACHE_HOME/argus/transfers.json``), keyed by server, destination, local path,
 size and mtime, lets the same command, run again, go on where it stopped.
@@ -67,12 +69,21 @@ class StateFile:
             pass  # no state kept: a re-run starts that file over, nothing worse
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while data := f.read(CHUNK):
-            h.update(data)
-    return h.hexdigest()
+def _prefix(f: Any, upto: int) -> "hashlib._Hash":
+    """sha256 of the file's first ``upto`` bytes (a resumed upload's part already sent)."""
+    h, at = hashlib.sha256(), 0
+    while at < upto and (data := os.pread(f.fileno(), min(CHUNK, upto - at), at)):
+        h.update(data)
+        at += len(data)
+    return h
+
+
+def _pieces(data: bytes) -> Iterator[memoryview]:
+    """A chunk as 1 MiB views: the HTTP client then never copies what is left of the
+    whole chunk after each partial socket send."""
+    view = memoryview(data)
+    for i in range(0, len(view), 1 << 20):
+        yield view[i:i + (1 << 20)]
 
 
 def _b64(text: str) -> str:
@@ -92,8 +103,8 @@ def _offset(client: Client, location: str) -> int | None:
     return int(r.headers["upload-offset"])
 
 
-def _create(client: Client, dest: str, size: int, sha: str) -> str:
-    meta = f"path {_b64(dest)},sha256 {_b64(sha)}"
+def _create(client: Client, dest: str, size: int) -> str:
+    meta = f"path {_b64(dest)}"
     r = client.http.post(_api(client, "/uploads"), headers={
         **TUS, "Upload-Length": str(size), "Upload-Metadata": meta})
     client.check(r)  # a file that does not fit is refused here, before any byte is sent
@@ -107,30 +118,59 @@ def _chunk(f: Any, offset: int) -> tuple[int, bytes, str]:
 
 
 def _send(client: Client, location: str, f: Any, offset: int, size: int,
-          progress: Progress) -> int:
+          progress: Progress, stamp: tuple[int, int] | None = None) -> int:
     """Chunks from ``offset`` to the end; returns where the server stands. The next chunk
-    is read and hashed in a thread while one is sent (two in memory at most)."""
+    is read and hashed in a thread while one is sent (two in memory at most); the whole
+    file's sha256 goes on with each chunk the server kept and is declared on the last.
+    ``stamp`` (size, mtime_ns): the last chunk is not sent if the file changed."""
     damaged = 0
     with ThreadPoolExecutor(1) as pool:
+        whole, hashed = pool.submit(_prefix, f, offset), offset  # whole: sha256 of [0, hashed)
         ahead = pool.submit(_chunk, f, offset)
         while offset < size:
             at, data, digest = ahead.result()
             if at != offset:  # the server stands elsewhere than read ahead
                 at, data, digest = _chunk(f, offset)
+            if hashed != offset:
+                whole, hashed = pool.submit(_prefix, f, offset), offset
+            headers = {**TUS, "Upload-Offset": str(offset), "Upload-Checksum": f"sha1 {digest}",
+                       "Content-Type": "application/offset+octet-stream",
+                       "Content-Length": str(len(data))}
             if offset + len(data) < size:
                 ahead = pool.submit(_chunk, f, offset + len(data))
-            r = client.http.patch(location, content=data, headers={
-                **TUS, "Upload-Offset": str(offset), "Upload-Checksum": f"sha1 {digest}",
-                "Content-Type": "application/offset+octet-stream"},
-                timeout=httpx.Timeout(30.0, write=300.0, read=300.0))
+            else:
+                _unchanged(client, f, stamp, location)
+                final = whole.result().copy()
+                final.update(data)
+                headers["Argus-File-Sha256"] = final.hexdigest()
+            r = client.http.patch(location, content=_pieces(data), headers=headers,
+                                  timeout=httpx.Timeout(30.0, write=300.0, read=300.0))
             if r.status_code == 460 and "chunk" in r.text and damaged < 3:  # damaged on the way
                 damaged += 1
                 ahead = pool.submit(_chunk, f, offset)
                 continue
             client.check(r)
             progress(int(r.headers["upload-offset"]) - offset)
-            offset = int(r.headers["upload-offset"])
+            new = int(r.headers["upload-offset"])
+            if new == offset + len(data):  # kept: the running hash takes it, in order
+                whole, hashed = pool.submit(_advance, whole, data), new
+            offset = new
     return offset
+
+
+def _advance(whole: Any, data: bytes) -> "hashlib._Hash":
+    h: hashlib._Hash = whole.result()
+    h.update(data)
+    return h
+
+
+def _unchanged(client: Client, f: Any, stamp: tuple[int, int] | None, location: str) -> None:
+    """Refuse to finish an upload whose local file changed while it was sent."""
+    st = os.fstat(f.fileno())
+    if stamp is not None and (st.st_size, st.st_mtime_ns) != stamp:
+        client.http.delete(location, headers=TUS)
+        client.fail(f"{f.name} changed while it was being sent; nothing was published: run "
+                    "the command again once it is complete", EXIT_REFUSED)
 
 
 def upload_file(client: Client, source: Path, dest: str, state: StateFile,
@@ -146,12 +186,12 @@ def upload_file(client: Client, source: Path, dest: str, state: StateFile,
             try:
                 offset = _offset(client, entry["url"]) if entry.get("url") else None
                 if offset is None:
-                    sha = entry.get("sha256") or _sha256(source)
-                    entry = {"url": _create(client, dest, st.st_size, sha), "sha256": sha}
+                    entry = {"url": _create(client, dest, st.st_size)}
                     state.set(key, entry)
                     offset = 0
                 progress(offset)
-                _send(client, entry["url"], f, offset, st.st_size, progress)
+                _send(client, entry["url"], f, offset, st.st_size, progress,
+                      (st.st_size, st.st_mtime_ns))
                 state.set(key, None)
                 return st.st_size
             except httpx.TransportError as exc:
