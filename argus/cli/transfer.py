@@ -117,22 +117,39 @@ def _chunk(f: Any, offset: int) -> tuple[int, bytes, str]:
     return offset, data, base64.b64encode(hashlib.sha1(data).digest()).decode()
 
 
+class Running:
+    """The whole file's sha256 over its first ``at`` bytes, as far as the server kept
+    them; kept across retries so a resumed upload need not read the file again."""
+
+    def __init__(self) -> None:
+        self.at, self.h = 0, hashlib.sha256()
+
+    def rebase(self, f: Any, offset: int) -> None:
+        if self.at != offset:
+            self.at, self.h = offset, _prefix(f, offset)
+
+    def advance(self, data: bytes, at: int) -> None:
+        self.h.update(data)
+        self.at = at
+
+
 def _send(client: Client, location: str, f: Any, offset: int, size: int,
-          progress: Progress, stamp: tuple[int, int] | None = None) -> int:
+          progress: Progress, stamp: tuple[int, int] | None = None,
+          whole: Running | None = None) -> int:
     """Chunks from ``offset`` to the end; returns where the server stands. The next chunk
     is read and hashed in a thread while one is sent (two in memory at most); the whole
-    file's sha256 goes on with each chunk the server kept and is declared on the last.
-    ``stamp`` (size, mtime_ns): the last chunk is not sent if the file changed."""
-    damaged = 0
-    with ThreadPoolExecutor(1) as pool:
-        whole, hashed = pool.submit(_prefix, f, offset), offset  # whole: sha256 of [0, hashed)
+    file's sha256 (``whole``) goes on, in that thread, with each chunk the server kept and
+    is declared on the last. ``stamp`` (size, mtime_ns): the last chunk is not sent if
+    the file changed."""
+    damaged, whole = 0, whole or Running()
+    with ThreadPoolExecutor(1) as pool:  # one thread: its tasks run in order
+        pool.submit(whole.rebase, f, offset)
         ahead = pool.submit(_chunk, f, offset)
         while offset < size:
             at, data, digest = ahead.result()
             if at != offset:  # the server stands elsewhere than read ahead
                 at, data, digest = _chunk(f, offset)
-            if hashed != offset:
-                whole, hashed = pool.submit(_prefix, f, offset), offset
+                pool.submit(whole.rebase, f, offset)
             headers = {**TUS, "Upload-Offset": str(offset), "Upload-Checksum": f"sha1 {digest}",
                        "Content-Type": "application/offset+octet-stream",
                        "Content-Length": str(len(data))}
@@ -140,7 +157,7 @@ def _send(client: Client, location: str, f: Any, offset: int, size: int,
                 ahead = pool.submit(_chunk, f, offset + len(data))
             else:
                 _unchanged(client, f, stamp, location)
-                final = whole.result().copy()
+                final = pool.submit(lambda: whole.h.copy()).result()
                 final.update(data)
                 headers["Argus-File-Sha256"] = final.hexdigest()
             r = client.http.patch(location, content=_pieces(data), headers=headers,
@@ -150,18 +167,12 @@ def _send(client: Client, location: str, f: Any, offset: int, size: int,
                 ahead = pool.submit(_chunk, f, offset)
                 continue
             client.check(r)
-            progress(int(r.headers["upload-offset"]) - offset)
             new = int(r.headers["upload-offset"])
-            if new == offset + len(data):  # kept: the running hash takes it, in order
-                whole, hashed = pool.submit(_advance, whole, data), new
+            progress(new - offset)
+            if new == offset + len(data):  # kept: the running hash takes it
+                pool.submit(whole.advance, data, new)
             offset = new
     return offset
-
-
-def _advance(whole: Any, data: bytes) -> "hashlib._Hash":
-    h: hashlib._Hash = whole.result()
-    h.update(data)
-    return h
 
 
 def _unchanged(client: Client, f: Any, stamp: tuple[int, int] | None, location: str) -> None:
@@ -180,7 +191,7 @@ def upload_file(client: Client, source: Path, dest: str, state: StateFile,
     st = source.stat()
     key = f"up|{client.url}|{dest}|{source.resolve()}|{st.st_size}|{st.st_mtime_ns}"
     entry = state.get(key) or {}
-    tries = 0
+    tries, whole = 0, Running()
     with open(source, "rb") as f:
         while True:
             try:
@@ -191,7 +202,7 @@ def upload_file(client: Client, source: Path, dest: str, state: StateFile,
                     offset = 0
                 progress(offset)
                 _send(client, entry["url"], f, offset, st.st_size, progress,
-                      (st.st_size, st.st_mtime_ns))
+                      (st.st_size, st.st_mtime_ns), whole)
                 state.set(key, None)
                 return st.st_size
             except httpx.TransportError as exc:
