@@ -21,7 +21,7 @@ import stat
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 from urllib.parse import quote
 
 import click
@@ -29,7 +29,7 @@ import httpx
 
 from argus.cli.client import EXIT_CONNECT, EXIT_REFUSED, Client
 
-__all__ = ["CHUNK", "RETRIES", "Progress", "StateFile", "download_file", "local_tree", "remote_tree", "upload_file"]
+__all__ = ["CHUNK", "RETRIES", "Progress", "Running", "StateFile", "download_file", "local_tree", "remote_tree", "upload_file"]
 
 CHUNK = 32 << 20
 TUS = {"Tus-Resumable": "1.0.0"}
@@ -78,12 +78,12 @@ def _prefix(f: Any, upto: int) -> "hashlib._Hash":
     return h
 
 
-def _pieces(data: bytes) -> Iterator[memoryview]:
+def _pieces(data: bytes) -> Iterator[bytes]:
     """A chunk as 1 MiB views: the HTTP client then never copies what is left of the
     whole chunk after each partial socket send."""
     view = memoryview(data)
     for i in range(0, len(view), 1 << 20):
-        yield view[i:i + (1 << 20)]
+        yield cast(bytes, view[i:i + (1 << 20)])  # httpx/h11 take any buffer
 
 
 def _b64(text: str) -> str:
