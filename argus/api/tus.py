@@ -10,8 +10,11 @@ core plus the creation, checksum, expiration and termination extensions, at
 - ``PATCH`` appends one chunk at ``Upload-Offset``, streamed to disk through a bounded
   buffer. A chunk counts only when it arrived whole and its ``Upload-Checksum`` (when
   sent) matches; a cut-off or corrupted chunk leaves the offset where it was (460 for a
-  mismatch). With the last byte the whole file's size and sha256 are checked and only then
-  is it renamed to its name; a wrong sha256 is a 460 and the upload is gone.
+  mismatch). The PATCH that carries the last byte may declare the whole file's sha256 in
+  ``Argus-File-Sha256`` (so a client hashes while it sends, not in a pass before). With the
+  last byte the whole file's sha256 is checked against every digest declared (at creation,
+  on that PATCH) and only then is it renamed to its name; a wrong sha256 is a 460 and the
+  upload is gone.
 - ``DELETE`` drops an upload. Unfinished uploads expire (``Upload-Expires``) and are swept.
 
 Uploads wait in :mod:`argus.api.staging`, counted against the user's limit.
@@ -125,14 +128,18 @@ def _length(request: Request[Any, Any, Any]) -> int:
     return int(raw)
 
 
-def _sha256(meta: dict[str, str]) -> str | None:
-    value = meta.get("sha256")
+def _hex64(value: str | None, where: str) -> str | None:
+    """A SHA-256 as 64 hex digits (lower-cased); 400 naming ``where`` for anything else."""
     if value is None:
         return None
     value = value.strip().lower()
     if len(value) != 64 or any(c not in "0123456789abcdef" for c in value):
-        raise _error(400, "Upload-Metadata sha256 must be the file's SHA-256 as 64 hex digits")
+        raise _error(400, f"{where} must be the file's SHA-256 as 64 hex digits")
     return value
+
+
+def _sha256(meta: dict[str, str]) -> str | None:
+    return _hex64(meta.get("sha256"), "Upload-Metadata sha256")
 
 
 def _location(info: UploadInfo) -> str:
@@ -178,15 +185,18 @@ async def _stream_chunk(request: Request[Any, Any, Any], writer: ChunkWriter, ro
                 await pending
 
 
-async def _complete(state: State, who: Principal, info: UploadInfo, whole: Any) -> None:
-    """The last byte arrived: check the sha256, then put the file in place."""
+async def _complete(state: State, who: Principal, info: UploadInfo, whole: Any,
+                    at_end: str | None = None) -> None:
+    """The last byte arrived: check the sha256 (declared at creation and/or on the last
+    PATCH, ``at_end``), then put the file in place."""
     uploads: Uploads = state.uploads
-    if info.sha256 is not None and whole.hexdigest() != info.sha256:
-        await asyncio.to_thread(uploads.staging.discard, who.user_id, info.id)
-        uploads.forget(info.id)
-        raise _error(460, f"{info.dest}: the file's SHA-256 is {whole.hexdigest()}, not the "
-                     f"{info.sha256} declared; nothing was published and the upload is "
-                     "dropped: check the local file and upload it again")
+    for declared in (info.sha256, at_end):
+        if declared is not None and whole.hexdigest() != declared:
+            await asyncio.to_thread(uploads.staging.discard, who.user_id, info.id)
+            uploads.forget(info.id)
+            raise _error(460, f"{info.dest}: the file's SHA-256 is {whole.hexdigest()}, not "
+                         f"the {declared} declared; nothing was published and the upload is "
+                         "dropped: check the local file and upload it again")
     area, parts = files.dest_of(Path(state.config.shared_root), who.user_id, info.dest)
     path = uploads.staging.data_path(info)
     try:
@@ -261,7 +271,8 @@ class TusController(Controller):
                      upload_id: str, tus_resumable: TusResumable,
                      upload_offset: UploadOffset) -> Response[None]:
         """Append one chunk at ``Upload-Offset`` (``application/offset+octet-stream``;
-        ``Upload-Checksum: <sha1|sha256|md5> <base64>`` checked, 460 if it differs)."""
+        ``Upload-Checksum: <sha1|sha256|md5> <base64>`` checked, 460 if it differs; on the
+        last chunk, ``Argus-File-Sha256: <64 hex>`` checked against the whole file)."""
         _check_version(request)
         if request.headers.get("content-type", "").split(";")[0].strip() != \
                 "application/offset+octet-stream":
@@ -275,6 +286,7 @@ class TusController(Controller):
                 checksum = parse_checksum(request.headers["upload-checksum"])
             except ValueError as exc:
                 raise _error(400, str(exc)) from exc
+        at_end = _hex64(request.headers.get("argus-file-sha256"), "Argus-File-Sha256")
         uploads: Uploads = state.uploads
         await _load(state, who, upload_id)  # a lock only for an upload that exists
         lock = uploads.lock(upload_id)
@@ -304,6 +316,10 @@ class TusController(Controller):
                     raise _error(460, f"the chunk at {info.offset} does not match its "
                                  f"Upload-Checksum ({checksum[0]}); it was dropped: send it "
                                  "again", **{"Upload-Offset": str(info.offset)})
+                if at_end is not None and info.offset + writer.written != info.length:
+                    raise _error(400, "send Argus-File-Sha256 only with the chunk that ends "
+                                 "the file; this chunk was dropped",
+                                 **{"Upload-Offset": str(info.offset)})
                 await asyncio.to_thread(writer.finish)
             except BaseException:
                 await asyncio.to_thread(writer.abort)  # the chunk is not kept (cut off, bad)
@@ -313,7 +329,7 @@ class TusController(Controller):
             await asyncio.to_thread(uploads.staging.save, info)
             uploads.hashes[info.id] = (info.offset, writer.whole)
             if info.offset == info.length:
-                await _complete(state, who, info, writer.whole)
+                await _complete(state, who, info, writer.whole, at_end)
         return Response(None, status_code=204, headers=_tus(**{
             "Upload-Offset": str(info.offset), "Upload-Expires": _expires(info)}))
 

@@ -2,8 +2,10 @@
 uploads") and downloads that go on with HTTP ``Range``, one file or a tree.
 
 Each file is sent in chunks of ``CHUNK`` bytes (one in memory at a time), each with its
-SHA-1 as ``Upload-Checksum``; the whole file's SHA-256 is declared when the upload is
-created and checked by the server at the end. A lost connection is retried from the
+SHA-1 as ``Upload-Checksum``; the whole file's SHA-256 is computed while the chunks are
+sent (no pass of its own) and declared on the last chunk (``Argus-File-Sha256``), which the
+server checks before it publishes the file; a file that changed while it was sent is not
+finished. A lost connection is retried from the
 offset the server reports (``HEAD``); if the command gives up or is stopped, a small state
 file (``$XDG_CACHE_HOME/argus/transfers.json``), keyed by server, destination, local path,
 size and mtime, lets the same command, run again, go on where it stopped.
@@ -19,7 +21,7 @@ import stat
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 from urllib.parse import quote
 
 import click
@@ -27,7 +29,7 @@ import httpx
 
 from argus.cli.client import EXIT_CONNECT, EXIT_REFUSED, Client
 
-__all__ = ["CHUNK", "RETRIES", "Progress", "StateFile", "download_file", "local_tree", "remote_tree", "upload_file"]
+__all__ = ["CHUNK", "RETRIES", "Progress", "Running", "StateFile", "download_file", "local_tree", "remote_tree", "upload_file"]
 
 CHUNK = 32 << 20
 TUS = {"Tus-Resumable": "1.0.0"}
@@ -67,12 +69,21 @@ class StateFile:
             pass  # no state kept: a re-run starts that file over, nothing worse
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while data := f.read(CHUNK):
-            h.update(data)
-    return h.hexdigest()
+def _prefix(f: Any, upto: int) -> "hashlib._Hash":
+    """sha256 of the file's first ``upto`` bytes (a resumed upload's part already sent)."""
+    h, at = hashlib.sha256(), 0
+    while at < upto and (data := os.pread(f.fileno(), min(CHUNK, upto - at), at)):
+        h.update(data)
+        at += len(data)
+    return h
+
+
+def _pieces(data: bytes) -> Iterator[bytes]:
+    """A chunk as 1 MiB views: the HTTP client then never copies what is left of the
+    whole chunk after each partial socket send."""
+    view = memoryview(data)
+    for i in range(0, len(view), 1 << 20):
+        yield cast(bytes, view[i:i + (1 << 20)])  # httpx/h11 take any buffer
 
 
 def _b64(text: str) -> str:
@@ -92,8 +103,8 @@ def _offset(client: Client, location: str) -> int | None:
     return int(r.headers["upload-offset"])
 
 
-def _create(client: Client, dest: str, size: int, sha: str) -> str:
-    meta = f"path {_b64(dest)},sha256 {_b64(sha)}"
+def _create(client: Client, dest: str, size: int) -> str:
+    meta = f"path {_b64(dest)}"
     r = client.http.post(_api(client, "/uploads"), headers={
         **TUS, "Upload-Length": str(size), "Upload-Metadata": meta})
     client.check(r)  # a file that does not fit is refused here, before any byte is sent
@@ -106,31 +117,71 @@ def _chunk(f: Any, offset: int) -> tuple[int, bytes, str]:
     return offset, data, base64.b64encode(hashlib.sha1(data).digest()).decode()
 
 
+class Running:
+    """The whole file's sha256 over its first ``at`` bytes, as far as the server kept
+    them; kept across retries so a resumed upload need not read the file again."""
+
+    def __init__(self) -> None:
+        self.at, self.h = 0, hashlib.sha256()
+
+    def rebase(self, f: Any, offset: int) -> None:
+        if self.at != offset:
+            self.at, self.h = offset, _prefix(f, offset)
+
+    def advance(self, data: bytes, at: int) -> None:
+        self.h.update(data)
+        self.at = at
+
+
 def _send(client: Client, location: str, f: Any, offset: int, size: int,
-          progress: Progress) -> int:
+          progress: Progress, stamp: tuple[int, int] | None = None,
+          whole: Running | None = None) -> int:
     """Chunks from ``offset`` to the end; returns where the server stands. The next chunk
-    is read and hashed in a thread while one is sent (two in memory at most)."""
-    damaged = 0
-    with ThreadPoolExecutor(1) as pool:
+    is read and hashed in a thread while one is sent (two in memory at most); the whole
+    file's sha256 (``whole``) goes on, in that thread, with each chunk the server kept and
+    is declared on the last. ``stamp`` (size, mtime_ns): the last chunk is not sent if
+    the file changed."""
+    damaged, whole = 0, whole or Running()
+    with ThreadPoolExecutor(1) as pool:  # one thread: its tasks run in order
+        pool.submit(whole.rebase, f, offset)
         ahead = pool.submit(_chunk, f, offset)
         while offset < size:
             at, data, digest = ahead.result()
             if at != offset:  # the server stands elsewhere than read ahead
                 at, data, digest = _chunk(f, offset)
+                pool.submit(whole.rebase, f, offset)
+            headers = {**TUS, "Upload-Offset": str(offset), "Upload-Checksum": f"sha1 {digest}",
+                       "Content-Type": "application/offset+octet-stream",
+                       "Content-Length": str(len(data))}
             if offset + len(data) < size:
                 ahead = pool.submit(_chunk, f, offset + len(data))
-            r = client.http.patch(location, content=data, headers={
-                **TUS, "Upload-Offset": str(offset), "Upload-Checksum": f"sha1 {digest}",
-                "Content-Type": "application/offset+octet-stream"},
-                timeout=httpx.Timeout(30.0, write=300.0, read=300.0))
+            else:
+                _unchanged(client, f, stamp, location)
+                final = pool.submit(lambda: whole.h.copy()).result()
+                final.update(data)
+                headers["Argus-File-Sha256"] = final.hexdigest()
+            r = client.http.patch(location, content=_pieces(data), headers=headers,
+                                  timeout=httpx.Timeout(30.0, write=300.0, read=300.0))
             if r.status_code == 460 and "chunk" in r.text and damaged < 3:  # damaged on the way
                 damaged += 1
                 ahead = pool.submit(_chunk, f, offset)
                 continue
             client.check(r)
-            progress(int(r.headers["upload-offset"]) - offset)
-            offset = int(r.headers["upload-offset"])
+            new = int(r.headers["upload-offset"])
+            progress(new - offset)
+            if new == offset + len(data):  # kept: the running hash takes it
+                pool.submit(whole.advance, data, new)
+            offset = new
     return offset
+
+
+def _unchanged(client: Client, f: Any, stamp: tuple[int, int] | None, location: str) -> None:
+    """Refuse to finish an upload whose local file changed while it was sent."""
+    st = os.fstat(f.fileno())
+    if stamp is not None and (st.st_size, st.st_mtime_ns) != stamp:
+        client.http.delete(location, headers=TUS)
+        client.fail(f"{f.name} changed while it was being sent; nothing was published: run "
+                    "the command again once it is complete", EXIT_REFUSED)
 
 
 def upload_file(client: Client, source: Path, dest: str, state: StateFile,
@@ -140,18 +191,18 @@ def upload_file(client: Client, source: Path, dest: str, state: StateFile,
     st = source.stat()
     key = f"up|{client.url}|{dest}|{source.resolve()}|{st.st_size}|{st.st_mtime_ns}"
     entry = state.get(key) or {}
-    tries = 0
+    tries, whole = 0, Running()
     with open(source, "rb") as f:
         while True:
             try:
                 offset = _offset(client, entry["url"]) if entry.get("url") else None
                 if offset is None:
-                    sha = entry.get("sha256") or _sha256(source)
-                    entry = {"url": _create(client, dest, st.st_size, sha), "sha256": sha}
+                    entry = {"url": _create(client, dest, st.st_size)}
                     state.set(key, entry)
                     offset = 0
                 progress(offset)
-                _send(client, entry["url"], f, offset, st.st_size, progress)
+                _send(client, entry["url"], f, offset, st.st_size, progress,
+                      (st.st_size, st.st_mtime_ns), whole)
                 state.set(key, None)
                 return st.st_size
             except httpx.TransportError as exc:

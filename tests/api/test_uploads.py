@@ -83,6 +83,36 @@ async def test_a_corrupted_chunk_or_a_wrong_sha256_publishes_nothing(env: Env) -
     assert _staged(env) == [f"{first}.data", f"{first}.info"]  # only the first one's
 
 
+async def test_the_whole_files_sha256_declared_on_the_last_chunk(env: Env) -> None:
+    """``Argus-File-Sha256`` on the last PATCH (the client hashes while it sends): only
+    there, 64 hex digits; a wrong one publishes nothing and drops the upload."""
+    body = b"c" * 150_000
+    good = hashlib.sha256(body).hexdigest()
+
+    async def last(loc: str, offset: int, data: bytes, sha: str) -> Any:
+        check = base64.b64encode(hashlib.sha1(data).digest()).decode()
+        return await env.client.patch(loc, content=data, headers={
+            **env.h("alice"), **TUS, "Upload-Offset": str(offset), "Argus-File-Sha256": sha,
+            "Upload-Checksum": f"sha1 {check}", "Content-Type": "application/offset+octet-stream"})
+
+    meta = _meta(path="datasets/end.bin")
+    create = {**env.h("alice"), **TUS, "Upload-Length": str(len(body)), "Upload-Metadata": meta}
+    loc = (await env.client.post("/api/v2/uploads", headers=create)).headers["location"]
+    r = await last(loc, 0, body[:50_000], good)  # not the chunk that ends the file
+    assert r.status_code == 400 and "only with the chunk that ends" in r.json()["detail"]
+    assert r.headers["upload-offset"] == "0"
+    assert (await last(loc, 0, body[:50_000], "xyz")).status_code == 400  # not 64 hex
+    assert (await _patch(env, "alice", loc, 0, body[:50_000])).status_code == 204
+    r = await last(loc, 50_000, body[50_000:], "f" * 64)
+    assert r.status_code == 460 and "nothing was published" in r.json()["detail"]
+    assert not (env.shared / "users/alice/datasets/end.bin").exists() and _staged(env) == []
+    loc = (await env.client.post("/api/v2/uploads", headers=create)).headers["location"]
+    assert (await _patch(env, "alice", loc, 0, body[:50_000])).status_code == 204
+    r = await last(loc, 50_000, body[50_000:], good.upper())
+    assert r.status_code == 204, r.text
+    assert (env.shared / "users/alice/datasets/end.bin").read_bytes() == body
+
+
 async def test_refused_at_creation_in_human_units(env: Env) -> None:
     env.config.v2.files.quota_bytes = 2 * 1024**3
     r = await env.client.post("/api/v2/uploads", headers={

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from argus.cli import main
+from argus.cli import main, transfer
+from argus.cli.client import EXIT_REFUSED, Client
 from tests.cli.test_cli import Server, run
 
 SIZE = 200 * 1024 * 1024 + 12345
@@ -160,6 +161,39 @@ def test_a_stopped_upload_goes_on_when_run_again(server: Server, fay: str, tmp_p
     assert r.exit_code == 0, r.output
     dest = Path(server.config.shared_root) / "users/fay/datasets/mid.bin"
     assert _sha(dest) == sha
+
+
+def test_a_file_changed_while_sent_is_not_published(server: Server, fay: str,
+                                                  tmp_path: Path) -> None:
+    """The whole file's sha256 is hashed while sending: a file written to meanwhile (after
+    its first chunk went) is caught before the last chunk, and nothing is published."""
+    src = tmp_path / "moving.bin"
+    _generated(src, 40 * 1024 * 1024)  # two chunks
+    client = Client(server.url, fay)
+    real = client.http.patch
+
+    def patch(url: str, **kw: Any) -> Any:
+        r = real(url, **kw)
+        with open(src, "r+b") as f:  # the job writing it is not done
+            f.seek(0, os.SEEK_END)
+            f.write(b"more")
+        return r
+
+    client.http.patch = patch  # type: ignore[method-assign]
+    shared = Path(server.config.shared_root)
+    folder = shared / ".uploads/fay"
+    staged = set(folder.iterdir()) if folder.is_dir() else set()  # other tests' uploads
+    with pytest.raises(SystemExit) as exc:
+        transfer.upload_file(client, src, "datasets/moving.bin",
+                             transfer.StateFile(tmp_path / "t.json"), transfer.Progress(_Bar()))
+    assert exc.value.code == EXIT_REFUSED
+    assert not (shared / "users/fay/datasets/moving.bin").exists()
+    assert set(folder.iterdir()) == staged  # its upload deleted
+
+
+class _Bar:
+    def update(self, n: int) -> None:
+        pass
 
 
 def test_trees_both_ways_and_housekeeping(server: Server, fay: str, tmp_path: Path) -> None:
