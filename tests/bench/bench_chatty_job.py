@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -54,10 +53,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from argus.guardian import marked_pids  # noqa: E402
-from argus.procs import kill_group  # noqa: E402
 from argus.taskspec.sizes import format_bytes, parse_bytes  # noqa: E402
-from tests.bench.bench_concurrency import pct, stack_marker  # noqa: E402
+from tests.bench.bench_concurrency import pct, stack_marker, stop_stack  # noqa: E402
 from tests.bench.bench_local_stack import ARGUS_TERMINAL, start_up  # noqa: E402
 from tests.bench.verdict import Verdict  # noqa: E402
 
@@ -250,16 +247,8 @@ def run(work: Path, n: int, budget: int, poll_s: float, du_every_s: float, sandb
             time.sleep(3)  # her job's last lines reach Ray's logs
             phase = Phase(alice=alice, bob=bob, mine=mine, data_dir=up.data_dir, ray_tmp=Path(marker[1]))
             return measure(phase, n, budget, poll_s, du_every_s, deadline_s)
-    finally:  # SIGTERM to its group (it stops its Ray nodes), SIGKILL after 60 s; then any stray
-        kill_group(up.proc, grace_s=60.0)
-        left = marked_pids(*marker) if marker[0] else []
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        if left:
-            print(f"  killed {len(left)} process(es) of the stack left after its stop", flush=True)
+    finally:
+        stop_stack(up, marker)
 
 
 def _lat(values: list[float]) -> str:
@@ -267,7 +256,7 @@ def _lat(values: list[float]) -> str:
             f"max {max(values, default=float('nan')):6.1f}  (n={len(values)})")
 
 
-def report(r: Result, load: tuple[float, float, float]) -> None:
+def report(r: Result, load: tuple[float, float, float]) -> bool:
     grew = r.after.minus(r.before)
     peak = max((s.minus(r.before) for s in r.samples), key=lambda s: s.total)
     final = next((e for e in r.truncated if e.get("final")), None)
@@ -300,11 +289,11 @@ def report(r: Result, load: tuple[float, float, float]) -> None:
           f"rest_growth={grew.rest} growth_over_budget={grew.total / r.budget:.3f} "
           f"peak_over_budget={peak.total / r.budget:.3f} list_p99_ms={pct(r.busy.list_ms, 0.99):.1f} "
           f"get_p99_ms={pct(r.busy.get_ms, 0.99):.1f} job_s={r.job_s:.0f}")
-    judge(r, grew, peak, final, errors)
+    return judge(r, grew, peak, final, errors)
 
 
-def judge(r: Result, grew: Sizes, peak: Sizes, final: dict | None, errors: list[str]) -> None:
-    """The targets, MET or NOT MET; exits 1 on a miss."""
+def judge(r: Result, grew: Sizes, peak: Sizes, final: dict | None, errors: list[str]) -> bool:
+    """The targets, MET or NOT MET: whether all were met (printed either way)."""
     printed = final["total_bytes"] if final else 0
     v = Verdict()
     v.check("bob's task SUCCEEDED", r.bob["state"] == "SUCCEEDED", r.bob["state"])
@@ -318,7 +307,11 @@ def judge(r: Result, grew: Sizes, peak: Sizes, final: dict | None, errors: list[
     v.at_most("alice's GET /tasks p99 meanwhile", pct(r.busy.list_ms, 0.99), P99_LIMIT_MS)
     v.at_most("alice's GET /tasks/{id} p99 meanwhile", pct(r.busy.get_ms, 0.99), P99_LIMIT_MS)
     v.check("no failed reads", not errors, f"{len(errors)}")
-    v.finish()
+    for line in v.lines:
+        print(f"verdict: {line}")
+    if v.missed:
+        print(f"NOT MET: {'; '.join(v.missed)}")
+    return not v.missed
 
 
 def main() -> None:
@@ -349,7 +342,8 @@ def main() -> None:
             print(f"work dir kept: {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    report(result, load)
+    if not report(result, load):
+        sys.exit(1)  # a target missed: the bench fails
 
 
 if __name__ == "__main__":

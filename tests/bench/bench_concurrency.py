@@ -246,16 +246,22 @@ def measure(tasks: int, hold_s: float, hold_in: str, work: Path, deadline_s: flo
             run = Run(tasks=tasks, hold_s=hold_s, hold_in=hold_in, idle_mem=sample_memory(up.proc.pid, *marker), idle_probes=idle)
             load_phase(up, run, c, watch, marker, work, deadline_s, min_free_mb)
         return run
-    finally:  # SIGTERM to its group (it stops its Ray nodes), SIGKILL after 60 s; then any stray
-        kill_group(up.proc, grace_s=60.0)
-        left = marked_pids(*marker) if marker[0] else []
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        if left:
-            print(f"  killed {len(left)} process(es) of the stack left after its stop", flush=True)
+    finally:
+        stop_stack(up, marker)
+
+
+def stop_stack(up: UpStack, marker: tuple[str, str]) -> None:
+    """SIGTERM to the stack's group (it stops its Ray nodes), SIGKILL after 60 s; then any
+    stray process carrying the stack's marker."""
+    kill_group(up.proc, grace_s=60.0)
+    left = marked_pids(*marker) if marker[0] else []
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    if left:
+        print(f"  killed {len(left)} process(es) of the stack left after its stop", flush=True)
 
 
 def _lat(values: list[float | None]) -> str:
