@@ -1,4 +1,4 @@
-"""docs/taskspec.md stays true: its YAML examples are accepted and its generated PPO command
+"""docs/taskspec.md (and its worked examples, docs/taskspec-examples.md) stays true: its YAML examples are accepted and its generated PPO command
 is what the builder produces."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 from argus.taskspec import TaskSpecError, prepare_task
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "taskspec.md"
-TEXT = DOC.read_text()
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+TEXT = (DOCS / "taskspec.md").read_text() + "\n" + (DOCS / "taskspec-examples.md").read_text()
 YAML_BLOCKS = re.findall(r"```yaml\n(.*?)```", TEXT, re.S)
 
 
