@@ -40,7 +40,7 @@ from pathlib import Path
 import msgspec
 
 from argus import proctable, safefs
-from argus.nodepool.stacks import answer_for_node, requested
+from argus.nodepool.stacks import answer_for_node, attempts_dir, requested
 
 __all__ = [
     "LiveAttempts", "Leftover", "NodeKeeper", "NodeReport", "gpu_holders", "raylet_node_id", "read_live",
@@ -93,7 +93,7 @@ def _read(path: Path) -> bytes | None:
 
 
 def _live_path(shared_root: str) -> Path:
-    return _folder(shared_root) / "attempts" / "live.json"
+    return attempts_dir(shared_root) / "live.json"
 
 
 def write_live(shared_root: str, live: LiveAttempts) -> None:

@@ -50,7 +50,7 @@ from argus.proctable import argv_of, attempt_processes, command_line
 
 
 __all__ = [
-    "ProcessStack", "StackDesk", "StacksSummary", "answer_for_node", "attempt_pids", "capture_stacks", "merge_summaries",
+    "ProcessStack", "StackDesk", "StacksSummary", "answer_for_node", "attempt_pids", "attempts_dir", "capture_stacks", "merge_summaries",
     "read_node_summaries", "read_stacks", "read_summary", "request_stacks", "requested", "stacks_requested",
     "withdraw_stacks_request",
 ]
@@ -91,7 +91,8 @@ class StacksSummary(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def attempts_dir(shared_root: str) -> Path:
-    """The control plane's folder of the drivers' reports (as ``argus.rayjobs.reports``)."""
+    """The control plane's folder of the drivers' reports (``argus.rayjobs.reports``), the
+    stacks, and the reactor's live set (``argus.nodepool.keeper``)."""
     return Path(shared_root) / "ray" / "attempts"
 
 

@@ -34,6 +34,7 @@ from typing import TypeVar
 import msgspec
 
 from argus import safefs
+from argus.nodepool.stacks import attempts_dir
 
 __all__ = [
     "ExitReport", "OutputSummary", "ProgressReport", "ProgressTracker", "attempts_dir", "exits_dir", "read_exit", "read_progress",
@@ -88,10 +89,6 @@ class ExitReport(msgspec.Struct, frozen=True, kw_only=True):
     # node may admit again at once (argus.reactor.clearing); False: unknown or some were.
     host_clean: bool = False
     output: OutputSummary | None = None  # set when the output passed its budget
-
-
-def attempts_dir(shared_root: str) -> Path:
-    return Path(shared_root) / "ray" / "attempts"
 
 
 def exits_dir(shared_root: str) -> Path:
