@@ -40,4 +40,8 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-exec $PY -m pytest "$@"
+# Two pytest-xdist workers (ARGUS_TEST_WORKERS to change; 0 runs in this process): most of
+# the suite's wall time is spent waiting on Ray, subprocesses and servers, not computing.
+# tests/conftest.py groups the tests so that each shared server (the session's Ray cluster,
+# PostgreSQL) and each module's fixtures start in one worker only.
+exec $PY -m pytest -n "${ARGUS_TEST_WORKERS:-2}" --dist loadgroup "$@"

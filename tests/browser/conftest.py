@@ -22,7 +22,10 @@ def chromium_path() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-@pytest.fixture(scope="session")
+# Package scope: Chromium (and Playwright's event loop in the main thread) closes once the
+# last browser test has run, before any pytest-asyncio test that the same process (an
+# xdist worker) runs next.
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     exe = chromium_path()
     if exe is None:

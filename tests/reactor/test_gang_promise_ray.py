@@ -35,7 +35,7 @@ async def test_a_gang_whose_placement_lags_is_never_promised_twice(ray_cluster: 
                 return await submit_task(r.store, unique_id(name), nnodes=1, gpus=gpus, command=toy_command(
                     r.shared, "alice", nnodes=1, gpus=gpus, steps=steps, sleep_s=sleep_s, extra=extra))
 
-            tasks = [await submit("three", 3, 15, 1.0, "+trainer.init_sleep_s=20")]
+            tasks = [await submit("three", 3, 5, 1.0, "+trainer.init_sleep_s=20")]
             samples: list[tuple[float, int, list[str]]] = []
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline:
