@@ -18,10 +18,14 @@ def xdist_group_of(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0]
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Group the tests for pytest-xdist (``scripts/test.sh`` runs two workers). Marked as
+    each is collected: the worker reads the groups in its ``pytest_collection_modifyitems``,
+    which may run before ours."""
+    item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
+
+
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
     """Run the browser tests last: Playwright's sync API keeps an event loop running in the
-    main thread while its browser is open, which pytest-asyncio tests cannot share. Group
-    the tests for pytest-xdist (``scripts/test.sh`` runs two workers)."""
+    main thread while its browser is open, which pytest-asyncio tests cannot share."""
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
