@@ -9,7 +9,7 @@ log), so a rebuild gives the same numbers.
   first, as the cluster was last observed, else the one model its task asked for, else
   ``any``.
 - Goodput and wait: a finished task's (``projections.goodput.task_goodput``), on the day it
-  finished: the GPU-hours it held and of them productive, and the hours it waited. Tasks
+  finished (its last attempt's end; a task canceled while waiting: its last event): the GPU-hours it held and of them productive, and the hours it waited. Tasks
   still going are counted on the day they finish.
 - Teams: a user's team as it is now (``projections.teams``); users in no team are ``-``.
 """
@@ -87,6 +87,13 @@ def _spans(begin: float, end: float, since: float, until: float) -> Iterable[tup
         t = upto
 
 
+def _finished_at(task: TaskView) -> float:
+    """When a finished task finished: its last attempt's end (the time the reactor saw it),
+    else (canceled while it waited) its last event's."""
+    latest = task.latest_attempt
+    return latest.ended_at if latest is not None and latest.ended_at is not None else task.updated_at
+
+
 def usage_report(tasks: Iterable[TaskView], *, by: UsageBy, team_of: dict[str, str], node_models: dict[str, str],
                  since: float, until: float, now: float) -> UsageReport:
     """Pure: the usage of ``tasks`` (see the module's docstring)."""
@@ -110,9 +117,10 @@ def usage_report(tasks: Iterable[TaskView], *, by: UsageBy, team_of: dict[str, s
                 r.gpu_hours += hours
                 r.gpu_hours_by_model[model] = r.gpu_hours_by_model.get(model, 0.0) + hours
                 models.add(model)
-        if finished and since <= task.updated_at < until:
+        done = _finished_at(task) if finished else None
+        if done is not None and since <= done < until:
             g = task_goodput(task, task.updated_at)
-            r = row(task.user, day_of(task.updated_at))
+            r = row(task.user, day_of(done))
             r.tasks_finished += 1
             r.held_gpu_hours += g.held / HOUR
             r.productive_gpu_hours += g.productive / HOUR
