@@ -149,8 +149,9 @@ def create_app(
         token = admin_token or os.environ.get(config.v2.auth.token_env)
         if token and found is None:  # a damaged log takes no writes
             await commands.bootstrap_admin(token)
-        if config.v2.scheduler.fairshare.teams and found is None:
-            await TeamCommands(commands).seed(config.v2.scheduler.fairshare.teams)
+        state.teams = TeamCommands(commands)
+        if config.v2.scheduler.fairshare.teams and found is None:  # recorded once (docs/teams.md)
+            await state.teams.seed(config.v2.scheduler.fairshare.teams)
         await broadcaster.start()
         import asyncio
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import msgspec
 from litestar import Controller, Request, get, post
@@ -33,7 +33,7 @@ class MoveIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 def _teams(state: State) -> TeamCommands:
-    return TeamCommands(state.commands)
+    return cast(TeamCommands, state.teams)  # made at start-up, in create_app
 
 
 async def _visible(reads: Reads, who: Principal, team_id: str) -> TeamDetail:

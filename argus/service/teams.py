@@ -97,6 +97,9 @@ class TeamCommands:
         except (ConcurrencyConflict, InvariantViolation) as exc:  # the fold refused it: it raced another change
             raise CommandError(409, str(exc)) from exc
 
+    async def _user_exists(self, user_id: str) -> bool:
+        return await self.store.read_snapshot(lambda db: user_summary(db, user_id)) is not None
+
     async def _require_team(self, team_id: str) -> TeamModel:
         model = await self.model()
         if team_id not in model.teams:
@@ -116,7 +119,7 @@ class TeamCommands:
     async def move(self, who: Principal, team_id: str, user_id: str, request_id: str = "") -> bool:
         """Move ``user_id`` into ``team_id``; False when they are in it already (nothing written)."""
         model = await self._require_team(team_id)
-        if await self.store.read_snapshot(lambda db: user_summary(db, user_id)) is None:
+        if not await self._user_exists(user_id):
             raise NotFound(f"user {user_id!r}")
         now_in = model.team_of.get(user_id, "")
         if now_in == team_id:
@@ -161,7 +164,7 @@ class TeamCommands:
             for user in seed.members:
                 if user in model.team_of or any(isinstance(e, TeamMemberMoved) and e.user_id == user for e in events):
                     continue  # in a team already: the log decides now
-                if await self.store.read_snapshot(lambda db, u=user: user_summary(db, u)) is not None:
+                if await self._user_exists(user):
                     events.append(TeamMemberMoved(user_id=user, team_id=team_id, by=by, at=now))
         if events:
             await self._append(events, by, "")
