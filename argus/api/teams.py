@@ -127,4 +127,5 @@ async def usage_view(
     if not who.is_admin:
         mine = who.user_id if by == "user" else await reads.team_of(who.user_id)
         report.rows = [r for r in report.rows if mine and r.key == mine]
+        report.gpu_models = sorted({m for r in report.rows for m in r.gpu_hours_by_model})  # theirs only
     return report
