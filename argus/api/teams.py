@@ -7,7 +7,6 @@ import datetime as dt
 import time
 from typing import Annotated, Any, Literal, cast
 
-import msgspec
 from litestar import Controller, Request, get, post
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException, NotFoundException
@@ -17,19 +16,14 @@ from argus.api.auth import request_id, require_admin
 from argus.api.openapi import errors
 from argus.api.reads import Reads
 from argus.service import Principal
-from argus.service.teams import CreateTeam, SetQuota, SetShare, TeamCommands
+from argus.api.schemas import CreateTeam, MoveMemberIn, SetQuota, SetShare
+from argus.service.teams import TeamCommands
 from projections.teams import TeamDetail, TeamSummary
 from projections.usage_report import UsageReport
 
-__all__ = ["MoveIn", "TeamsController", "usage_view"]
+__all__ = ["TeamsController", "usage_view"]
 
 DAY = 86400.0
-
-
-class MoveIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """``POST /teams/{id}/members``: the user to move into the team (out of their old one)."""
-
-    user_id: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
 
 
 def _teams(state: State) -> TeamCommands:
@@ -74,7 +68,7 @@ class TeamsController(Controller):
 
     @post("/{team_id:str}/members", status_code=200, responses=errors(403, 404, 409))
     async def move_member(self, request: Request[Any, Any, Any], state: State, reads: Reads, who: Principal,
-                          team_id: str, data: MoveIn) -> TeamDetail:
+                          team_id: str, data: MoveMemberIn) -> TeamDetail:
         """Move a user into this team, out of the one they were in (admin)."""
         require_admin(who)
         await _teams(state).move(who, team_id, data.user_id, request_id(request))
@@ -98,11 +92,7 @@ class TeamsController(Controller):
         return await _visible(reads, who, team_id)
 
 
-def _day(text: str, name: str) -> float:
-    try:
-        day = dt.date.fromisoformat(text)
-    except ValueError:
-        raise HTTPException(status_code=400, detail=f"{name}: {text[:40]!r} is not a date; give YYYY-MM-DD (UTC)")
+def _midnight(day: dt.date) -> float:
     return dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc).timestamp()
 
 
@@ -110,19 +100,19 @@ def _day(text: str, name: str) -> float:
 async def usage_view(
     reads: Reads, who: Principal,
     by: Literal["team", "user"] = "user",
-    since: Annotated[str | None, Parameter(max_length=40, description="first day, YYYY-MM-DD (UTC); "
-                                           "default: 30 days ago")] = None,
-    until: Annotated[str | None, Parameter(max_length=40, description="the day after the last, YYYY-MM-DD "
-                                           "(UTC); default: now")] = None,
+    since: Annotated[dt.date | None, Parameter(description="first day, YYYY-MM-DD (UTC); default: 30 days ago")] = None,
+    until: Annotated[dt.date | None, Parameter(description="the day after the last, YYYY-MM-DD (UTC); "
+                                               "default: now")] = None,
 ) -> UsageReport:
     """GPU-hours by GPU model, wait hours and goodput, by team or user and by day (UTC),
     counted from the log (docs/teams.md). Users see their own rows (by team: their own
     team's); admins every row."""
     now = time.time()
-    start = _day(since, "since") if since else (now // DAY - 30) * DAY
-    end = _day(until, "until") if until else now
+    start = _midnight(since) if since else (now // DAY - 30) * DAY
+    end = _midnight(until) if until else now
     if end <= start:
-        raise HTTPException(status_code=400, detail="until must come after since")
+        raise HTTPException(status_code=400, detail="until must come after since: give an until after "
+                                                    f"{dt.datetime.fromtimestamp(start, dt.timezone.utc).date().isoformat()}")
     report = await reads.usage(by=by, since=start, until=end, now=now)
     if not who.is_admin:
         mine = who.user_id if by == "user" else await reads.team_of(who.user_id)

@@ -30,6 +30,12 @@ __all__ = ["CreateTeam", "SetQuota", "SetShare", "TEAM_ID_RULE", "TeamCommands",
 TEAM_ID_RULE = "1-32 characters: lower-case letters, digits, '_' or '-', starting with a letter"
 _TEAM_ID = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 _MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+# Patterns for the document only (as for user ids): the command refuses a bad one with the rule in words.
+TeamId = Annotated[str, msgspec.Meta(extra_json_schema={
+    "description": f"Team id: {TEAM_ID_RULE}.", "extra": {"pattern": "^" + _TEAM_ID.pattern + "$"}})]
+GpuModel = Annotated[str, msgspec.Meta(max_length=64, extra_json_schema={
+    "description": "A GPU model as `argus cluster` shows it; \"any\" or \"\": any model.",
+    "extra": {"pattern": "^(|any|\\*|" + _MODEL.pattern + ")$"}})]
 Share = Annotated[float, msgspec.Meta(gt=0, le=1_000_000)]
 Gpus = Annotated[float, msgspec.Meta(ge=0, le=1_000_000)]
 
@@ -37,7 +43,7 @@ Gpus = Annotated[float, msgspec.Meta(ge=0, le=1_000_000)]
 class CreateTeam(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """``POST /teams``: a new team and its share (relative to the other teams')."""
 
-    team_id: str
+    team_id: TeamId
     display_name: Annotated[str, msgspec.Meta(max_length=200)] = ""
     share: Share = 1.0
 
@@ -52,7 +58,7 @@ class SetQuota(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """``POST /teams/{id}/quotas``: the quota of one GPU model ("" or "any": any model);
     null limits: no limit; all zero and null: the quota is removed."""
 
-    gpu_model: Annotated[str, msgspec.Meta(max_length=64)] = ""
+    gpu_model: GpuModel = ""
     nominal_gpus: Gpus = 0.0
     borrowing_limit: Gpus | None = None
     lending_limit: Gpus | None = None
