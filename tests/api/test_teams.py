@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from projections.teams import read_team_model
 from tests.api.conftest import Env
 from tests.support.sql import rows as sql_rows
 
@@ -44,6 +45,10 @@ async def test_admin_governs_teams_and_each_change_is_an_event_with_its_author(e
     assert [r[0] for r in rows] == ["TeamCreated", "TeamMemberMoved", "TeamCreated", "TeamMemberMoved",
                                     "TeamQuotaSet", "TeamMemberMoved"]
     assert '"from_team":"vision"' in rows[-1][2] and all('"by":"admin"' in r[2] for r in rows)
+    # The model a scheduler takes: each user's team, each team's share and quotas.
+    model = await env.store.read_snapshot(read_team_model)
+    assert model.team_of == {"alice": "nlp", "bob": "nlp"} and model.members("nlp") == ["alice", "bob"]
+    assert model.teams["vision"].share == 2 and model.teams["vision"].quotas["A100"].lending_limit == 2
     # A quota of all zeros and nulls is removed.
     r = await _post(env, "/teams/vision/quotas", {"gpu_model": "A100"})
     assert r.json()["quotas"] == []
