@@ -16,6 +16,7 @@ from typing import Any, Literal, Mapping
 import msgspec
 import yaml
 
+from argus.config_teams import TeamQuotaSeed, TeamSeed
 from argus.config_data import MIN_OUTPUT_BUDGET, FilesConfig, HubConfig, OutputConfig, RetentionConfig, SftpConfig
 
 __all__ = [
@@ -30,6 +31,8 @@ __all__ = [
     "MIN_OUTPUT_BUDGET",
     "OutputConfig",
     "FilesConfig",
+    "TeamQuotaSeed",
+    "TeamSeed",
     "SchedulerConfig",
     "SftpConfig",
     "ServiceConfig",
@@ -140,6 +143,9 @@ class FairShareConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # GPUs guaranteed to a user: their tasks within it come first, and preemptible tasks of
     # users beyond their own quota are stopped for them. Idle GPUs may be borrowed by anyone.
     quotas: dict[str, float] = {}
+    # Teams recorded in the log at start, once each (docs/teams.md): their share, members
+    # and quotas per GPU model. Afterwards `argus teams` changes them; the file no longer does.
+    teams: dict[str, TeamSeed] = {}
     # An age term: a task that has waited this long goes before every user's share, oldest
     # first (after the rooms being made), so the first of them that does not fit gets the
     # reservation: fair share alone let a heavy user's big gang wait for days while small

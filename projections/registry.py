@@ -9,6 +9,7 @@ from projections.queue import QueueProjection
 from projections.runtime_stats import RuntimeStatsProjection
 from projections.ssh_keys import SshKeysProjection
 from projections.tasks import TasksProjection
+from projections.teams import TeamsProjection
 from projections.usage import UsageProjection
 from projections.user_views import UserViewsProjection
 from projections.users import UsersProjection
@@ -28,6 +29,7 @@ def default_projections() -> list[EntityProjection]:  # type: ignore[type-arg]
         UsageProjection(),
         GoodputProjection(),
         SshKeysProjection(),
+        TeamsProjection(),
     ]
 
 

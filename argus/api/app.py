@@ -34,12 +34,14 @@ from argus.api.sshkeys import SshKeysController, sftp_door
 from argus.api.reads import Reads, provide_reads
 from argus.api.openapi import document_api, fix_options_allow, strict_body
 from argus.api.tasks import TasksController
+from argus.api.teams import TeamsController, usage_view
 from argus.api.users import UsersController
 from argus.api.vocabulary import vocabulary
 from argus.api.eta import EtaBoard
 from argus.store import LogUnreachable, StorageFull
 from argus.config import ArgusConfig
 from argus.service import AuthCache, CommandError, Commands
+from argus.service.teams import TeamCommands
 
 __all__ = ["API_PREFIX", "STATIC_DIR", "create_app"]
 
@@ -147,6 +149,9 @@ def create_app(
         token = admin_token or os.environ.get(config.v2.auth.token_env)
         if token and found is None:  # a damaged log takes no writes
             await commands.bootstrap_admin(token)
+        state.teams = TeamCommands(commands)
+        if config.v2.scheduler.fairshare.teams and found is None:  # recorded once (docs/teams.md)
+            await state.teams.seed(config.v2.scheduler.fairshare.teams)
         await broadcaster.start()
         import asyncio
 
@@ -167,7 +172,7 @@ def create_app(
 
     api = Router(
         path=API_PREFIX,
-        route_handlers=[AuthController, TasksController, UsersController, FilesController, SshKeysController, sftp_door,
+        route_handlers=[AuthController, TasksController, UsersController, TeamsController, usage_view, FilesController, SshKeysController, sftp_door,
                         FileOpsController, TusController,
                         events_stream, queue_view, cluster_view, drain_node, undrain_node, shares_view, goodput_view, vocabulary],
         dependencies={"who": Provide(principal)},

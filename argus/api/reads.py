@@ -22,6 +22,8 @@ from projections.cluster import ClusterView, read_cluster
 from projections.goodput_table import GoodputReport, read_goodput
 from projections.queue import QueuePage
 from projections.tasks_read import PageCursor, TaskCounts, task_counts, task_page, tasks_in_states
+from projections.teams import TeamDetail, TeamSummary, team_detail, team_list, team_of
+from projections.usage_report import UsageBy, UsageReport, read_usage_report
 from projections.users import TokenSummary, UserSummary, list_users, token_summary, user_summary, user_tokens
 
 if TYPE_CHECKING:
@@ -98,6 +100,22 @@ class Reads:
 
     async def token(self, user_id: str, token_id: str) -> TokenSummary | None:
         return await self.store.read_snapshot(lambda db: token_summary(db, user_id, token_id))
+
+    # ------------------------------------------------------------------ teams and usage
+    async def teams(self) -> list[TeamSummary]:
+        return await self.store.read_snapshot(team_list)
+
+    async def team(self, team_id: str) -> TeamDetail | None:
+        return await self.store.read_snapshot(lambda db: team_detail(db, team_id))
+
+    async def team_of(self, user_id: str) -> str:
+        """The user's team ("": none)."""
+        return await self.store.read_snapshot(lambda db: team_of(db, user_id))
+
+    async def usage(self, *, by: UsageBy, since: float, until: float, now: float) -> UsageReport:
+        """GPU-hours, waits and goodput by team or user and day, in [since, until)."""
+        return await self.store.read_snapshot(
+            lambda db: read_usage_report(db, by=by, since=since, until=until, now=now))
 
 
 def _cluster_and_holders(db: sqlite3.Connection) -> tuple[ClusterView | None, list[TaskView]]:

@@ -14,13 +14,14 @@ import msgspec
 from argus.events import NodeCapacity
 from argus.service.ids import USER_ID_RE, USER_ID_RULE
 from argus.service.limits import UserLimits  # a request body: its unknown fields are refused, as declared
+from argus.service.teams import CreateTeam, SetQuota, SetShare  # request bodies too (docs/teams.md)
 from projections.cluster import NodeHold
 from projections.queue import QueueEntry, QueuePage
 from projections.tasks_read import TaskDetail, TaskPage, TaskSummary
 from projections.users import TokenSummary, UserSummary
 
 __all__ = [
-    "AddSshKeyIn", "SftpOut",
+    "AddSshKeyIn", "SftpOut", "CreateTeam", "MoveMemberIn", "SetQuota", "SetShare",
     "ClusterOut", "CreateUserIn", "FileEntry", "FileListing", "FileOpIn", "FilesOverview", "IssueTokenIn", "LoginIn",
     "DrainIn", "MeOut", "NodeCapacity", "NodeHold", "ProgressOut", "ProgressPoint", "QueueEntry", "QueuePage", "SpecOut",
     "SubmitIn", "SubmitOut", "TaskDetail", "TaskList", "TaskStateOut", "TaskSummary",
@@ -33,6 +34,12 @@ __all__ = [
 UserId = Annotated[str, msgspec.Meta(extra_json_schema={
     "description": f"User id: {USER_ID_RULE}.", "extra": {"pattern": USER_ID_RE.pattern}})]
 Label = Annotated[str, msgspec.Meta(max_length=200)]
+
+
+class MoveMemberIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``POST /teams/{id}/members``: the user to move into the team (out of their old one)."""
+
+    user_id: UserId
 
 
 class LoginIn(msgspec.Struct, kw_only=True):

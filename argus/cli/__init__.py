@@ -28,6 +28,8 @@ COMMANDS: dict[str, str] = {
     "undrain": "argus.cli.cluster_cmd:undrain",
     "shares": "argus.cli.cluster_cmd:shares",
     "goodput": "argus.cli.cluster_cmd:goodput",
+    "teams": "argus.cli.teams_cmd:teams",
+    "usage": "argus.cli.teams_cmd:usage",
     "users": "argus.cli.admin_cmd:users",
     "tokens": "argus.cli.admin_cmd:tokens",
     "keys": "argus.cli.keys_cmd:keys",

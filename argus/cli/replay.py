@@ -17,6 +17,7 @@ import click
 import msgspec
 
 from argus.cli.serve import UP_DATA_DIR
+from argus.cli.teams_cmd import day_start, render_usage, usage_options
 from argus.config import SchedulerConfig
 
 __all__ = ["replay"]
@@ -165,6 +166,21 @@ def stats(ctx: click.Context, since: str | None, until: str | None, as_json: boo
 
     result = _guard(go)
     _json(result) if as_json else click.echo(render_stats(result))
+
+
+@replay.command("usage")
+@usage_options
+@click.pass_context
+def usage_cmd(ctx: click.Context, by: str, since: str | None, until: str | None, fmt: str) -> None:
+    """GPU-hours, wait and goodput by team or user and day, as `argus usage` shows them,
+    from projections rebuilt from the log (not the live tables)."""
+    from argus.replay.usage import usage_from_log
+
+    now = time.time()
+    start = day_start(since) if since else (now // 86400 - 30) * 86400
+    end = day_start(until) if until else now
+    report = _guard(lambda: usage_from_log(_db(ctx), by=by, since=start, until=end, now=now))  # type: ignore[arg-type]
+    render_usage(msgspec.to_builtins(report), fmt)
 
 
 @replay.command("export")

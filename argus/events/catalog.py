@@ -7,7 +7,7 @@ Rules (docs/design.md §3):
 - The class name is the ``type`` column and the union tag.
 
 Streams: ``task-<task_id>`` (its events in ``argus.events.task_events``), ``user-<user_id>``,
-``cluster``, ``reactor`` (below).
+``teams`` (``argus.events.team_events``), ``cluster``, ``reactor`` (below).
 Times are UNIX seconds (float, UTC).
 """
 
@@ -44,6 +44,8 @@ from argus.events.task_events import (
 )
 # The value objects events carry, here with the events that carry them (``__all__``).
 from argus.events.values import Demand, HoldKind, NodeCapacity, StackedProcess, SubmissionPayload
+# Teams (issue 56): their own module, named here too.
+from argus.events.team_events import TeamCreated, TeamMemberMoved, TeamQuotaSet, TeamShareSet, teams_stream
 
 __all__ = [
     "ALL_EVENT_TYPES",
@@ -85,6 +87,10 @@ __all__ = [
     "TaskIncomplete",
     "TaskSubmitted",
     "TaskSucceeded",
+    "TeamCreated",
+    "TeamMemberMoved",
+    "TeamQuotaSet",
+    "TeamShareSet",
     "TokenIssued",
     "TokenRevoked",
     "TokenUsed",
@@ -95,6 +101,7 @@ __all__ = [
     "cluster_stream",
     "reactor_stream",
     "task_stream",
+    "teams_stream",
     "user_stream",
 ]
 
@@ -295,6 +302,10 @@ Event = Union[
     TokenUsed,
     SshKeyAdded,
     SshKeyRevoked,
+    TeamCreated,
+    TeamMemberMoved,
+    TeamShareSet,
+    TeamQuotaSet,
     CapacityObserved,
     ClusterUnreachable,
     NodeHeld,

@@ -263,6 +263,17 @@ def _summarize_other(t: str, e: Any) -> str:
         return f"token {e.token_id} of {e.user_id} used"
     if t in ("SshKeyAdded", "SshKeyRevoked"):
         return f"SSH key {e.fingerprint} of {e.user_id} {t.removeprefix('SshKey').lower()} by {e.by}"
+    if t == "TeamCreated":
+        return f"team {e.team_id} created by {e.by}, share {e.share:g}"
+    if t == "TeamMemberMoved":
+        return f"user {e.user_id} moved to team {e.team_id} from {e.from_team or 'no team'} by {e.by}"
+    if t == "TeamShareSet":
+        return f"team {e.team_id}: share {e.share:g}, set by {e.by}"
+    if t == "TeamQuotaSet":
+        limits = ", ".join(f"{n} {'no limit' if v is None else format(v, 'g')}" for n, v in
+                           (("borrowing", e.borrowing_limit), ("lending", e.lending_limit)))
+        return (f"team {e.team_id}: quota of {e.gpu_model or 'any model'} {e.nominal_gpus:g} GPUs "
+                f"({limits}), set by {e.by}")
     if t == "CapacityObserved":
         gpus = sum(n.total_gpus for n in e.nodes)
         return (f"cluster: {nodes_phrase(len(e.nodes))} with {_show(float(gpus))} GPUs, free GPUs "

@@ -42,6 +42,11 @@ ROWS: list[tuple[str, str, Any, dict[str, int]]] = [
     ("DELETE", "/api/v2/files/models/m.bin", None, {"alice": OK, "bob": 404, "admin": 404}),
     ("GET", "/api/v2/files/common/datasets", None, {"alice": OK, "bob": OK, "admin": OK}),
     ("PUT", "/api/v2/files/common/datasets/x", b"abc", {"alice": 403, "bob": 403, "admin": 201}),
+    ("GET", "/api/v2/teams", None, {"alice": OK, "bob": OK, "admin": OK}),
+    ("POST", "/api/v2/teams", {"team_id": "zt"}, {"alice": 403, "bob": 403, "admin": CREATED}),
+    ("POST", "/api/v2/teams/zt/members", {"user_id": "bob"}, {"alice": 403, "bob": 403, "admin": 404}),
+    ("POST", "/api/v2/teams/zt/quotas", {"nominal_gpus": 1}, {"alice": 403, "bob": 403, "admin": 404}),
+    ("GET", "/api/v2/usage?by=user&since=2020-01-01", None, {"alice": OK, "bob": OK, "admin": OK}),
 ]
 
 

@@ -63,7 +63,9 @@ _negative = CHECKS.get_one("negative_data_rejection")
 # - The tus operations (/uploads): Upload-Metadata must name a writable path in base64, a
 #   chunk's Upload-Checksum must be its bytes' digest, its offset where the upload stands
 #   (test_uploads.py).
-NOT_DESCRIBABLE = {"POST /api/v2/tasks", "POST /api/v2/users/{user_id}/ssh-keys", "POST /api/v2/files/{rest}",
+# - POST /teams/{team_id}/quotas: a lending limit above the nominal GPUs is refused (400),
+#   and GET /usage: an until before since (400); test_teams.py checks both refusals.
+NOT_DESCRIBABLE = {"POST /api/v2/teams/{team_id}/quotas", "GET /api/v2/usage", "POST /api/v2/tasks", "POST /api/v2/users/{user_id}/ssh-keys", "POST /api/v2/files/{rest}",
                    "POST /api/v2/uploads", "PATCH /api/v2/uploads/{upload_id}", "HEAD /api/v2/uploads/{upload_id}",
                    "DELETE /api/v2/uploads/{upload_id}"}
 

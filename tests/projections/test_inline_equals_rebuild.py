@@ -1,4 +1,4 @@
-"""Property: for any valid history of task, user and cluster events, appended in any split
+"""Property: for any valid history of task, user, team and cluster events, appended in any split
 into transactions (one stream or several per transaction), the projection tables kept
 inline equal a rebuild of the same log from scratch."""
 
@@ -11,7 +11,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from argus.events import AttemptOutputTruncated, EventBase, FailureKind, cluster_stream, task_stream, user_stream
+from argus.events import (
+    AttemptOutputTruncated, EventBase, FailureKind, TeamCreated, TeamMemberMoved, TeamQuotaSet, TeamShareSet,
+    cluster_stream, task_stream, teams_stream, user_stream,
+)
 from argus.lifecycle import TRANSITIONS, TaskState, next_state
 from argus.store import AppendBatch
 from projections import open_store
@@ -57,6 +60,30 @@ def _task_event(kind: str, tid: str, attempt: int, at: float, draw: st.DrawFn) -
     return builders[kind]()
 
 
+TEAMS = ["vision", "nlp"]
+
+
+def _team_event(created: list[str], members: dict[str, str], draw: st.DrawFn, at: float) -> EventBase:
+    """A valid team event: a team is created before it is used; a move names where the
+    user is (``members``: user -> team)."""
+    if not created or (len(created) < len(TEAMS) and draw(st.booleans())):
+        team = next(t for t in TEAMS if t not in created)
+        created.append(team)
+        return TeamCreated(team_id=team, share=float(draw(st.integers(1, 3))), by="admin", at=at)
+    team = draw(st.sampled_from(created))
+    kind = draw(st.sampled_from(["move", "share", "quota"]))
+    if kind == "move":
+        user = draw(st.sampled_from(USERS))
+        moved = TeamMemberMoved(user_id=user, team_id=team, from_team=members.get(user, ""), by="admin", at=at)
+        members[user] = team
+        return moved
+    if kind == "share":
+        return TeamShareSet(team_id=team, share=float(draw(st.integers(1, 5))), by="admin", at=at)
+    return TeamQuotaSet(team_id=team, gpu_model=draw(st.sampled_from(["", "A100"])),
+                        nominal_gpus=float(draw(st.integers(0, 8))), lending_limit=draw(st.none() | st.just(0.0)),
+                        by="admin", at=at)
+
+
 @st.composite
 def histories(draw: st.DrawFn) -> list[Step]:
     """A valid log: every task follows argus.lifecycle.TRANSITIONS, users exist before
@@ -65,9 +92,11 @@ def histories(draw: st.DrawFn) -> list[Step]:
     users: dict[str, list[str]] = {}  # id -> token ids
     steps: list[Step] = []
     n_tokens = 0
+    teams: list[str] = []  # created so far
+    members: dict[str, str] = {}  # user -> their team
     for i in range(draw(st.integers(1, 50))):
         at = f.T0 + i
-        action = draw(st.sampled_from(["new_task", "task", "task", "task", "user", "cluster"]))
+        action = draw(st.sampled_from(["new_task", "task", "task", "task", "user", "cluster", "team"]))
         live = sorted(t for t, (s, _, _) in tasks.items() if not s.is_terminal())
         if action == "task" and live:
             tid = draw(st.sampled_from(live))
@@ -100,6 +129,8 @@ def histories(draw: st.DrawFn) -> list[Step]:
                 else:
                     event = (f.user_disabled if choice == "disable" else f.user_enabled)(uid, at)
             steps.append((user_stream(uid), uid, event))
+        elif action == "team":
+            steps.append((teams_stream, None, _team_event(teams, members, draw, at)))
         else:
             if draw(st.integers(0, 4)) == 0:
                 event = f.unreachable(at=at)
@@ -153,6 +184,7 @@ def test_inline_projections_equal_a_rebuild_whatever_the_batch_split(steps: list
         inline = inline_tables(db)
         rebuilt = rebuilt_from_scratch(db, Path(tmp) / "scratch.sqlite3")
     assert inline == rebuilt
+    assert len(inline["teams"]) == len({e.team_id for _, _, e in steps if isinstance(e, TeamCreated)})
     n_tasks = len({s for s, _, e in steps if s.startswith("task-")})
     assert len(inline["tasks"]) == n_tasks  # the history really reached the read model
 

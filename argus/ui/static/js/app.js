@@ -16,6 +16,8 @@ const PAGES = {
   data: () => import("./pages/data.js"),
   users: () => import("./pages/users.js"),
   sftp: () => import("./pages/sftp.js"),
+  teams: () => import("./pages/teams.js"),
+  usage: () => import("./pages/usage.js"),
   notfound: () => import("./pages/not_found.js"),
 };
 
@@ -52,7 +54,7 @@ export function parseHash(hash) {
     return { name: "notfound", params: { q } };
   }
   if (first === "data") return { name: "data", params: { area: rest.join("/"), q } };
-  if (["login", "queue", "cluster", "users", "sftp"].includes(first) && rest.length === 0) {
+  if (["login", "queue", "cluster", "users", "sftp", "teams", "usage"].includes(first) && rest.length === 0) {
     return { name: first, params: { q } };
   }
   return { name: "notfound", params: { q } };
@@ -85,7 +87,7 @@ async function route() {
     name = "login";
   }
   if (ctx.me && name === "login") name = "tasks";
-  if (name === "users" && !(ctx.me && ctx.me.is_admin)) name = "notfound";
+  if ((name === "users" || name === "teams") && !(ctx.me && ctx.me.is_admin)) name = "notfound";
   if (cleanup) { try { cleanup(); } catch (err) { console.error(err); } cleanup = null; }
   markNav(name);
   const main = document.getElementById("main");
