@@ -21,6 +21,7 @@ import click
 import msgspec
 import yaml
 
+from argus import layout
 from argus.cli.stack import Stack
 from argus.sftp import SftpDoor, sftp_background
 from argus.confine import confinement_line
@@ -338,8 +339,8 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, gpu
     port = port or config.v2.api.port
     config.v2.api.host, config.v2.api.port = host, port
     token, token_file = admin_token_for(data_dir, config.v2.auth.token_env)
-    (data_dir / "shared" / "datasets").mkdir(parents=True, exist_ok=True)
-    (data_dir / "shared" / "hf").mkdir(parents=True, exist_ok=True)
+    for folder in layout.COMMON_AREAS.values():
+        (data_dir / "shared" / folder).mkdir(parents=True, exist_ok=True)
     log_at = open_event_log_once(config)
     if gpu_type and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}", gpu_type):
         raise click.BadParameter(f"{gpu_type!r}: letters, digits, '.', '_' and '-' (e.g. H100)",
