@@ -5,7 +5,7 @@ shared root's control-plane folder, which confined jobs can neither read nor wri
 writes it, each before any user code of that job runs a worker:
 - the job driver (``argus.driver``, trusted, unconfined) for the Ray jobs its own command
   starts: a Ray job that names the attempt's submission id and whose driver process is a
-  descendant of this driver on this node (``watch_claims``);
+  descendant of this driver on this node (``argus.confine.command.watch_claims``);
 - the head's watchdog for the dashboard's own job, whose workers run every job's
   entrypoint and so must stay unconfined (``SYSTEM``).
 The cluster id keys it because job ids start again at 01000000 with every new head.

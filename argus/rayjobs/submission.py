@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import copy
 import os
+import posixpath
 import re
 import shlex
 import zlib
@@ -22,10 +23,11 @@ from typing import Any
 
 import msgspec
 
+from argus import layout
 from argus.config import ArgusConfig
+from argus.confine.sandbox import Sandbox
 from argus.events.catalog import Demand, SubmissionPayload
 from argus.rayjobs.output import OutputLimits
-from argus.rayjobs.sandbox import Sandbox
 from argus.taskspec.sizes import parse_bytes
 from argus.scheduler.gpumodel import ACCELERATOR_PREFIX
 from argus.taskspec.checks import hub_ids
@@ -62,7 +64,7 @@ class DriverContext(msgspec.Struct, frozen=True, kw_only=True):
     command_raw: str = ""
     spec_raw: str = ""
     spec: dict[str, Any] = {}
-    # v2.sandbox: how the command runs confined (argus.rayjobs.sandbox); None: not.
+    # v2.sandbox: how the command runs confined (argus.confine.command); None: not.
     sandbox: Sandbox | None = None
     # How much of the output is kept (argus.rayjobs.output); None (an older context): the default.
     output: OutputLimits | None = None
@@ -94,10 +96,10 @@ def hub_env(config: ArgusConfig, user: str, command: str) -> dict[str, str]:
     if not hub.shared_cache:
         return {}
     root = str(PurePosixPath(config.shared_root))
-    env = {"HF_HOME": f"{root}/users/{user}/.cache/huggingface"}
-    shared = Path(root) / "hf"
-    if hub.offline or all(in_cache(shared, hub_id) for hub_id in hub_ids(command)):
-        env["HF_HUB_CACHE"] = f"{root}/hf"
+    env = {"HF_HOME": f"{layout.home(root, user)}/.cache/huggingface"}
+    shared = layout.hub_cache(root)
+    if hub.offline or all(in_cache(Path(shared), hub_id) for hub_id in hub_ids(command)):
+        env["HF_HUB_CACHE"] = shared
     if hub.offline:
         env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1")
     return env
@@ -105,7 +107,7 @@ def hub_env(config: ArgusConfig, user: str, command: str) -> dict[str, str]:
 
 def job_dir(shared_root: str, user: str, submission_id: str) -> PurePosixPath:
     """Where an attempt's outputs go (docs/design.md §7)."""
-    return PurePosixPath(shared_root) / "users" / user / "jobs" / submission_id
+    return PurePosixPath(layout.job_dir(shared_root, user, submission_id))
 
 
 def encode_context(ctx: DriverContext) -> str:
@@ -198,7 +200,7 @@ def build_submission(
 
     runtime_env: dict[str, Any] = copy.deepcopy(config.runtime_env)
     merged_env = {str(k): str(v) for k, v in (runtime_env.get("env_vars") or {}).items()}
-    user_code = str(PurePosixPath(config.shared_root) / "users" / user / "code")
+    user_code = posixpath.join(layout.home(str(PurePosixPath(config.shared_root)), user), "code")
     paths = [p for p in (config.user_code_path, user_code) if p]
     if merged_env.get("PYTHONPATH"):
         paths.append(merged_env["PYTHONPATH"])
