@@ -199,29 +199,11 @@ def build_submission(
     entrypoint = f"{shlex.quote(python)} -m argus.driver --context {blob}"
 
     runtime_env: dict[str, Any] = copy.deepcopy(config.runtime_env)
-    merged_env = {str(k): str(v) for k, v in (runtime_env.get("env_vars") or {}).items()}
-    user_code = posixpath.join(layout.home(str(PurePosixPath(config.shared_root)), user), "code")
-    paths = [p for p in (config.user_code_path, user_code) if p]
-    if merged_env.get("PYTHONPATH"):
-        paths.append(merged_env["PYTHONPATH"])
-    merged_env["PYTHONPATH"] = ":".join(dict.fromkeys(paths))
-    # Ray's job supervisor (which runs in this runtime env) waits this long after SIGTERM
-    # before it kills the job: the grace period of every stop (preemption, cancel, limit).
-    for name, value in hub_env(config, user, command).items():
-        merged_env.setdefault(name, value)  # the operator's runtime_env wins
-    merged_env.setdefault("RAY_JOB_STOP_WAIT_TIME_S", str(max(1, round(config.v2.scheduler.preempt_grace_s))))
+    runtime_env["env_vars"] = _job_env(config, runtime_env, user=user, command=command, sid=sid, gpu_type=gpu_type,
+                                       env_vars=env_vars or {}, limits=ctx.output or OutputLimits())
     entrypoint_resources = dict(config.entrypoint_resources)
-    if gpu_type:
-        merged_env["ARGUS_GPU_TYPE"] = gpu_type
-        # A sliver, as verl's resource pools ask: it only says which kind of node.
+    if gpu_type:  # a sliver, as verl's resource pools ask: it only says which kind of node
         entrypoint_resources[ACCELERATOR_PREFIX + gpu_type] = 0.001
-    merged_env.update(env_vars or {})
-    # Every process of the attempt carries its id, its Ray workers too (they get the job's
-    # runtime env): how its driver finds them to dump their stacks (argus.nodepool.stacks).
-    merged_env["ARGUS_SUBMISSION_ID"] = sid
-    # What each of its Ray workers prints is bounded too (set last, as the id).
-    merged_env.update(ray_worker_rotation(ctx.output or OutputLimits()))
-    runtime_env["env_vars"] = merged_env
 
     return SubmissionPayload(
         submission_id=sid,
@@ -234,3 +216,30 @@ def build_submission(
                   # Ray places there); Ray itself may place it elsewhere on a multi-node cluster
                   **({"argus_nodes": ",".join(node_ids)} if node_ids else {})},
     )
+
+
+def _job_env(config: ArgusConfig, runtime_env: dict[str, Any], *, user: str, command: str, sid: str,
+             gpu_type: str, env_vars: dict[str, str], limits: OutputLimits) -> dict[str, str]:
+    """The job's environment variables: the operator's ``runtime_env``'s, a PYTHONPATH with
+    the verl code and the user's ``code/``, the hub cache's, the stop's grace, the GPU model,
+    the spec's ``env_vars``, then what Argus sets last (the attempt's id, Ray's log rotation)."""
+    merged_env = {str(k): str(v) for k, v in (runtime_env.get("env_vars") or {}).items()}
+    user_code = posixpath.join(layout.home(str(PurePosixPath(config.shared_root)), user), "code")
+    paths = [p for p in (config.user_code_path, user_code) if p]
+    if merged_env.get("PYTHONPATH"):
+        paths.append(merged_env["PYTHONPATH"])
+    merged_env["PYTHONPATH"] = ":".join(dict.fromkeys(paths))
+    for name, value in hub_env(config, user, command).items():
+        merged_env.setdefault(name, value)  # the operator's runtime_env wins
+    # Ray's job supervisor (which runs in this runtime env) waits this long after SIGTERM
+    # before it kills the job: the grace period of every stop (preemption, cancel, limit).
+    merged_env.setdefault("RAY_JOB_STOP_WAIT_TIME_S", str(max(1, round(config.v2.scheduler.preempt_grace_s))))
+    if gpu_type:
+        merged_env["ARGUS_GPU_TYPE"] = gpu_type
+    merged_env.update(env_vars)
+    # Every process of the attempt carries its id, its Ray workers too (they get the job's
+    # runtime env): how its driver finds them to dump their stacks (argus.nodepool.stacks).
+    merged_env["ARGUS_SUBMISSION_ID"] = sid
+    # What each of its Ray workers prints is bounded too (set last, as the id).
+    merged_env.update(ray_worker_rotation(limits))
+    return merged_env
