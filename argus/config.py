@@ -16,6 +16,7 @@ from typing import Any, Literal, Mapping
 import msgspec
 import yaml
 
+from argus import layout
 from argus.config_teams import TeamQuotaSeed, TeamSeed
 from argus.config_data import MIN_OUTPUT_BUDGET, FilesConfig, HubConfig, OutputConfig, RetentionConfig, SftpConfig
 
@@ -353,7 +354,7 @@ class ArgusConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         return Path(self.shared_root)
 
     def discovery_file(self) -> Path:
-        return self.shared_path / "ray" / "discovery" / self.cluster_name / "head.json"
+        return Path(layout.discovery_file(self.shared_root, self.cluster_name))
 
 
 # Keys that were accepted once and no longer do anything: refused with what replaced them.

@@ -14,6 +14,10 @@ after a grace period). The command runs in its own process group; SIGTERM/SIGINT
 forwarded to that whole group so grandchildren (verl's Ray workers' parents, shells) stop
 too, and the child gets PDEATHSIG=SIGKILL so it cannot outlive a SIGKILLed driver.
 
+Confinement (which mechanism, the ruleset or the bubblewrap prefix, the claim that has the
+node's launcher confine the command's Ray workers too) is ``argus.confine.command``'s: the
+driver asks it how to start the command, and starts it so.
+
 Checkpoints belong to the task, not to one attempt: a later attempt (a retry, or a task
 back from preemption) starts with the ``checkpoints/`` of the latest earlier attempt that
 has one, moved (a rename: no copy) into its own job dir, so verl's ``resume_mode=auto``
@@ -29,29 +33,24 @@ import os
 import secrets
 import select
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import msgspec
 
-from argus.confine import LandlockError, Ruleset, decide, job_ruleset
+from argus.confine import LandlockError
+from argus.confine.command import Confined, bwrap_missing, confine_command, watch_claims, with_claim_secret
 from argus.confine.envpolicy import command_env_problem
-from argus.confine.claims import CLAIM_SECRET_KEY, ClaimWatcher, first_job_judge
-from argus.confine.desk import ClaimRequest, desk_is_open, request_claim, withdraw_request
-from argus.confine.registry import Claim, registry_dir
 from argus.rayjobs.output import BoundedOutput, OutputLimits
 from argus.rayjobs.reports import ProgressTracker
 from argus.nodepool.process import die_with_parent
 from argus.procs import signal_group
 from argus.proctable import CLEAR_WAIT_S, command_line, still_here
-from argus.rayjobs.sandbox import bwrap_argv
 from argus.nodepool.stacks import StackDesk
 from argus.rayjobs.submission import DriverContext, decode_context, job_dir, submission_id_for
 
@@ -130,110 +129,6 @@ def carry_checkpoints(ctx: DriverContext, path: Path) -> Path | None:
     return None
 
 
-def _sandbox_prefix(ctx: DriverContext, path: Path, env: dict[str, str]) -> list[str]:
-    """``bwrap … --`` when the context asks for bubblewrap (else nothing): the command sees
-    the user's home, the shared read-only folders, and this interpreter and PYTHONPATH."""
-    if ctx.sandbox is None or ctx.sandbox.mode != "bwrap":
-        return []
-    needed = [sys.prefix, sys.base_prefix, *env.get("PYTHONPATH", "").split(":")]
-    return bwrap_argv(ctx.sandbox, shared_root=ctx.shared_root, user=ctx.user,
-                      workdir=str(path), needed=needed)
-
-
-def _landlock(ctx: DriverContext, path: Path, env: dict[str, str]) -> tuple[Ruleset | None, str]:
-    """The Landlock ruleset for the command when the context asks for it and this node's
-    kernel has it, and the line that says so ("" when not asked). Raises LandlockError
-    when Landlock is required and missing."""
-    box = ctx.sandbox
-    if box is None or box.mode not in ("auto", "landlock"):
-        return None, ""
-    decision = decide(box.mode)
-    if not decision.confined:
-        return None, decision.line
-    tmp = path / "tmp"  # the private temporary folder: /tmp is out of reach
-    tmp.mkdir(exist_ok=True)
-    home = str(Path(ctx.shared_root) / "users" / ctx.user)
-    env.update(TMPDIR=str(tmp), HOME=home)  # caches (~/.cache, ~/.triton) land in the home
-    ruleset = job_ruleset(decision, shared_root=ctx.shared_root, user=ctx.user,
-                          pythonpath=[p for p in env.get("PYTHONPATH", "").split(":") if p],
-                          extra_read=box.read_only, extra_write=box.writable, hidden=box.hidden)
-    return ruleset, decision.line
-
-
-# Ray's supervisor hands the entrypoint its job config in this variable, and ``ray.init``
-# copies the config's metadata into the GCS's job table (ray._private.worker).
-RAY_JOB_CONFIG = "RAY_JOB_CONFIG_JSON_ENV_VAR"
-
-
-def with_claim_secret(env: dict[str, str], secret: str) -> None:
-    """Put ``secret`` in the job config the command's ``ray.init`` records (nothing to do
-    outside a Ray job). The GCS's job table names each job's driver process as the driver
-    itself says it, so a job that spoke Ray's protocol itself could register a driver
-    naming this attempt and one of its process ids; it cannot name this secret before this
-    command's own Ray job has shown it in the table (Landlock keeps the command's
-    environment from other users' processes), and only the first job showing it is claimed."""
-    raw = env.get(RAY_JOB_CONFIG)
-    if not raw:
-        return
-    try:
-        config = json.loads(raw)
-    except ValueError:
-        return
-    if isinstance(config, dict):
-        metadata = config.setdefault("metadata", {})
-        if isinstance(metadata, dict):
-            metadata[CLAIM_SECRET_KEY] = secret
-            env[RAY_JOB_CONFIG] = json.dumps(config)
-
-
-def claim_judge(ctx: DriverContext, command_pid: int, secret: str,
-                say: Callable[[str], None]) -> Callable[[str, Any], Claim | None]:
-    """Who gets this user's claim (``argus.confine.claims.first_job_judge``)."""
-    return first_job_judge(submission_id=ctx.submission_id, user=ctx.user, command_pid=command_pid,
-                           secret=secret, say=say)
-
-
-class _DeskRequest:
-    """A claim handed to this host's claim desk (``argus.confine.desk``): withdrawn when
-    the command ends."""
-
-    def __init__(self, registry: str, submission_id: str) -> None:
-        self.registry, self.submission_id = registry, submission_id
-
-    def stop(self) -> None:
-        withdraw_request(self.registry, self.submission_id)
-
-
-def _watch_claims(ctx: DriverContext, command_pid: int, secret: str, log: Any) -> ClaimWatcher | _DeskRequest | None:
-    """Claim for this user the Ray job the command starts (``claim_judge``), so that the
-    node's launcher confines that job's Ray workers the same way (argus.confine.worker):
-    through this host's claim desk when it is open (the node's watchdog keeps Ray's client
-    for every job), else with a watcher of its own, which imports Ray. Started after the
-    command: a thread importing Ray while ``Popen`` forks could leave the child's
-    ``preexec_fn`` waiting on a lock. None outside Ray (no ``RAY_ADDRESS``)."""
-    address = os.environ.get("RAY_ADDRESS", "")
-    if not address or address == "auto":
-        return None
-
-    def say(line: str) -> None:  # one write: the log is O_APPEND, shared with the tee
-        log.write(f"[argus.driver] {line}\n".encode())
-
-    registry = registry_dir(ctx.shared_root)
-    if desk_is_open(registry):
-        try:
-            request_claim(registry, ClaimRequest(submission_id=ctx.submission_id, user=ctx.user, secret=secret,
-                                                 command_pid=command_pid, made_at=time.time()))
-            say("its Ray job is claimed by this host's claim desk (the node's log says when)")
-            return _DeskRequest(registry, ctx.submission_id)
-        except OSError as exc:  # the desk's folder is not writable: watch for ourselves
-            say(f"cannot hand the claim to this host's claim desk ({exc}); watching Ray's jobs itself")
-    watcher = ClaimWatcher(registry=registry, gcs_address=address,
-                           judge=claim_judge(ctx, command_pid, secret, say),
-                           submission_id=ctx.submission_id, on_error=say)
-    watcher.start()
-    return watcher
-
-
 def _failed_to_start(ctx: DriverContext, started: float, why: str, log: Any, out: Any) -> DriverResult:
     """Say why the command did not run, and end as a command that was not found."""
     log.write(why.encode())
@@ -290,30 +185,56 @@ def _run(ctx: DriverContext, path: Path, output: BoundedOutput) -> DriverResult:
     secret = secrets.token_hex(16)
     with_claim_secret(env, secret)
     started = time.time()
-    forwarded: list[int] = []
-    argv = [*_sandbox_prefix(ctx, path, env), "bash", "-c", ctx.command]
-    log, out = output.log, output.out
+    confined = _confine(ctx, path, env, output)
+    if isinstance(confined, str):  # fail closed, saying why
+        return _failed_to_start(ctx, started, f"[argus.driver] {confined}\n", output.log, output.out)
+    child = _spawn(ctx, path, env, confined)
+    watcher = None
+    if confined.ruleset is not None:  # its Ray workers are confined as the command is
+
+        def say(line: str) -> None:  # one write: the log is O_APPEND, shared with the tee
+            output.log.write(f"[argus.driver] {line}\n".encode())
+
+        watcher = watch_claims(shared_root=ctx.shared_root, user=ctx.user, submission_id=ctx.submission_id,
+                               command_pid=child.pid, secret=secret, say=say)
+    forwarded = _forward_signals(child)
+    code = _pump(ctx, path, child, output)
+    if watcher is not None:
+        watcher.stop()
+    sig = -code if code < 0 else None
+    return DriverResult(
+        submission_id=ctx.submission_id, exit_code=128 + sig if sig else code, signal=sig,
+        forwarded_signal=forwarded[0] if forwarded else None, started_at=started,
+        ended_at=time.time(), hostname=socket.gethostname(), ray_node_id=_ray_node_id(),
+    )
+
+
+def _confine(ctx: DriverContext, path: Path, env: dict[str, str], output: BoundedOutput) -> Confined | str:
+    """How the command is confined (``argus.confine.command``), its header written; or why
+    it may not run."""
     refused = command_env_problem(ctx.command)
     if refused is not None:  # recorded under older rules: only the allowed module runs
-        return _failed_to_start(ctx, started, f"[argus.driver] the command is not run: {refused}; "
-                                "submit it again without that assignment\n", log, out)
+        return f"the command is not run: {refused}; submit it again without that assignment"
     try:
-        ruleset, confined = _landlock(ctx, path, env)
-    except LandlockError as exc:  # required and missing: fail closed, saying why
-        return _failed_to_start(ctx, started, f"[argus.driver] {exc.strerror}\n", log, out)
-    boxed = " (in a bwrap sandbox)" if argv[0] != "bash" else ""
+        confined = confine_command(ctx.sandbox, shared_root=ctx.shared_root, user=ctx.user, workdir=path, env=env)
+    except LandlockError as exc:  # required and missing
+        return str(exc.strerror)
+    boxed = " (in a bwrap sandbox)" if confined.boxed else ""
     header = (f"[argus.driver] {ctx.submission_id} on {socket.gethostname()}{boxed}: "
               f"bash -c {shlex.quote(ctx.command)}\n")  # as run, one override per line
-    if confined:
-        header += f"[argus.driver] {confined}\n"
-    log.write(header.encode())
-    out.write(header.encode())
-    if argv[0] != "bash" and shutil.which(argv[0]) is None:  # fail closed, saying why
-        return _failed_to_start(ctx, started, (
-            f"[argus.driver] the sandbox needs bubblewrap, and {argv[0]!r} is not on this "
-            "worker: install it (Debian: apt-get install bubblewrap), or set "
-            "v2.sandbox.mode: auto\n"), log, out)
+    if confined.line:
+        header += f"[argus.driver] {confined.line}\n"
+    output.log.write(header.encode())
+    output.out.write(header.encode())
+    missing = bwrap_missing(confined)
+    return missing if missing is not None else confined
+
+
+def _spawn(ctx: DriverContext, path: Path, env: dict[str, str], confined: Confined) -> subprocess.Popen[bytes]:
+    """Start ``bash -c <command>`` in its own process group, dying with the driver even if
+    it is SIGKILLed, confined before it execs."""
     driver_pid = os.getpid()  # read here: the preexec function runs in the child
+    ruleset = confined.ruleset
 
     def in_child() -> None:  # after fork, before exec: die with the driver, confined
         die_with_parent(driver_pid)
@@ -321,16 +242,18 @@ def _run(ctx: DriverContext, path: Path, output: BoundedOutput) -> DriverResult:
             ruleset.restrict_self()
 
     try:
-        child = subprocess.Popen(
-            argv, cwd=path, env=env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            # Die with the driver even if it is SIGKILLed.
-            start_new_session=True, preexec_fn=in_child,
+        return subprocess.Popen(
+            [*confined.prefix, "bash", "-c", ctx.command], cwd=path, env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=in_child,
         )
     finally:
         if ruleset is not None:
             ruleset.close()
-    watcher = _watch_claims(ctx, child.pid, secret, log) if ruleset is not None else None
+
+
+def _forward_signals(child: subprocess.Popen[bytes]) -> list[int]:
+    """Forward SIGTERM and SIGINT to the command's whole group; the signals forwarded."""
+    forwarded: list[int] = []
 
     def forward(signum: int, _frame: object) -> None:
         forwarded.append(signum)
@@ -338,16 +261,7 @@ def _run(ctx: DriverContext, path: Path, output: BoundedOutput) -> DriverResult:
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    assert child.stdout is not None
-    code = _pump(ctx, path, child, output)
-    sig = -code if code < 0 else None
-    if watcher is not None:
-        watcher.stop()
-    return DriverResult(
-        submission_id=ctx.submission_id, exit_code=128 + sig if sig else code, signal=sig,
-        forwarded_signal=forwarded[0] if forwarded else None, started_at=started,
-        ended_at=time.time(), hostname=socket.gethostname(), ray_node_id=_ray_node_id(),
-    )
+    return forwarded
 
 
 def _pump(ctx: DriverContext, path: Path, child: subprocess.Popen[bytes], output: BoundedOutput) -> int:

@@ -45,6 +45,10 @@ class TaskState(str, enum.Enum):
         """In the queue: not yet handed to Ray (or handed back for a retry)."""
         return self is _QUEUED or self is _PENDING_RESOURCES
 
+    def is_unexamined(self) -> bool:
+        """Waiting, and the scheduler has not deferred it yet: no wait reason to show."""
+        return self is _QUEUED
+
     def holds_ray_job(self) -> bool:
         """An attempt may exist in Ray: the reactor must follow (or stop) it."""
         return self is _SUBMITTING or self is _SUBMITTED or self is _RUNNING

@@ -88,55 +88,67 @@ def compare_tables(
     found equal by SQLite itself are not walked. Returns (rows per table on the live side,
     differences, whether some were dropped)."""
     counts: dict[str, int] = {}
-    diffs: list[RowDiff] = []
-    dropped = False
-
-    def add(diff: RowDiff) -> None:
-        nonlocal dropped
-        if len(diffs) < max_diffs:
-            diffs.append(diff)
-        else:
-            dropped = True
-
+    found = _Diffs(max_diffs)
     for table in tables:
         columns, pk = _primary_key(rebuilt, table)
         live_columns, _ = _primary_key(live, table)
         if live_columns != columns:
-            add(RowDiff(table=table, key=["<columns>"], live={"columns": live_columns},
-                        rebuilt={"columns": columns}))
+            found.add(RowDiff(table=table, key=["<columns>"], live={"columns": live_columns},
+                              rebuilt={"columns": columns}))
             continue
         if attached is not None:
             equal_rows = _equal_in_sqlite(live, attached, table, columns, pk)
             if equal_rows is not None:
                 counts[table] = equal_rows
                 continue
-        key_idx = [columns.index(c) for c in pk]
-        n = 0
-        left, right = _rows(live, table, columns, pk), _rows(rebuilt, table, columns, pk)
-        a, b = next(left, None), next(right, None)
-        while a is not None or b is not None:
-            ka = [a[i] for i in key_idx] if a is not None else None
-            kb = [b[i] for i in key_idx] if b is not None else None
-            if a is not None and (b is None or _key_lt(ka, kb)):  # type: ignore[arg-type]
-                add(RowDiff(table=table, key=ka, live=_cells(columns, a), rebuilt=None))  # type: ignore[arg-type]
-                n += 1
-                a = next(left, None)
-            elif b is not None and (a is None or _key_lt(kb, ka)):  # type: ignore[arg-type]
-                add(RowDiff(table=table, key=kb, live=None, rebuilt=_cells(columns, b)))  # type: ignore[arg-type]
-                b = next(right, None)
-            else:
-                assert a is not None and b is not None
-                if a != b:
-                    changed = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
-                    add(RowDiff(
-                        table=table, key=ka,  # type: ignore[arg-type]
-                        live=_cells(columns, a, changed),
-                        rebuilt=_cells(columns, b, changed),
-                    ))
-                n += 1
-                a, b = next(left, None), next(right, None)
-        counts[table] = n
-    return counts, diffs, dropped
+        counts[table] = _walk(live, rebuilt, table, columns, pk, found)
+    return counts, found.diffs, found.dropped
+
+
+class _Diffs:
+    """The differences found, the first ``max_diffs`` of them kept."""
+
+    def __init__(self, max_diffs: int) -> None:
+        self.max_diffs = max_diffs
+        self.diffs: list[RowDiff] = []
+        self.dropped = False
+
+    def add(self, diff: RowDiff) -> None:
+        if len(self.diffs) < self.max_diffs:
+            self.diffs.append(diff)
+        else:
+            self.dropped = True
+
+
+def _walk(live: sqlite3.Connection, rebuilt: sqlite3.Connection, table: str, columns: list[str], pk: list[str],
+          found: _Diffs) -> int:
+    """Merge-walk one table of both databases in primary-key order; its rows on the live side."""
+    key_idx = [columns.index(c) for c in pk]
+    n = 0
+    left, right = _rows(live, table, columns, pk), _rows(rebuilt, table, columns, pk)
+    a, b = next(left, None), next(right, None)
+    while a is not None or b is not None:
+        ka = [a[i] for i in key_idx] if a is not None else None
+        kb = [b[i] for i in key_idx] if b is not None else None
+        if a is not None and (b is None or _key_lt(ka, kb)):  # type: ignore[arg-type]
+            found.add(RowDiff(table=table, key=ka, live=_cells(columns, a), rebuilt=None))  # type: ignore[arg-type]
+            n += 1
+            a = next(left, None)
+        elif b is not None and (a is None or _key_lt(kb, ka)):  # type: ignore[arg-type]
+            found.add(RowDiff(table=table, key=kb, live=None, rebuilt=_cells(columns, b)))  # type: ignore[arg-type]
+            b = next(right, None)
+        else:
+            assert a is not None and b is not None
+            if a != b:
+                changed = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+                found.add(RowDiff(
+                    table=table, key=ka,  # type: ignore[arg-type]
+                    live=_cells(columns, a, changed),
+                    rebuilt=_cells(columns, b, changed),
+                ))
+            n += 1
+            a, b = next(left, None), next(right, None)
+    return n
 
 
 def _cells(columns: list[str], row: tuple[Any, ...], only: list[int] | None = None) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import pytest
 
 # Lowest first. Packages in one layer may import each other only where ALLOWED_SIDEWAYS says.
 LAYERS: list[set[str]] = [
+    {"argus.layout"},  # the shared root's layout: stdlib only (tests/test_layout.py)
     {"argus.lifecycle", "argus.config", "argus.config_data", "argus.config_teams", "argus.procs", "argus.ui", "argus.confine", "argus.safefs",
      "argus.gcpause", "argus.proctable"},
     {"argus.events"},

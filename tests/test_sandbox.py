@@ -16,7 +16,7 @@ import pytest
 
 from argus.config import ArgusConfig
 from argus.driver import prepare_job_dir, run_command
-from argus.rayjobs.sandbox import Sandbox, bwrap_argv
+from argus.confine.sandbox import Sandbox, bwrap_argv
 from argus.rayjobs.submission import build_submission, decode_context
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import secrets
 import time
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,6 +22,7 @@ from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import Cookie, State
 from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
 
+from argus import layout
 from argus.api.openapi import errors
 from argus.api.schemas import LoginIn, MeOut
 from argus.service import Principal
@@ -129,7 +129,7 @@ def me_out(state: State, who: Principal) -> MeOut:
     """The caller, with this deployment's shared root and their home (for path hints)."""
     shared = state.config.shared_root
     return MeOut(user_id=who.user_id, is_admin=who.is_admin, display_name=who.display_name,
-                 shared_root=shared, home=str(Path(shared) / "users" / who.user_id))
+                 shared_root=shared, home=layout.home(shared, who.user_id))
 
 
 def _over_tls(request: Request[Any, Any, Any]) -> bool:

@@ -30,7 +30,7 @@ from litestar.exceptions import HTTPException, NotFoundException, PermissionDeni
 from litestar.openapi.spec import OpenAPIFormat, OpenAPIMediaType, OpenAPIType, Operation, RequestBody, Schema
 from litestar.params import Parameter
 
-from argus import safefs
+from argus import layout, safefs
 from argus.api import jobfiles, quota
 from argus.api.auth import request_id
 from argus.api.openapi import also_returns, errors
@@ -41,9 +41,9 @@ from argus.service import outputs
 
 __all__ = ["FilesController", "byte_range", "check_dest", "dest_of", "publish", "user_usage"]
 
-OWN_AREAS = ("datasets", "models", "code")
-COMMON_AREAS = {"common/datasets": "datasets", "common/hf": "hf"}
-JOBS_AREA = "jobs"  # read-only: written by the caller's tasks, never through this API
+OWN_AREAS = layout.OWN_AREAS
+COMMON_AREAS = layout.COMMON_AREAS
+JOBS_AREA = layout.JOBS  # read-only: written by the caller's tasks, never through this API
 MAX_DEPTH = 64  # components below an area; deeper is a 400, never walked
 # A file's path as its schema says it (check_raw and _parts enforce it, with messages that
 # say what to change). An OpenAPI path parameter is one segment (a '/' in its value is
@@ -83,7 +83,7 @@ def _split(shared: Path, user: str, rest: str, admin: bool = False) -> tuple[_Ar
             return _Area(prefix, shared, [folder], admin, _common_label), rest[len(prefix):].lstrip("/")
     head, _, tail = rest.partition("/")
     if head in OWN_AREAS or head == JOBS_AREA:
-        return _Area(head, shared / "users", [user, head], head != JOBS_AREA), tail
+        return _Area(head, shared / layout.USERS, [user, head], head != JOBS_AREA), tail
     raise NotFoundException(f"unknown area {head!r}; use one of "
                             f"{', '.join([*OWN_AREAS, JOBS_AREA, *COMMON_AREAS])}")
 

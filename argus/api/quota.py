@@ -17,12 +17,13 @@ from pathlib import Path
 
 import msgspec
 
+from argus import layout
 from argus.config import FilesConfig
 from argus.safefs import DIR_FLAGS
 
 __all__ = ["MAX_ENTRIES", "Usage", "UsageCache", "human", "limit_for", "no_room", "usage_of"]
 
-OWN = ("datasets", "models", "code")
+OWN = layout.OWN_AREAS
 MAX_ENTRIES = 2_000_000
 CACHE_S = 30.0
 
@@ -90,7 +91,7 @@ def usage_of(shared: Path, user: str) -> tuple[int, bool]:
     budget = [MAX_ENTRIES]
     total = 0
     try:
-        home = os.open(shared / "users" / user, DIR_FLAGS)
+        home = os.open(layout.home(str(shared), user), DIR_FLAGS)
     except OSError:
         return 0, True
     try:

@@ -27,6 +27,7 @@ class StateWord(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     terminal: bool
     waiting: bool
+    unexamined: bool  # waiting, not yet deferred by the scheduler (no wait reason yet)
     holds_ray_job: bool
     cancelable: bool  # a cancel request would move it (not terminal, not already canceling)
 
@@ -61,7 +62,7 @@ def build_vocabulary() -> Vocabulary:
     """The vocabulary, read from the enums, the transition table and the event catalog."""
     return Vocabulary(
         states=[StateWord(name=s.value, terminal=s.is_terminal(), waiting=s.is_waiting(),
-                          holds_ray_job=s.holds_ray_job(),
+                          unexamined=s.is_unexamined(), holds_ray_job=s.holds_ray_job(),
                           cancelable=NEXT_STATE.get((s, _CANCEL), s) is not s) for s in TaskState],
         attempt_statuses=[s.value for s in AttemptStatus],
         failure_kinds=[k.value for k in FailureKind],

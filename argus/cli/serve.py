@@ -15,15 +15,19 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 import msgspec
 import yaml
 
+from argus import layout
 from argus.cli.stack import Stack
 from argus.sftp import SftpDoor, sftp_background
 from argus.confine import confinement_line
+
+if TYPE_CHECKING:
+    from argus.config import ArgusConfig
 
 __all__ = ["serve", "up"]
 
@@ -325,21 +329,14 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, gpu
        port: int | None, sftp_port: int | None) -> None:
     """Run the whole stack on this machine until Ctrl-C: Ray head + one worker, the API,
     the reactor and the WebUI."""
-    from argus.api.app import create_app
-
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    config = _load(config_path)
-    config = msgspec.structs.replace(config, shared_root=str(data_dir / "shared"), address="auto")
-    config.v2.sqlite.db_path = str(data_dir / "argus.sqlite3")
-    if config.v2.taskspec.python == "python3":  # the default: jobs use Argus's own Python
-        config.v2.taskspec.python = sys.executable
-    port = port or config.v2.api.port
-    config.v2.api.host, config.v2.api.port = host, port
+    config = _up_config(config_path, data_dir, host, port)
+    port = config.v2.api.port
     token, token_file = admin_token_for(data_dir, config.v2.auth.token_env)
-    (data_dir / "shared" / "datasets").mkdir(parents=True, exist_ok=True)
-    (data_dir / "shared" / "hf").mkdir(parents=True, exist_ok=True)
+    for folder in layout.COMMON_AREAS.values():
+        (data_dir / "shared" / folder).mkdir(parents=True, exist_ok=True)
     log_at = open_event_log_once(config)
     if gpu_type and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}", gpu_type):
         raise click.BadParameter(f"{gpu_type!r}: letters, digits, '.', '_' and '-' (e.g. H100)",
@@ -350,14 +347,7 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, gpu
     if sched.assumed_nodes == 0:  # judge gangs at submit before the worker has joined
         sched.assumed_nodes, sched.assumed_node_gpus, sched.assumed_node_cpus = 1, gpus, stack.cpus
         sched.assumed_node_gpu_type = gpu_type
-    # What this stack runs with, for `argus config show` and for `argus serve|reactor
-    # --config` pointed at the same data (rewritten each start: it is an output, not input).
-    # 0600: it holds the event log's URL, password included (an older file may be 0644).
-    fd = os.open(data_dir / "config.yaml", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)
-    with os.fdopen(fd, "w") as effective:
-        effective.write("# written by `argus up` at start: the configuration it runs with\n"
-                        + yaml.safe_dump(msgspec.to_builtins(config), sort_keys=False))
+    _write_effective_config(data_dir, config)
 
     def on_term(signum: int, frame: Any) -> None:
         raise SystemExit(128 + signum)
@@ -369,23 +359,10 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, gpu
     stack.start()
     try:
         sftp_port = sftp_port if sftp_port is not None else (config.v2.sftp.port or 2222)
-        background = [reactor_background(config)]
-        if sftp_port >= 0:
-            background.append(sftp_background(config, port=sftp_port,
-                                              announce=_announce_sftp(config.v2.sftp.host or host)))
-        app = create_app(config, admin_token=token, background=background, freeze_gc=True)
-        where = f"saved in {token_file}" if token_file else f"from ${config.v2.auth.token_env}"
-        click.echo(f"\nArgus is up: http://{host}:{port}/  (API http://{host}:{port}/api/v2)\n"
-                   f"admin token ({where}):\n  {token}\n"
-                   f"  export ARGUS_URL=http://{host}:{port} ARGUS_TOKEN={token}\n"
-                   f"data: {data_dir}   logs: {data_dir / 'logs'}   Ctrl-C stops everything.\n"
-                   f"event log: {log_at}\n"
-                   f"confinement: {confinement_line(config.v2.sandbox.mode)}\n",
-                   err=True)
-        progress = threading.Thread(target=report_progress, name="argus-up-progress", daemon=True,
-                                    args=(config, stack.stopping, lambda t: click.echo(t, err=True), started))
-        progress.start()
-        _run_uvicorn(app, host, port)
+        _serve_up(config, stack, started, host, sftp_port, token,
+                  f"saved in {token_file}" if token_file else f"from ${config.v2.auth.token_env}",
+                  f"data: {data_dir}   logs: {data_dir / 'logs'}   Ctrl-C stops everything.\n"
+                  f"event log: {log_at}\n")
     finally:
         say_what_stops(config, lambda text: click.echo(text, err=True))
         click.echo("stopping the Ray nodes (Ray takes up to 20 s) ...", err=True)
@@ -393,3 +370,50 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, gpu
         stack.stop()
         click.echo(f"stopped: this stack's Ray nodes and their processes are gone "
                    f"({time.monotonic() - stopping_since:.0f} s)", err=True)
+
+
+def _up_config(config_path: str | None, data_dir: Path, host: str, port: int | None) -> ArgusConfig:
+    """The configuration ``argus up`` runs with: the file's (or the defaults), with its data
+    under ``data_dir``, jobs on Argus's own Python, the API on ``host:port``."""
+    config = _load(config_path)
+    config = msgspec.structs.replace(config, shared_root=str(data_dir / "shared"), address="auto")
+    config.v2.sqlite.db_path = str(data_dir / "argus.sqlite3")
+    if config.v2.taskspec.python == "python3":  # the default: jobs use Argus's own Python
+        config.v2.taskspec.python = sys.executable
+    config.v2.api.host, config.v2.api.port = host, port or config.v2.api.port
+    return config
+
+
+def _write_effective_config(data_dir: Path, config: ArgusConfig) -> None:
+    """What this stack runs with, for `argus config show` and for `argus serve|reactor
+    --config` pointed at the same data (rewritten each start: it is an output, not input).
+    0600: it holds the event log's URL, password included (an older file may be 0644)."""
+    fd = os.open(data_dir / "config.yaml", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as effective:
+        effective.write("# written by `argus up` at start: the configuration it runs with\n"
+                        + yaml.safe_dump(msgspec.to_builtins(config), sort_keys=False))
+
+
+def _serve_up(config: ArgusConfig, stack: Stack, started: float, host: str, sftp_port: int, token: str,
+              where: str, data_lines: str) -> None:
+    """The API (with the reactor and the SFTP door in its background) until it stops, after
+    saying where everything is."""
+    from argus.api.app import create_app
+
+    port = config.v2.api.port
+    background = [reactor_background(config)]
+    if sftp_port >= 0:
+        background.append(sftp_background(config, port=sftp_port,
+                                          announce=_announce_sftp(config.v2.sftp.host or host)))
+    app = create_app(config, admin_token=token, background=background, freeze_gc=True)
+    click.echo(f"\nArgus is up: http://{host}:{port}/  (API http://{host}:{port}/api/v2)\n"
+               f"admin token ({where}):\n  {token}\n"
+               f"  export ARGUS_URL=http://{host}:{port} ARGUS_TOKEN={token}\n"
+               + data_lines +
+               f"confinement: {confinement_line(config.v2.sandbox.mode)}\n",
+               err=True)
+    progress = threading.Thread(target=report_progress, name="argus-up-progress", daemon=True,
+                                args=(config, stack.stopping, lambda t: click.echo(t, err=True), started))
+    progress.start()
+    _run_uvicorn(app, host, port)

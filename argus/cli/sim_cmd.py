@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 import msgspec
 
 if TYPE_CHECKING:
-    from argus.sim.trace import Trace
+    from argus.sim import GangMix, PolicyMetrics
+    from argus.sim.trace import Marks, Trace
 
 __all__ = ["sim"]
 
@@ -39,14 +40,14 @@ __all__ = ["sim"]
               help="The fraction of tasks submitted as preemptible (deterministic by task).")
 @click.option("--preemption", is_flag=True,
               help="Let priority and fairshare stop preemptible tasks (v2.scheduler.preemption).")
-@click.option("--min-run", type=click.FloatRange(min=0), default=15.0, show_default=True,
+@click.option("--min-run", "preempt_min_run_s", type=click.FloatRange(min=0), default=15.0, show_default=True,
               help="Seconds a task runs before it may be stopped to make room (v2.scheduler.preempt_min_run_s).")
 @click.option("--max-preemptions", type=click.IntRange(min=0), default=0, show_default=True,
               help="Times a task may be stopped to make room (v2.scheduler.max_preemptions; 0: no cap).")
-@click.option("--move-after", type=click.FloatRange(min=0), default=3600.0, show_default=True,
+@click.option("--move-after", "move_after_s", type=click.FloatRange(min=0), default=3600.0, show_default=True,
               help="With --preemption: a task that would wait this many seconds has preemptible tasks that fit "
                    "elsewhere moved out of its way (v2.scheduler.move_after_s; 0: never).")
-@click.option("--checkpoint-every", type=click.FloatRange(min=0), default=0.0, show_default=True,
+@click.option("--checkpoint-every", "checkpoint_every_s", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="With --preemption: a task saves a checkpoint every this many seconds of its work, and a "
                    "stopped task runs again what it did since its last one (0: it resumes where it stopped).")
 @click.option("--max-wait", type=click.FloatRange(min=0), default=12 * 3600.0, show_default=True,
@@ -64,47 +65,30 @@ __all__ = ["sim"]
 @click.option("--estimates", type=click.Choice(["history", "exact"]), default="history", show_default=True,
               help="Run times the policies are told: the user's history (Argus's), or the real ones "
                    "(as exact time limits would give: the ETA error left is the policy's own).")
-@click.option("--placement-lag", type=click.FloatRange(min=0), default=0.0, show_default=True,
+@click.option("--placement-lag", "placement_lag_s", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="Seconds from a job's start to its gang's placement (verl reserves its GPUs after "
                    "loading its models): Ray's free count lags that long, and the ledger holds the gang.")
 @click.option("--gpu-spec", type=click.Choice(["obey", "ignore"]), default="obey", show_default=True,
               help="The pods' GPU models (gpu_spec) against the nodes' (model): obey them (a pod no node "
                    "could hold is skipped, as Argus refuses it at submit), or ignore them (counted as relaxed).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None, policies: tuple[str, ...], backfill: bool, nodes_subset: int | None,
-        load: float | None, gang_mix: str | None, limit: int | None, priority_mix: str | None,
-        preemptible: float, preemption: bool, seed: int, fgd: bool, eta_every: int, placement: str, estimates: str,
-        placement_lag: float, as_json: bool, min_run: float, max_preemptions: int, move_after: float,
-        max_wait: float, gpu_spec: str, checkpoint_every: float) -> None:
+def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None, policies: tuple[str, ...],
+        nodes_subset: int | None, load: float | None, gang_mix: str | None, limit: int | None,
+        priority_mix: str | None, preemptible: float, seed: int, fgd: bool, gpu_spec: str, as_json: bool,
+        max_wait: float, **settings: Any) -> None:
     """Run a trace through the scheduler's own policies on a virtual clock and compare
     waits, utilisation and fairness (docs/scheduling.md)."""
     from argus.config import FairShareConfig
-    from argus.scheduler import POLICIES
-    from argus.scheduler.eta import DEFAULT_HORIZON
-    from argus.sim import GangMix, load_openb, measure, simulate
-    from argus.sim.trace import Marks
+    from argus.sim import SimSettings, load_openb, measure, simulate
 
-    chosen = sorted(POLICIES) if "all" in policies else list(dict.fromkeys(policies))
-    unknown = [p for p in chosen if p not in POLICIES]
-    if unknown:
-        raise click.BadParameter(f"unknown policy {unknown[0]!r}; one of {', '.join(sorted(POLICIES))} or all",
-                                 param_hint="--policy")
-    try:
-        mix = GangMix.parse(gang_mix) if gang_mix else None
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--gang-mix") from exc
-    try:
-        marks = Marks.parse(priority_mix, preemptible)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--priority-mix") from exc
+    # The options named as SimSettings' fields are its fields; --max-wait is fairshare's.
+    run = SimSettings(fairshare=FairShareConfig(max_wait_s=max_wait), **settings)
+    chosen = _policies(policies)
+    mix, marks = _mixes(gang_mix, priority_mix, preemptible)
     if from_db is not None:
         if trace_pods or trace_nodes:
             raise click.UsageError("give either --from-db or --trace-pods/--trace-nodes, not both")
-        from argus.sim.history import load_history
-
-        trace = load_history(from_db)
-        if not trace.nodes:
-            raise click.UsageError(f"{from_db} has never observed a worker node: nothing to simulate on")
+        trace = _history(from_db)
     elif trace_pods is None or trace_nodes is None:
         raise click.UsageError("give --trace-pods and --trace-nodes (an openb trace), or --from-db")
     else:
@@ -113,12 +97,7 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
     if fgd:
         _fgd(trace, seed, as_json)
         return
-    results = [measure(simulate(trace, p, backfill=backfill, eta_every=eta_every, preemption=preemption,
-                                placement=placement, estimates=estimates, placement_lag_s=placement_lag,
-                                progress=_Progress(p, i, len(chosen)), min_run_s=min_run,
-                                max_preemptions=max_preemptions, move_after_s=move_after,
-                                checkpoint_every_s=checkpoint_every,
-                                fairshare=FairShareConfig(max_wait_s=max_wait)))
+    results = [measure(simulate(trace, p, run, progress=_Progress(p, i, len(chosen))))
                for i, p in enumerate(chosen, start=1)]
     skipped = {"no_gpu": trace.skipped_no_gpu, "no_runtime": trace.skipped_no_runtime,
                "never_fits_the_cluster": trace.skipped_too_big,
@@ -131,12 +110,55 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
                                         "relaxed": relaxed,
                                         # --backfill: forced on every policy (those named
                                         # *backfill and fairshare backfill in any case)
-                                        "backfill_forced": backfill, "policies": results}))
+                                        "backfill_forced": run.backfill, "policies": results}))
         return
     click.echo(f"{len(trace.tasks)} tasks on {len(trace.nodes)} nodes ({sum(n.gpus for n in trace.nodes):g} GPUs); "
                f"skipped: {', '.join(f'{k} {v}' for k, v in skipped.items())}"
                + (f"; relaxed: gpu_model_set_aside {trace.relaxed_model}" if relaxed else "")
-               + ("; backfill forced on every policy" if backfill else ""))
+               + ("; backfill forced on every policy" if run.backfill else ""))
+    _table(results)
+    _notes(results, run.eta_every)
+
+
+def _policies(policies: tuple[str, ...]) -> list[str]:
+    """The policies asked for, in order, each once (``all``: every registered one)."""
+    from argus.scheduler import POLICIES
+
+    chosen = sorted(POLICIES) if "all" in policies else list(dict.fromkeys(policies))
+    unknown = [p for p in chosen if p not in POLICIES]
+    if unknown:
+        raise click.BadParameter(f"unknown policy {unknown[0]!r}; one of {', '.join(sorted(POLICIES))} or all",
+                                 param_hint="--policy")
+    return chosen
+
+
+def _mixes(gang_mix: str | None, priority_mix: str | None, preemptible: float) -> tuple[GangMix | None, Marks]:
+    """The gangs and the priority and preemptible marks to put on an openb trace's tasks."""
+    from argus.sim import GangMix
+    from argus.sim.trace import Marks
+
+    try:
+        mix = GangMix.parse(gang_mix) if gang_mix else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--gang-mix") from exc
+    try:
+        return mix, Marks.parse(priority_mix, preemptible)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--priority-mix") from exc
+
+
+def _history(from_db: Path) -> Trace:
+    """Our own tasks and run times, on the nodes last seen."""
+    from argus.sim.history import load_history
+
+    trace = load_history(from_db)
+    if not trace.nodes:
+        raise click.UsageError(f"{from_db} has never observed a worker node: nothing to simulate on")
+    return trace
+
+
+def _table(results: list[PolicyMetrics]) -> None:
+    """One row per policy."""
     rows = [("policy", "util", "util busy", "arriving", "wait p50", "p90", "p99", "max", "big p99", "slowdown", "Jain",
              "Jain sd", "Jain user", "worst user", "never", "preempted", "lost")]
     for m in results:
@@ -151,6 +173,10 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths)))
+
+
+def _notes(results: list[PolicyMetrics], eta_every: int) -> None:
+    """What the table does not say: no contention, the big gangs, the ETAs' errors."""
     if results and all(m.wait_max_s == 0 for m in results):
         click.echo("warning: no task waited under any policy: this workload never contends for the cluster, "
                    "so the policies cannot differ; raise --load or take fewer nodes (--nodes-subset)", err=True)
@@ -164,20 +190,27 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
             click.echo(f"ETA at the latest ({m.policy}): {m.at_latest_given} bounds given (reservations waiting "
                        f"only for time limits), {m.at_latest_broken} broken")
         if eta_every:
-            err = (f"median {_dur(m.eta_abs_error_p50_s)}, p90 {_dur(m.eta_abs_error_p90_s)}"
-                   if m.eta_abs_error_p50_s is not None and m.eta_abs_error_p90_s is not None else "-")
-            if m.eta_rel_error_p50 is not None:
-                err += f" (median {m.eta_rel_error_p50:.0%} of the actual wait)"
-            if m.eta_coarse_rel_error_p50 is not None:
-                err += (f"; of them {m.eta_coarse_samples} past the first {DEFAULT_HORIZON} in line "
-                        f"(the coarse estimate): median {m.eta_coarse_rel_error_p50:.0%} of the wait")
-            click.echo(f"ETA error ({m.policy}): {err} over {m.eta_samples} waiting tasks; "
-                       f"{m.eta_unknown} got no estimate")
-            if m.eta_range_coverage is not None:
-                width = (f"median width {_dur(m.eta_range_width_p50_s)} ({m.eta_range_width_rel_p50:.0%} of the wait)"
-                         if m.eta_range_width_p50_s is not None and m.eta_range_width_rel_p50 is not None else "")
-                click.echo(f"ETA interval ({m.policy}, 80 %): the start fell inside for {m.eta_range_coverage:.0%} "
-                           f"of {m.eta_range_samples} tasks; {width}")
+            _eta_notes(m)
+
+
+def _eta_notes(m: PolicyMetrics) -> None:
+    """How far the ETAs given were from the real starts."""
+    from argus.scheduler.eta import DEFAULT_HORIZON
+
+    err = (f"median {_dur(m.eta_abs_error_p50_s)}, p90 {_dur(m.eta_abs_error_p90_s)}"
+           if m.eta_abs_error_p50_s is not None and m.eta_abs_error_p90_s is not None else "-")
+    if m.eta_rel_error_p50 is not None:
+        err += f" (median {m.eta_rel_error_p50:.0%} of the actual wait)"
+    if m.eta_coarse_rel_error_p50 is not None:
+        err += (f"; of them {m.eta_coarse_samples} past the first {DEFAULT_HORIZON} in line "
+                f"(the coarse estimate): median {m.eta_coarse_rel_error_p50:.0%} of the wait")
+    click.echo(f"ETA error ({m.policy}): {err} over {m.eta_samples} waiting tasks; "
+               f"{m.eta_unknown} got no estimate")
+    if m.eta_range_coverage is not None:
+        width = (f"median width {_dur(m.eta_range_width_p50_s)} ({m.eta_range_width_rel_p50:.0%} of the wait)"
+                 if m.eta_range_width_p50_s is not None and m.eta_range_width_rel_p50 is not None else "")
+        click.echo(f"ETA interval ({m.policy}, 80 %): the start fell inside for {m.eta_range_coverage:.0%} "
+                   f"of {m.eta_range_samples} tasks; {width}")
 
 
 class _Progress:

@@ -27,7 +27,7 @@ WATCHER_NICE = 10
 # The namespace of the driver Ray's dashboard connects to run job supervisors.
 DASHBOARD_NAMESPACE = "_ray_internal_dashboard"
 # The job config's metadata key of the secret a job driver gives its command
-# (argus.driver.with_claim_secret).
+# (argus.confine.command.with_claim_secret).
 CLAIM_SECRET_KEY = "argus_claim_secret"
 
 

@@ -5,7 +5,7 @@ shared root's control-plane folder, which confined jobs can neither read nor wri
 writes it, each before any user code of that job runs a worker:
 - the job driver (``argus.driver``, trusted, unconfined) for the Ray jobs its own command
   starts: a Ray job that names the attempt's submission id and whose driver process is a
-  descendant of this driver on this node (``watch_claims``);
+  descendant of this driver on this node (``argus.confine.command.watch_claims``);
 - the head's watchdog for the dashboard's own job, whose workers run every job's
   entrypoint and so must stay unconfined (``SYSTEM``).
 The cluster id keys it because job ids start again at 01000000 with every new head.
@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import time
 
+from argus import layout
 from argus.confine.record import fields
 
 __all__ = ["Claim", "SYSTEM", "claim_path", "read_claim", "registry_dir", "write_claim", "write_private"]
@@ -90,7 +91,7 @@ def _plain_claim(data: bytes) -> Claim | None:
 def registry_dir(shared_root: str) -> str:
     """Where claims live: the control plane's folder of the shared root (out of every
     job's reach: a confined job sees only its home and the shared read-only folders)."""
-    return os.path.join(shared_root, "ray", "confine")
+    return layout.registry_dir(shared_root)
 
 
 def claim_path(registry: str, cluster_id: str, job_id: str) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import posixpath
 
+from argus import layout
 from argus.confine.landlock import Access, Rule
 from argus.confine.record import fields
 
@@ -38,8 +39,6 @@ SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "
                "/proc", "/sys", "/run/systemd/resolve")
 # Append to and create log files, never read them (other jobs' logs live beside).
 LOG_WRITE = Access.WRITE_FILE | Access.MAKE_REG | Access.MAKE_DIR
-# Folders of the shared root every user may read (TaskSpecs name them as $HOME/common/...).
-SHARED_READ_ONLY = ("datasets", "hf", "common")
 
 
 # The field types in quotes: ``Sequence`` is imported for the type checker only.
@@ -126,12 +125,12 @@ def job_confinement(*, shared_root: str, user: str, needed: Sequence[str] = (),
     ``user`` "": a process of no known user, which gets no home."""
     root = posixpath.normpath(shared_root)
     # A user name is one path segment; anything else (or "") gets no home at all.
-    home = posixpath.join(root, "users", user) if user and "/" not in user and user not in (".", "..") else ""
+    home = layout.home(root, user) if user and "/" not in user and user not in (".", "..") else ""
     return Confinement(
-        read=[*SYSTEM_READ, *needed, *(posixpath.join(root, n) for n in SHARED_READ_ONLY), *extra_read],
+        read=[*SYSTEM_READ, *needed, *(posixpath.join(root, n) for n in layout.SHARED_READ_ONLY), *extra_read],
         home=home,
         write=list(extra_write),
         logs=list(ray_logs),
         hidden=[root, "/tmp", "/var/tmp", *hidden],
-        forbidden=[posixpath.join(root, "users")],
+        forbidden=[layout.users_dir(root)],
     )

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 if __name__ == "__main__" and not __package__:  # run as a file: Argus's code is two levels up
     sys.path.insert(0, posixpath.dirname(posixpath.dirname(posixpath.dirname(posixpath.abspath(__file__)))))
 
+from argus import layout
 from argus.confine.job import Decision, decide
 from argus.confine.landlock import Ruleset
 from argus.confine.record import fields
@@ -130,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ruleset = worker_ruleset(decision, user=user, shared_root=args.shared_root, session_dir=session,
                                  extra_read=args.read, hidden=args.hide)
         if user:  # /tmp is out of reach: the user's own temporary folder
-            home = posixpath.join(args.shared_root, "users", user)
+            home = layout.home(args.shared_root, user)
             try:  # mkdir never follows a link the user left there; a failure only costs TMPDIR
                 os.mkdir(posixpath.join(home, "tmp"), 0o700)
             except OSError:

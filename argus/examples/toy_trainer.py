@@ -205,11 +205,6 @@ def _task_runner_cls() -> Any:
         """Like verl's TaskRunner: checks resources, reserves the gang, drives training."""
 
         def run(self, cfg_doc: dict[str, Any], metrics_path: str | None) -> dict[str, Any]:
-            import numpy as np
-            from ray.util.placement_group import placement_group
-            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-            from argus.examples import toy_policy
             from argus.examples.toy_trainer import ToyConfig
 
             cfg = msgspec.convert(cfg_doc, ToyConfig)
@@ -217,73 +212,101 @@ def _task_runner_cls() -> Any:
             if cfg.init_sleep_s:
                 time.sleep(cfg.init_sleep_s)
             check_resource_available(spec)
-            # The GPU model Argus admitted the task onto, asked of Ray as verl's
-            # RayResourcePool(accelerator_type=...) asks it: a sliver of the node's label.
-            model = os.environ.get("ARGUS_GPU_TYPE", "")
-            bundles = [{"CPU": cfg.max_colocate_count, "GPU": 1,
-                        **({f"accelerator_type:{model}": 0.001} if model else {})}] * cfg.n_gpus_per_node
-            pgs = [placement_group(bundles=bundles, strategy="STRICT_PACK", name=f"toy_global_pool:{i}")
-                   for i in range(cfg.nnodes)]
-            print(f"waiting for {cfg.nnodes} placement group(s) of {bundles}", flush=True)
-            ray.get([pg.ready() for pg in pgs])  # verl waits without a timeout, too
-            Learner = _learner_cls()
-            learners = [
-                Learner.options(num_cpus=1, num_gpus=1, scheduling_strategy=PlacementGroupSchedulingStrategy(
-                    placement_group=pg, placement_group_bundle_index=b)).remote(len(pgs) * b + i, cfg_doc)
-                for i, pg in enumerate(pgs) for b in range(cfg.n_gpus_per_node)
-            ]
+            learners = _reserve_gang(cfg, cfg_doc)
             nodes = sorted(set(ray.get([ln.node_id.remote() for ln in learners])))
-            samples = toy_policy.load_samples(cfg.train_files)
-            answers = sorted({s.ground_truth for s in samples})
-            weights = np.zeros((toy_policy.FEATURE_DIM, len(answers)))
-            ckpt_root = Path(cfg.default_local_dir)
-            start = 0
-            marker = ckpt_root / "latest_checkpointed_iteration.txt"
-            if marker.is_file():  # resume like verl's resume_mode=auto
-                start = int(marker.read_text().strip())
-                weights = np.load(ckpt_root / f"global_step_{start}" / "policy.npy")
-                print(f"resumed from checkpoint global_step_{start}", flush=True)
-            log = open(metrics_path, "wb", buffering=0) if metrics_path else None
-            print(f"Total training steps: {cfg.total_training_steps}", flush=True)  # as verl's RayPPOTrainer says it
-            rng = np.random.default_rng(cfg.seed)
-            for step in range(start + 1, cfg.total_training_steps + 1):
-                t0 = time.time()
-                if cfg.hang_at_step and step == cfg.hang_at_step:
-                    _hang_here(step)
-                if cfg.fail_at_step and step == cfg.fail_at_step:
-                    raise RuntimeError(f"toy_trainer: failing at step {step} as asked (trainer.fail_at_step)")
-                idx = rng.choice(len(samples), size=min(cfg.train_batch_size, len(samples)), replace=False)
-                shards = [[samples[j] for j in idx[k::len(learners)]] for k in range(len(learners))]
-                outs = ray.get([ln.step.remote(weights, sh, answers, cfg.seed * 100_003 + step)
-                                for ln, sh in zip(learners, shards)])
-                n = sum(o["n"] for o in outs)
-                weights = weights + cfg.lr * sum(o["grad"] for o in outs) / n
-                if cfg.step_sleep_s:
-                    time.sleep(cfg.step_sleep_s)
-                metrics = {
-                    "critic/score/mean": float(sum(o["score_sum"] for o in outs) / (n * cfg.group_size)),
-                    "actor/pg_loss": float(sum(o["loss_sum"] for o in outs) / (n * cfg.group_size)),
-                    "actor/entropy": float(sum(o["entropy_sum"] for o in outs) / n),
-                    "val/greedy_score": float(sum(o["greedy_sum"] for o in outs) / n),
-                    "training/global_step": step,
-                    "timing_s/step": time.time() - t0,
-                }
-                if "console" in cfg.logger:
-                    print(_concat(metrics, step), flush=True)
-                if log is not None:
-                    log.write(json.dumps({"step": step, "data": metrics}).encode() + b"\n")
-                last = step == cfg.total_training_steps
-                if (cfg.save_freq > 0 and step % cfg.save_freq == 0) or last:
-                    d = ckpt_root / f"global_step_{step}"
-                    d.mkdir(parents=True, exist_ok=True)
-                    np.save(d / "policy.npy", weights)
-                    (d / "meta.json").write_text(json.dumps({"step": step, "answers": answers}))
-                    marker.write_text(str(step))
-            if log is not None:
-                log.close()
+            _train(cfg, learners, metrics_path)
             return {"nodes": nodes, "learners": len(learners), "steps": cfg.total_training_steps}
 
     return TaskRunner
+
+
+def _reserve_gang(cfg: ToyConfig, cfg_doc: dict[str, Any]) -> list[Any]:
+    """One placement group per node, as verl's resource pool makes them, and a Learner in
+    each bundle."""
+    import ray
+    from ray.util.placement_group import placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    # The GPU model Argus admitted the task onto, asked of Ray as verl's
+    # RayResourcePool(accelerator_type=...) asks it: a sliver of the node's label.
+    model = os.environ.get("ARGUS_GPU_TYPE", "")
+    bundles = [{"CPU": cfg.max_colocate_count, "GPU": 1,
+                **({f"accelerator_type:{model}": 0.001} if model else {})}] * cfg.n_gpus_per_node
+    pgs = [placement_group(bundles=bundles, strategy="STRICT_PACK", name=f"toy_global_pool:{i}")
+           for i in range(cfg.nnodes)]
+    print(f"waiting for {cfg.nnodes} placement group(s) of {bundles}", flush=True)
+    ray.get([pg.ready() for pg in pgs])  # verl waits without a timeout, too
+    Learner = _learner_cls()
+    return [
+        Learner.options(num_cpus=1, num_gpus=1, scheduling_strategy=PlacementGroupSchedulingStrategy(
+            placement_group=pg, placement_group_bundle_index=b)).remote(len(pgs) * b + i, cfg_doc)
+        for i, pg in enumerate(pgs) for b in range(cfg.n_gpus_per_node)
+    ]
+
+
+def _train(cfg: ToyConfig, learners: list[Any], metrics_path: str | None) -> None:
+    """The training loop: from the latest checkpoint (verl's ``resume_mode=auto``) to the
+    last step, a metrics line per step, a checkpoint every ``save_freq`` steps and at the end."""
+    import numpy as np
+
+    from argus.examples import toy_policy
+
+    samples = toy_policy.load_samples(cfg.train_files)
+    answers = sorted({s.ground_truth for s in samples})
+    weights = np.zeros((toy_policy.FEATURE_DIM, len(answers)))
+    ckpt_root = Path(cfg.default_local_dir)
+    start = 0
+    marker = ckpt_root / "latest_checkpointed_iteration.txt"
+    if marker.is_file():  # resume like verl's resume_mode=auto
+        start = int(marker.read_text().strip())
+        weights = np.load(ckpt_root / f"global_step_{start}" / "policy.npy")
+        print(f"resumed from checkpoint global_step_{start}", flush=True)
+    log = open(metrics_path, "wb", buffering=0) if metrics_path else None
+    print(f"Total training steps: {cfg.total_training_steps}", flush=True)  # as verl's RayPPOTrainer says it
+    rng = np.random.default_rng(cfg.seed)
+    for step in range(start + 1, cfg.total_training_steps + 1):
+        weights, metrics = _step(cfg, learners, samples, answers, weights, rng, step)
+        if "console" in cfg.logger:
+            print(_concat(metrics, step), flush=True)
+        if log is not None:
+            log.write(json.dumps({"step": step, "data": metrics}).encode() + b"\n")
+        last = step == cfg.total_training_steps
+        if (cfg.save_freq > 0 and step % cfg.save_freq == 0) or last:
+            d = ckpt_root / f"global_step_{step}"
+            d.mkdir(parents=True, exist_ok=True)
+            np.save(d / "policy.npy", weights)
+            (d / "meta.json").write_text(json.dumps({"step": step, "answers": answers}))
+            marker.write_text(str(step))
+    if log is not None:
+        log.close()
+
+
+def _step(cfg: ToyConfig, learners: list[Any], samples: list[Any], answers: list[str], weights: Any, rng: Any,
+          step: int) -> tuple[Any, dict[str, Any]]:
+    """One step over the learners: the new weights, and the step's metrics as verl names them."""
+    import ray
+
+    t0 = time.time()
+    if cfg.hang_at_step and step == cfg.hang_at_step:
+        _hang_here(step)
+    if cfg.fail_at_step and step == cfg.fail_at_step:
+        raise RuntimeError(f"toy_trainer: failing at step {step} as asked (trainer.fail_at_step)")
+    idx = rng.choice(len(samples), size=min(cfg.train_batch_size, len(samples)), replace=False)
+    shards = [[samples[j] for j in idx[k::len(learners)]] for k in range(len(learners))]
+    outs = ray.get([ln.step.remote(weights, sh, answers, cfg.seed * 100_003 + step)
+                    for ln, sh in zip(learners, shards)])
+    n = sum(o["n"] for o in outs)
+    weights = weights + cfg.lr * sum(o["grad"] for o in outs) / n
+    if cfg.step_sleep_s:
+        time.sleep(cfg.step_sleep_s)
+    return weights, {
+        "critic/score/mean": float(sum(o["score_sum"] for o in outs) / (n * cfg.group_size)),
+        "actor/pg_loss": float(sum(o["loss_sum"] for o in outs) / (n * cfg.group_size)),
+        "actor/entropy": float(sum(o["entropy_sum"] for o in outs) / n),
+        "val/greedy_score": float(sum(o["greedy_sum"] for o in outs) / n),
+        "training/global_step": step,
+        "timing_s/step": time.time() - t0,
+    }
 
 
 def _hang_here(step: int) -> None:

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import msgspec
 
-from argus import proctable, safefs
+from argus import layout, proctable, safefs
 from argus.nodepool.stacks import answer_for_node, attempts_dir, requested
 
 __all__ = [
@@ -84,7 +84,7 @@ class NodeReport(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _folder(shared_root: str) -> Path:
-    return Path(shared_root) / "ray"
+    return Path(layout.control_dir(shared_root))
 
 
 def _read(path: Path) -> bytes | None:

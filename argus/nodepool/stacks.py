@@ -45,7 +45,7 @@ from pathlib import Path
 
 import msgspec
 
-from argus import safefs
+from argus import layout, safefs
 from argus.proctable import argv_of, attempt_processes, command_line
 
 
@@ -93,7 +93,7 @@ class StacksSummary(msgspec.Struct, frozen=True, kw_only=True):
 def attempts_dir(shared_root: str) -> Path:
     """The control plane's folder of the drivers' reports (``argus.rayjobs.reports``), the
     stacks, and the reactor's live set (``argus.nodepool.keeper``)."""
-    return Path(shared_root) / "ray" / "attempts"
+    return Path(layout.attempts_dir(shared_root))
 
 
 def _requests_dir(shared_root: str) -> Path:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import copy
 import os
+import posixpath
 import re
 import shlex
 import zlib
@@ -22,10 +23,11 @@ from typing import Any
 
 import msgspec
 
+from argus import layout
 from argus.config import ArgusConfig
+from argus.confine.sandbox import Sandbox
 from argus.events.catalog import Demand, SubmissionPayload
 from argus.rayjobs.output import OutputLimits
-from argus.rayjobs.sandbox import Sandbox
 from argus.taskspec.sizes import parse_bytes
 from argus.scheduler.gpumodel import ACCELERATOR_PREFIX
 from argus.taskspec.checks import hub_ids
@@ -62,7 +64,7 @@ class DriverContext(msgspec.Struct, frozen=True, kw_only=True):
     command_raw: str = ""
     spec_raw: str = ""
     spec: dict[str, Any] = {}
-    # v2.sandbox: how the command runs confined (argus.rayjobs.sandbox); None: not.
+    # v2.sandbox: how the command runs confined (argus.confine.command); None: not.
     sandbox: Sandbox | None = None
     # How much of the output is kept (argus.rayjobs.output); None (an older context): the default.
     output: OutputLimits | None = None
@@ -94,10 +96,10 @@ def hub_env(config: ArgusConfig, user: str, command: str) -> dict[str, str]:
     if not hub.shared_cache:
         return {}
     root = str(PurePosixPath(config.shared_root))
-    env = {"HF_HOME": f"{root}/users/{user}/.cache/huggingface"}
-    shared = Path(root) / "hf"
-    if hub.offline or all(in_cache(shared, hub_id) for hub_id in hub_ids(command)):
-        env["HF_HUB_CACHE"] = f"{root}/hf"
+    env = {"HF_HOME": f"{layout.home(root, user)}/.cache/huggingface"}
+    shared = layout.hub_cache(root)
+    if hub.offline or all(in_cache(Path(shared), hub_id) for hub_id in hub_ids(command)):
+        env["HF_HUB_CACHE"] = shared
     if hub.offline:
         env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1")
     return env
@@ -105,7 +107,7 @@ def hub_env(config: ArgusConfig, user: str, command: str) -> dict[str, str]:
 
 def job_dir(shared_root: str, user: str, submission_id: str) -> PurePosixPath:
     """Where an attempt's outputs go (docs/design.md §7)."""
-    return PurePosixPath(shared_root) / "users" / user / "jobs" / submission_id
+    return PurePosixPath(layout.job_dir(shared_root, user, submission_id))
 
 
 def encode_context(ctx: DriverContext) -> str:
@@ -197,29 +199,11 @@ def build_submission(
     entrypoint = f"{shlex.quote(python)} -m argus.driver --context {blob}"
 
     runtime_env: dict[str, Any] = copy.deepcopy(config.runtime_env)
-    merged_env = {str(k): str(v) for k, v in (runtime_env.get("env_vars") or {}).items()}
-    user_code = str(PurePosixPath(config.shared_root) / "users" / user / "code")
-    paths = [p for p in (config.user_code_path, user_code) if p]
-    if merged_env.get("PYTHONPATH"):
-        paths.append(merged_env["PYTHONPATH"])
-    merged_env["PYTHONPATH"] = ":".join(dict.fromkeys(paths))
-    # Ray's job supervisor (which runs in this runtime env) waits this long after SIGTERM
-    # before it kills the job: the grace period of every stop (preemption, cancel, limit).
-    for name, value in hub_env(config, user, command).items():
-        merged_env.setdefault(name, value)  # the operator's runtime_env wins
-    merged_env.setdefault("RAY_JOB_STOP_WAIT_TIME_S", str(max(1, round(config.v2.scheduler.preempt_grace_s))))
+    runtime_env["env_vars"] = _job_env(config, runtime_env, user=user, command=command, sid=sid, gpu_type=gpu_type,
+                                       env_vars=env_vars or {}, limits=ctx.output or OutputLimits())
     entrypoint_resources = dict(config.entrypoint_resources)
-    if gpu_type:
-        merged_env["ARGUS_GPU_TYPE"] = gpu_type
-        # A sliver, as verl's resource pools ask: it only says which kind of node.
+    if gpu_type:  # a sliver, as verl's resource pools ask: it only says which kind of node
         entrypoint_resources[ACCELERATOR_PREFIX + gpu_type] = 0.001
-    merged_env.update(env_vars or {})
-    # Every process of the attempt carries its id, its Ray workers too (they get the job's
-    # runtime env): how its driver finds them to dump their stacks (argus.nodepool.stacks).
-    merged_env["ARGUS_SUBMISSION_ID"] = sid
-    # What each of its Ray workers prints is bounded too (set last, as the id).
-    merged_env.update(ray_worker_rotation(ctx.output or OutputLimits()))
-    runtime_env["env_vars"] = merged_env
 
     return SubmissionPayload(
         submission_id=sid,
@@ -232,3 +216,30 @@ def build_submission(
                   # Ray places there); Ray itself may place it elsewhere on a multi-node cluster
                   **({"argus_nodes": ",".join(node_ids)} if node_ids else {})},
     )
+
+
+def _job_env(config: ArgusConfig, runtime_env: dict[str, Any], *, user: str, command: str, sid: str,
+             gpu_type: str, env_vars: dict[str, str], limits: OutputLimits) -> dict[str, str]:
+    """The job's environment variables: the operator's ``runtime_env``'s, a PYTHONPATH with
+    the verl code and the user's ``code/``, the hub cache's, the stop's grace, the GPU model,
+    the spec's ``env_vars``, then what Argus sets last (the attempt's id, Ray's log rotation)."""
+    merged_env = {str(k): str(v) for k, v in (runtime_env.get("env_vars") or {}).items()}
+    user_code = posixpath.join(layout.home(str(PurePosixPath(config.shared_root)), user), "code")
+    paths = [p for p in (config.user_code_path, user_code) if p]
+    if merged_env.get("PYTHONPATH"):
+        paths.append(merged_env["PYTHONPATH"])
+    merged_env["PYTHONPATH"] = ":".join(dict.fromkeys(paths))
+    for name, value in hub_env(config, user, command).items():
+        merged_env.setdefault(name, value)  # the operator's runtime_env wins
+    # Ray's job supervisor (which runs in this runtime env) waits this long after SIGTERM
+    # before it kills the job: the grace period of every stop (preemption, cancel, limit).
+    merged_env.setdefault("RAY_JOB_STOP_WAIT_TIME_S", str(max(1, round(config.v2.scheduler.preempt_grace_s))))
+    if gpu_type:
+        merged_env["ARGUS_GPU_TYPE"] = gpu_type
+    merged_env.update(env_vars)
+    # Every process of the attempt carries its id, its Ray workers too (they get the job's
+    # runtime env): how its driver finds them to dump their stacks (argus.nodepool.stacks).
+    merged_env["ARGUS_SUBMISSION_ID"] = sid
+    # What each of its Ray workers prints is bounded too (set last, as the id).
+    merged_env.update(ray_worker_rotation(limits))
+    return merged_env

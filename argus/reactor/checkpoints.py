@@ -24,9 +24,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from argus import safefs
+from argus import layout, safefs
 from argus.lifecycle import TaskState
-from argus.rayjobs import job_dir
 from projections import TaskView
 
 __all__ = ["CheckpointWatch", "Found", "find_checkpoint"]
@@ -53,9 +52,8 @@ def find_checkpoint(shared_root: str, user: str, submission_id: str) -> Found | 
     """The newest resumable checkpoint under the attempt's ``checkpoints/`` (None: none, or
     not looked at: a link on the way, a missing folder). Walked from ``<shared>/users``,
     which the operator owns: the user's home, ``jobs`` and the job dir may be links."""
-    job = Path(job_dir(shared_root, user, submission_id))
     try:
-        top, _ = safefs.walk(job.parents[2], [user, "jobs", submission_id, CHECKPOINTS])
+        top, _ = safefs.walk(Path(layout.users_dir(shared_root)), [user, layout.JOBS, submission_id, CHECKPOINTS])
     except safefs.Refused:
         return None
     best: Found | None = None

@@ -26,7 +26,7 @@ from typing import Callable, Iterator
 
 import msgspec
 
-from argus import safefs
+from argus import layout, safefs
 from argus.config import RetentionConfig
 from argus.events import AttemptOutputsRemoved, task_stream
 from argus.rayjobs.submission import attempt_of
@@ -133,7 +133,7 @@ def plan_removals(users: Path, user: str, folders: list[str], views: dict[str, T
 def _prune_checkpoints(users: Path, user: str, task_id: str, attempts: list[tuple[int, str]],
                        keep: int) -> list[Planned]:
     found = [(step, attempt_no, folder, rel) for attempt_no, folder in attempts
-             for step, rel in _checkpoints(users, [user, "jobs", folder])]
+             for step, rel in _checkpoints(users, [user, layout.JOBS, folder])]
     found.sort(key=lambda f: (f[0], f[1]), reverse=True)  # the highest steps first
     kept_steps = ", ".join(str(f[0]) for f in found[:keep])
     return [Planned(user=user, task_id=task_id, attempt_no=attempt_no, parts=(folder, *rel),
@@ -155,7 +155,7 @@ def _jobs_folders(users: Path) -> dict[str, list[str]]:
         os.close(fd)
     for user in names:
         try:
-            jobs = safefs.open_dir(users, [user, "jobs"], create_from=2)
+            jobs = safefs.open_dir(users, [user, layout.JOBS], create_from=2)
         except safefs.Refused:
             continue
         try:
@@ -171,7 +171,7 @@ def _remove(users: Path, plans: list[Planned], budget: int, now: float) -> list[
     for plan in plans:
         if budget <= 0:
             break
-        names = [plan.user, "jobs", *plan.parts]
+        names = [plan.user, layout.JOBS, *plan.parts]
         try:
             removal = safefs.remove_at(users, names, max_entries=budget)
         except safefs.Refused as exc:
@@ -196,7 +196,7 @@ class Retention:
     and returns the events to record."""
 
     def __init__(self, shared_root: str, policy: RetentionConfig, clock: Callable[[], float]) -> None:
-        self.users = Path(shared_root) / "users"
+        self.users = Path(layout.users_dir(shared_root))
         self.policy = policy
         self.clock = clock
         self.next_at = 0.0

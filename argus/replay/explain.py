@@ -13,6 +13,7 @@ from pathlib import Path
 import msgspec
 
 from argus.events import AttemptStarting, FailureKind, RetryScheduled, TaskCanceled, TaskCancelRequested, TaskFailed
+from argus.lifecycle import AttemptStatus
 from argus.replay.source import open_log
 from argus.replay.timeline import TaskTimeline, build_timeline, load_task_events, nodes_phrase
 from argus.replay.waits import WaitSegment
@@ -151,7 +152,7 @@ def explain_timeline(tl: TaskTimeline, records: list | None = None) -> Explanati
                          f"as attempt {attempt_no + 1}{then}.")
         elif a.failure_kind is not None and a.failure_kind is not FailureKind.CANCELED:
             lines.append(_failure(a) + ".")
-        elif a.ray_status == "SUCCEEDED" and (attempt_no - 1) not in retries:
+        elif a.ray_status == AttemptStatus.SUCCEEDED and (attempt_no - 1) not in retries:
             lines.append(f"Attempt {attempt_no} SUCCEEDED{_ran(a)}.")
     lines.extend(_outcome(tl, events))
     return Explanation(task_id=task.task_id, state=task.state.value, lines=lines, timeline=tl)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import msgspec
 
-from argus.events import AttemptEnded, AttemptStarting, RetryScheduled, TaskSubmitted
+from argus.events import AttemptEnded, AttemptStarting, Recorded, RetryScheduled, TaskSubmitted
 from argus.replay.source import open_log
 from argus.replay.waits import event_time
 from argus.store import iter_log
@@ -92,65 +92,12 @@ class _Acc:
 
 def stats(db_path: str | Path, since: float, until: float) -> Stats:
     """Per-user and overall statistics of the window [since, until)."""
-    accs: dict[str, _Acc] = {}
-    tasks: dict[str, TaskView] = {}
-    wait_start: dict[str, float] = {}
-    last_time = since
-    log_end: float | None = None  # the log's last event's time
-
-    def inside(t: float) -> bool:
-        return since <= t < until
-
-    def acc(user: str) -> _Acc:
-        return accs.setdefault(user, _Acc())
-
-    def gpu_seconds(view: TaskView, a: AttemptView, end: float) -> float:
-        if a.started_at is None:
-            return 0.0  # never ran: verl held no GPUs
-        overlap = min(end, until) - max(a.started_at, since)
-        return max(0.0, overlap) * view.demand.total_gpus
-
+    window = _Window(since, until)
     with open_log(db_path) as source:
         for rec in iter_log(source.conn, types=TASK_EVENT_TYPES):
-            e = rec.event
-            task_id: str = e.task_id  # type: ignore[attr-defined]
-            t = event_time(rec)
-            last_time = max(last_time, t)
-            log_end = t if log_end is None else max(log_end, t)
-            view = evolve_task(tasks.get(task_id), rec)
-            if view.state.is_terminal():
-                tasks.pop(task_id, None)
-            else:
-                tasks[task_id] = view
-            user = view.user
-            if isinstance(e, TaskSubmitted):
-                wait_start[task_id] = t
-                if inside(t):
-                    acc(user).submitted += 1
-            elif isinstance(e, AttemptStarting):
-                start = wait_start.pop(task_id, None)
-                if start is not None and inside(t):
-                    acc(user).waits.append(t - start)
-            elif isinstance(e, AttemptEnded):
-                attempt = next(a for a in view.attempts if a.attempt_no == e.attempt_no)
-                acc(user).gpu_seconds += gpu_seconds(view, attempt, e.ended_at)
-            elif isinstance(e, RetryScheduled):
-                wait_start[task_id] = t
-                if inside(t):
-                    acc(user).retries[e.failure_kind.value] += 1
-            outcome = _OUTCOMES.get(rec.type)
-            if outcome is not None:
-                wait_start.pop(task_id, None)
-                if inside(t):
-                    acc(user).outcomes[outcome] += 1
-                    acc(user).add_goodput(task_goodput(view, t))
-    # Attempts still running at the end of the log count up to then (or to ``until``).
-    for view in tasks.values():
-        for a in view.attempts:
-            if a.ended_at is None:
-                acc(view.user).gpu_seconds += gpu_seconds(view, a, last_time)
-        if log_end is not None and inside(log_end):  # the log ends in the window: its unfinished tasks so far
-            acc(view.user).add_goodput(task_goodput(view, log_end))
+            window.take(rec)
+    window.close()
+    accs = window.accs
     overall = _Acc()
     for each in accs.values():
         overall.submitted += each.submitted
@@ -163,3 +110,71 @@ def stats(db_path: str | Path, since: float, until: float) -> Stats:
     users = [accs[u].result(u) for u in sorted(accs)]
     users = [u for u in users if u.submitted or u.outcomes or u.waits or u.gpu_hours or u.retries or u.goodput_tasks]
     return Stats(since=since, until=until, overall=overall.result("*"), users=users)
+
+
+class _Window:
+    """``stats``' one pass: each user's counts of the window, and the tasks not yet finished."""
+
+    def __init__(self, since: float, until: float) -> None:
+        self.since, self.until = since, until
+        self.accs: dict[str, _Acc] = {}
+        self.tasks: dict[str, TaskView] = {}
+        self.wait_start: dict[str, float] = {}
+        self.last_time = since
+        self.log_end: float | None = None  # the log's last event's time
+
+    def inside(self, t: float) -> bool:
+        return self.since <= t < self.until
+
+    def acc(self, user: str) -> _Acc:
+        return self.accs.setdefault(user, _Acc())
+
+    def gpu_seconds(self, view: TaskView, a: AttemptView, end: float) -> float:
+        if a.started_at is None:
+            return 0.0  # never ran: verl held no GPUs
+        overlap = min(end, self.until) - max(a.started_at, self.since)
+        return max(0.0, overlap) * view.demand.total_gpus
+
+    def take(self, rec: Recorded) -> None:
+        """Count one of the log's task events."""
+        e = rec.event
+        task_id: str = e.task_id  # type: ignore[attr-defined]
+        t = event_time(rec)
+        self.last_time = max(self.last_time, t)
+        self.log_end = t if self.log_end is None else max(self.log_end, t)
+        view = evolve_task(self.tasks.get(task_id), rec)
+        if view.state.is_terminal():
+            self.tasks.pop(task_id, None)
+        else:
+            self.tasks[task_id] = view
+        acc = self.acc(view.user)
+        if isinstance(e, TaskSubmitted):
+            self.wait_start[task_id] = t
+            if self.inside(t):
+                acc.submitted += 1
+        elif isinstance(e, AttemptStarting):
+            start = self.wait_start.pop(task_id, None)
+            if start is not None and self.inside(t):
+                acc.waits.append(t - start)
+        elif isinstance(e, AttemptEnded):
+            attempt = next(a for a in view.attempts if a.attempt_no == e.attempt_no)
+            acc.gpu_seconds += self.gpu_seconds(view, attempt, e.ended_at)
+        elif isinstance(e, RetryScheduled):
+            self.wait_start[task_id] = t
+            if self.inside(t):
+                acc.retries[e.failure_kind.value] += 1
+        outcome = _OUTCOMES.get(rec.type)
+        if outcome is not None:
+            self.wait_start.pop(task_id, None)
+            if self.inside(t):
+                acc.outcomes[outcome] += 1
+                acc.add_goodput(task_goodput(view, t))
+
+    def close(self) -> None:
+        """Attempts still running at the end of the log count up to then (or to ``until``)."""
+        for view in self.tasks.values():
+            for a in view.attempts:
+                if a.ended_at is None:
+                    self.acc(view.user).gpu_seconds += self.gpu_seconds(view, a, self.last_time)
+            if self.log_end is not None and self.inside(self.log_end):  # the log ends in the window
+                self.acc(view.user).add_goodput(task_goodput(view, self.log_end))

@@ -168,6 +168,15 @@ def summarize(rec: Recorded) -> str:
     """One line of the facts an event carries."""
     e: Any = rec.event
     t = rec.type
+    for line in (_task_line, _attempt_line, _attempt_work_line):
+        text = line(t, e)
+        if text is not None:
+            return text
+    return _summarize_other(t, e)
+
+
+def _task_line(t: str, e: Any) -> str | None:
+    """A task's own events (None: not one)."""
     if t == "TaskSubmitted":
         d = e.demand
         return (f"{e.user} submitted {e.kind} {e.workload}: {nodes_phrase(d.nnodes)} × "
@@ -176,6 +185,24 @@ def summarize(rec: Recorded) -> str:
         free = _gpus(e.free_gpus_per_node) if e.free_gpus_per_node else ""
         extra = f" (free GPUs per node {free})" if free and free not in e.message else ""
         return f"deferred ({e.reason}): {e.message}{extra}"
+    if t == "RetryScheduled":
+        return (f"attempt {e.failed_attempt_no} failed {e.failure_kind.value}; "
+                f"retry in {e.delay_s:.0f} s")
+    if t == "TaskSucceeded":
+        return f"succeeded with attempt {e.attempt_no}"
+    if t == "TaskIncomplete":
+        return f"incomplete after attempt {e.attempt_no}: {e.reason}"
+    if t == "TaskFailed":
+        return f"failed ({e.failure_kind.value}) after attempt {e.attempt_no}: {e.error_summary}"
+    if t == "TaskCancelRequested":
+        return f"cancel requested by {e.by}"
+    if t == "TaskCanceled":
+        return f"canceled by {e.by}" + (f" (Ray status {e.ray_status})" if e.ray_status else "")
+    return None
+
+
+def _attempt_line(t: str, e: Any) -> str | None:
+    """An attempt's start, placement and stops (None: not one of those)."""
     if t == "AttemptStarting":
         return f"attempt {e.attempt_no} starting as {e.submission_id}" + (f" ({e.note})" if e.note else "")
     if t == "AttemptSubmitted":
@@ -199,6 +226,11 @@ def summarize(rec: Recorded) -> str:
                 f"saved ({e.dump_bytes} bytes; argus stacks {e.task_id}): {tops}")
     if t == "AttemptPreempted":
         return f"attempt {e.attempt_no} preempted ({e.reason}): {e.message}"
+    return None
+
+
+def _attempt_work_line(t: str, e: Any) -> str | None:
+    """An attempt's work, its end and its outputs (None: not one of those)."""
     if t == "AttemptProgressed":
         of = f" of {e.total_steps}" if e.total_steps else ""
         each = f", {e.step_time_s:.1f} s a step" if e.step_time_s else ""
@@ -223,26 +255,13 @@ def summarize(rec: Recorded) -> str:
             parts.append(f"exit code {e.exit_code}")
         text = ", ".join(parts)
         return text + (f": {e.evidence!r}" if e.evidence else "")
-    if t == "RetryScheduled":
-        return (f"attempt {e.failed_attempt_no} failed {e.failure_kind.value}; "
-                f"retry in {e.delay_s:.0f} s")
-    if t == "TaskSucceeded":
-        return f"succeeded with attempt {e.attempt_no}"
-    if t == "TaskIncomplete":
-        return f"incomplete after attempt {e.attempt_no}: {e.reason}"
-    if t == "TaskFailed":
-        return f"failed ({e.failure_kind.value}) after attempt {e.attempt_no}: {e.error_summary}"
-    if t == "TaskCancelRequested":
-        return f"cancel requested by {e.by}"
-    if t == "TaskCanceled":
-        return f"canceled by {e.by}" + (f" (Ray status {e.ray_status})" if e.ray_status else "")
     if t == "AttemptOutputsRemoved":
         whose = "the task's folder" if e.attempt_no is None else f"attempt {e.attempt_no}"
         why = f" ({e.reason})" if e.reason else ""
         more = "" if e.complete else "; more left for the next pass"
         return (f"{whose}: {len(e.paths)} path(s) deleted by {e.by}, rule {e.rule}{why}: "
                 f"{e.entries} entries, {e.bytes} bytes{more}")
-    return _summarize_other(t, e)
+    return None
 
 
 def _summarize_other(t: str, e: Any) -> str:

@@ -37,6 +37,7 @@ from argus.events import (
     task_stream,
     user_stream,
 )
+from argus import layout
 from argus.lifecycle import IllegalTransition, TaskState, check_transition
 from argus.service.auth import AuthCache, Principal, hash_token, new_token
 from argus.service.ids import new_task_id, new_token_id, user_id_problem
@@ -59,7 +60,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["CommandError", "Commands", "NotFound", "SubmitResult", "USER_DIRS"]
 
-USER_DIRS = ("datasets", "models", "code", "jobs")
+USER_DIRS = layout.USER_DIRS
 # How long the cluster as observed may serve the gang check before it is read again.
 CLUSTER_MEMO_S = 1.0
 
@@ -334,7 +335,7 @@ class Commands:
 
     # ------------------------------------------------------------------ users
     def ensure_user_dirs(self, user_id: str) -> None:
-        home = self.shared_root / "users" / user_id
+        home = Path(layout.home(str(self.shared_root), user_id))
         for name in USER_DIRS:
             (home / name).mkdir(parents=True, exist_ok=True)
 

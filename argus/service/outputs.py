@@ -16,7 +16,7 @@ import asyncio
 import os
 import stat
 import time
-from argus import safefs
+from argus import layout, safefs
 from argus.events import AttemptOutputsRemoved, EventBase, EventMeta, task_stream
 from argus.rayjobs.submission import attempt_of
 from argus.service.auth import Principal
@@ -61,11 +61,11 @@ async def remove_output(commands: Commands, who: Principal, parts: list[str], re
     :class:`safefs.Refused` (4xx) for anything not deleted, after recording what a refusal
     midway had deleted."""
     store, log = commands.store, commands.log
-    users = commands.shared_root / "users"
+    users = commands.shared_root / layout.USERS
     folder = parts[0]
     task_id, attempt_no = attempt_of(folder)
     view = _owned(await store.read_snapshot(lambda db: task_view(db, task_id)), who, folder, attempt_no)
-    names = [who.user_id, "jobs", *parts]
+    names = [who.user_id, layout.JOBS, *parts]
     fd, st = await asyncio.to_thread(safefs.walk, users, names)
     os.close(fd)
     is_dir = stat.S_ISDIR(st.st_mode)

@@ -20,6 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Sequence
 
+from argus import layout
 from argus.store.gather import Gatherer
 
 __all__ = ["SPEC_FILE", "TaskDirs", "make_task_dirs"]
@@ -68,7 +69,7 @@ def _open_jobs(shared_root: str | Path, user: str) -> int:
     a link."""
     fd = os.open(str(shared_root), _DIR)
     try:
-        for name in ("users", user, "jobs"):
+        for name in (layout.USERS, user, layout.JOBS):
             child = _enter(fd, name)
             os.close(fd)
             fd = child

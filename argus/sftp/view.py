@@ -27,7 +27,7 @@ from typing import Sequence
 
 import msgspec
 
-from argus import safefs
+from argus import layout, safefs
 from argus.api.files import COMMON_AREAS, JOBS_AREA, MAX_DEPTH, OWN_AREAS
 
 __all__ = ["Target", "normalize", "resolve", "ROOT_ENTRIES"]
@@ -93,7 +93,7 @@ def resolve(shared: Path, user: str, raw: bytes | str, *, may_write_common: bool
     elif head in OWN_AREAS or head == JOBS_AREA:
         rest = parts[1:]
         names = (user, head, *rest)
-        base, top, area, writable = shared / "users", 2, head, head != JOBS_AREA
+        base, top, area, writable = shared / layout.USERS, 2, head, head != JOBS_AREA
     else:
         raise safefs.Refused(404, f"{path} not found: your home holds {', '.join(ROOT_ENTRIES)}")
     if len(rest) > MAX_DEPTH:

@@ -6,6 +6,7 @@ intuition."""
 
 from argus.sim.engine import SimResult, TaskOutcome, simulate
 from argus.sim.metrics import PolicyMetrics, measure
+from argus.sim.settings import SimSettings
 from argus.sim.trace import GangMix, SimNode, SimTask, Trace, load_openb
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "PolicyMetrics",
     "SimNode",
     "SimResult",
+    "SimSettings",
     "SimTask",
     "TaskOutcome",
     "Trace",

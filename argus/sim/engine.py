@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import msgspec
 
-from argus.config import FairShareConfig, SchedulerConfig
+from argus.config import SchedulerConfig
 from argus.events import NodeCapacity, TaskSubmitted
 from argus.lifecycle import AttemptStatus
 from argus.rayjobs.fake import FakeRay
@@ -41,10 +41,11 @@ from argus.reactor.state import ReactorState
 from argus.scheduler import QueuedTask, RunningTask
 from argus.scheduler.inputs import policy_inputs
 from argus.sim.etas import EtaSampler
+from argus.sim.settings import SimSettings, sim_config
 from argus.sim.trace import SimTask, Trace
 from argus.sim.turns import SimReactor
 
-__all__ = ["SimResult", "Simulation", "TaskOutcome", "Turner", "sim_config", "simulate"]
+__all__ = ["SimResult", "Simulation", "TaskOutcome", "Turner", "simulate"]
 
 Observer = Callable[[float, list[QueuedTask], list[RunningTask]], None]
 Progress = Callable[[float, int, int], None]  # (virtual now, tasks started, tasks in all)
@@ -97,46 +98,19 @@ class SimResult(msgspec.Struct, frozen=True, kw_only=True):
     instants: list[float] = []
 
 
-def sim_config(policy: str, *, max_running_tasks: int = 1_000_000, backfill: bool = False,
-               max_running_per_user: int = 0, default_runtime_s: float = 3600.0, preemption: bool = False,
-               grace_s: float = 30.0, fairshare: FairShareConfig | None = None,
-               placement: str = "bestfit", min_run_s: float = 15.0, max_preemptions: int = 0,
-               move_after_s: float = 3600.0) -> SchedulerConfig:
-    """The reactor's scheduler settings for a simulation: nodes never rejoin (no settling),
-    and nothing gives up waiting."""
-    return msgspec.convert(dict(
-        policy=policy, max_running_tasks=max_running_tasks, backfill=backfill,
-        max_running_per_user=max_running_per_user, default_runtime_s=default_runtime_s, preemption=preemption,
-        preempt_grace_s=grace_s, fairshare=fairshare or FairShareConfig(), placement=placement,
-        preempt_min_run_s=min_run_s, max_preemptions=max_preemptions, move_after_s=move_after_s,
-        node_settle_s=0.0, max_pending_s=0.0), SchedulerConfig)
-
-
-def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, backfill: bool = False,
-             max_running_per_user: int = 0, default_runtime_s: float = 3600.0, eta_every: int = 0,
-             preemption: bool = False, grace_s: float = 30.0, fairshare: FairShareConfig | None = None,
-             observe: Observer | None = None, placement: str = "bestfit", estimates: str = "history",
-             placement_lag_s: float = 0.0, progress: Progress | None = None, min_run_s: float = 15.0,
-             max_preemptions: int = 0, move_after_s: float = 3600.0, checkpoint_every_s: float = 0.0) -> SimResult:
-    """Run ``trace`` through ``policy`` on the trace's nodes; every task's start and end.
-    ``eta_every`` N > 0: every Nth arriving task that has to wait is given an ETA
-    (``argus.scheduler.eta``, as a user would see it) to compare with its real start.
-    ``preemption``: the policy may stop preemptible tasks; a victim stops ``grace_s``
-    later, goes back to its place in line and later runs only what it had left (it
-    resumes from a checkpoint taken at the stop, or with ``checkpoint_every_s`` C > 0 from
-    its last save, one every C seconds of its work: the module says more), only
-    once it ran ``min_run_s``, at most ``max_preemptions`` times (0: no cap); for a task that
-    would wait ``move_after_s`` or more, tasks that fit elsewhere are moved (0: never).
+def simulate(trace: Trace, policy: str, settings: SimSettings | None = None, *, observe: Observer | None = None,
+             progress: Progress | None = None) -> SimResult:
+    """Run ``trace`` through ``policy`` on the trace's nodes, as ``settings`` say
+    (``argus.sim.settings``); every task's start and end. With preemption a victim stops
+    ``preempt_grace_s`` later, goes back to its place in line and later runs only what it
+    had left (from a checkpoint taken at the stop, or from its last save with
+    ``checkpoint_every_s``: the module says more).
     ``observe(now, waiting, running)``: called after each instant's turns (tests);
     ``progress(now, started, total)``: now and then (every 500 instants), for long runs."""
-    if estimates not in ("history", "exact"):
-        raise ValueError(f"estimates: 'history' or 'exact', not {estimates!r}")
-    sched = sim_config(policy, max_running_tasks=max_running_tasks, backfill=backfill,
-                       max_running_per_user=max_running_per_user, default_runtime_s=default_runtime_s,
-                       preemption=preemption, grace_s=grace_s, fairshare=fairshare, placement=placement,
-                       min_run_s=min_run_s, max_preemptions=max_preemptions, move_after_s=move_after_s)
-    run = Simulation(trace, sched, exact=estimates == "exact", lag=placement_lag_s, eta_every=eta_every,
-                     observe=observe, progress=progress, checkpoint_every_s=checkpoint_every_s)
+    settings = settings or SimSettings()
+    if settings.estimates not in ("history", "exact"):
+        raise ValueError(f"estimates: 'history' or 'exact', not {settings.estimates!r}")
+    run = Simulation(trace, sim_config(policy, settings), settings=settings, observe=observe, progress=progress)
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # the usual case: no event loop here yet
@@ -167,19 +141,22 @@ class Turner(Protocol):
 
 class Simulation:
     """One run: the clock, the event heap, the fake Ray, the reactor it drives
-    (``make_reactor(ray, sched)``: the simulated one unless given)."""
+    (``make_reactor(ray, sched)``: the simulated one unless given). ``settings``: the
+    simulator's own (estimates, placement lag, ETAs, checkpoints); the scheduler's are
+    ``sched``."""
 
-    def __init__(self, trace: Trace, sched: SchedulerConfig, *, exact: bool = False, lag: float = 0.0,
-                 eta_every: int = 0, observe: Observer | None = None, progress: Progress | None = None,
-                 make_reactor: Callable[[FakeRay, SchedulerConfig], Turner] | None = None,
-                 checkpoint_every_s: float = 0.0) -> None:
-        self.trace, self.sched, self.exact, self.observe, self.progress = trace, sched, exact, observe, progress
-        self.checkpoint_every_s = checkpoint_every_s
+    def __init__(self, trace: Trace, sched: SchedulerConfig, *, settings: SimSettings | None = None,
+                 observe: Observer | None = None, progress: Progress | None = None,
+                 make_reactor: Callable[[FakeRay, SchedulerConfig], Turner] | None = None) -> None:
+        settings = settings or SimSettings()
+        self.trace, self.sched, self.observe, self.progress = trace, sched, observe, progress
+        self.exact = settings.estimates == "exact"
+        self.checkpoint_every_s = settings.checkpoint_every_s
         self.now = 0.0
         self.tasks = {t.task_id: t for t in trace.tasks}
         nodes = [NodeCapacity(node_id=n.node_id, ip="", total_gpus=n.gpus, free_gpus=n.gpus, total_cpus=n.cpus,
                               free_cpus=n.cpus, gpu_type=n.gpu_type) for n in trace.nodes]
-        self.ray = FakeRay(nodes, clock=lambda: self.now, placement_lag_s=lag, stop_grace_s=sched.preempt_grace_s,
+        self.ray = FakeRay(nodes, clock=lambda: self.now, placement_lag_s=settings.placement_lag_s, stop_grace_s=sched.preempt_grace_s,
                            demand_of=lambda p: self.tasks[p.metadata["argus_task_id"]].demand)
         self.reactor: Turner = (make_reactor or SimReactor)(self.ray, sched)
         self.events: list[tuple[float, int, int, str]] = []
@@ -188,7 +165,7 @@ class Simulation:
         self.first_start: dict[str, float] = {}
         self.from_work: dict[str, float] = {}  # submission id -> the task's saved work it began from
         self.lost: dict[str, float] = {}  # task id -> seconds of its work stops threw away
-        self.etas = EtaSampler(eta_every, sched)
+        self.etas = EtaSampler(settings.eta_every, sched)
         self.capacity_gpus = sum(n.gpus for n in trace.nodes)
         self.instants: list[float] = []
 

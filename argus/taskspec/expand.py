@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
+from argus import layout
+
 __all__ = ["expand_home", "home_dir"]
 
 # $HOME or ${HOME}, not followed by a character that would extend the variable name.
@@ -33,7 +35,7 @@ _ANY_HOME = re.compile(_HOME)
 
 def home_dir(shared_root: str | PurePosixPath, user: str) -> str:
     """``<shared>/users/<user>`` as text, without a trailing slash."""
-    return f"{str(shared_root).rstrip('/')}/users/{user}"
+    return layout.home(str(shared_root).rstrip("/") or "/", user)
 
 
 def expand_home(text: str, *, user: str, shared_root: str | PurePosixPath) -> str:

@@ -36,6 +36,7 @@ import re
 import stat
 from pathlib import Path
 
+from argus import layout
 from argus.taskspec.errors import Problem, TaskSpecError
 from argus.taskspec.kernelpaths import LinkHops, refuse_pseudo
 from argus.taskspec.expand import home_dir
@@ -138,7 +139,7 @@ class PathPolicy:
         # How the user wrote a path, by its expanded form: what messages show.
         self.written: dict[str, str] = {}
         self.home = home_dir(self.root, user)
-        self.users_dir = posixpath.join(self.root, "users")
+        self.users_dir = layout.users_dir(self.root)
         # Resolved prefixes, for this policy's (one submission's) checks only: the paths
         # of one TaskSpec share their leading directories, so each is looked at once.
         self._resolved: dict[str, str] = {}
@@ -325,7 +326,7 @@ class PathPolicy:
                         "such as Qwen/Qwen2.5-0.5B-Instruct, or correct the path")
             return (f"upload it with `argus files put {rel} <local file>` (or on the WebUI's "
                     "Data page), or correct the path")
-        for folder, area in (("datasets", "common/datasets"), ("hf", "common/hf")):
+        for area, folder in layout.COMMON_AREAS.items():
             if _inside(path, f"{self.root}/{folder}"):
                 own = "use a hub id" if model else "upload your own copy to datasets/"
                 return f"`argus files ls {area}` lists what is there; correct the path, or {own}"
@@ -381,7 +382,7 @@ class PathPolicy:
 
     def _note_if_not_cached(self, hub_id: str, field: str) -> None:
         """A hub id that the shared cache (``<shared>/hf``, jobs' HF_HUB_CACHE) lacks."""
-        if in_cache(Path(self.root) / "hf", hub_id):
+        if in_cache(Path(layout.hub_cache(self.root)), hub_id):
             return
         where = f"common/hf/{cache_folder(hub_id)}"
         if self.hub_offline:

@@ -23,8 +23,8 @@ async def test_the_vocabulary_is_the_servers_own_and_public(env: Env) -> None:
     assert [s["name"] for s in v["states"]] == [s.value for s in TaskState]
     for s in v["states"]:
         state = TaskState(s["name"])
-        assert (s["terminal"], s["waiting"], s["holds_ray_job"]) == (
-            state.is_terminal(), state.is_waiting(), state.holds_ray_job())
+        assert (s["terminal"], s["waiting"], s["unexamined"], s["holds_ray_job"]) == (
+            state.is_terminal(), state.is_waiting(), state.is_unexamined(), state.holds_ray_job())
     cancelable = {s["name"] for s in v["states"] if s["cancelable"]}
     assert cancelable == {s.value for s in TaskState if not s.is_terminal() and s is not TaskState.CANCELING}
     assert [e["name"] for e in v["event_types"]] == list(ALL_EVENT_TYPES)
@@ -65,3 +65,5 @@ def test_the_ui_keeps_no_copy_of_the_lists() -> None:
         for line_no, line in enumerate(text.splitlines(), start=1):
             listed = [n for n in names if f'"{n}"' in line]
             assert len(listed) < 2 or "case " in line, f"{path.name}:{line_no} lists {listed}: use vocabulary.js"
+            compared = re.findall(r'[!=]==? *"([A-Z_]+)"', line)
+            assert not set(compared) & set(names), f"{path.name}:{line_no} compares with {compared}: use vocabulary.js"

@@ -144,8 +144,8 @@ def test_only_the_first_ray_job_showing_the_commands_secret_is_claimed() -> None
     import json
     from types import SimpleNamespace
 
-    from argus.driver import CLAIM_SECRET_KEY, RAY_JOB_CONFIG, claim_judge, with_claim_secret
-    from argus.rayjobs.submission import DriverContext
+    from argus.confine.claims import first_job_judge
+    from argus.confine.command import CLAIM_SECRET_KEY, RAY_JOB_CONFIG, with_claim_secret
 
     env = {RAY_JOB_CONFIG: json.dumps({"metadata": {"job_submission_id": "alice-t--a01"}, "runtime_env": {}})}
     with_claim_secret(env, "s3cret")
@@ -155,10 +155,9 @@ def test_only_the_first_ray_job_showing_the_commands_secret_is_claimed() -> None
     with_claim_secret(untouched, "s3cret")  # not under Ray's job supervisor: nothing to do
     assert untouched == {}
 
-    ctx = DriverContext(task_id="alice-t", user="alice", submission_id="alice-t--a01", attempt_no=1,
-                        shared_root="/s", command="true")
     said: list[str] = []
-    judge = claim_judge(ctx, os.getpid(), "s3cret", said.append)
+    judge = first_job_judge(submission_id="alice-t--a01", user="alice", command_pid=os.getpid(), secret="s3cret",
+                            say=said.append)
 
     def job(pid: int, **metadata: str) -> SimpleNamespace:
         return SimpleNamespace(driver_pid=pid, config=SimpleNamespace(metadata=metadata))

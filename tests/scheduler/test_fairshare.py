@@ -17,7 +17,7 @@ from argus.config import FairShareConfig
 from argus.events import Demand, NodeCapacity
 from argus.scheduler import POLICIES, Admit, Decision, Capacity, Defer, PolicyConfig, Preempt, QueuedTask, Reason, RunningTask, decide
 from argus.scheduler.fairshare import fair_order, fair_shares
-from argus.sim import simulate
+from argus.sim import SimSettings, simulate
 from argus.sim.trace import SimNode, SimTask, Trace
 
 NOW = 10_000.0
@@ -259,9 +259,9 @@ def test_no_user_stays_under_its_share_while_another_borrows_beyond_one_grace_pe
 
     # The mechanism alone: no minimum run time beyond the trainer's start, no cap on stops
     # (the cost model, preempt_min_run_s and max_preemptions, trades this bound away).
-    result = simulate(trace, "fairshare", preemption=True, grace_s=grace, default_runtime_s=3600,
-                      fairshare=FairShareConfig(shares=shares, max_wait_s=0), observe=observe, min_run_s=15.0,
-                      max_preemptions=0)
+    result = simulate(trace, "fairshare", SimSettings(preemption=True, preempt_grace_s=grace, default_runtime_s=3600,
+                                                      fairshare=FairShareConfig(shares=shares, max_wait_s=0),
+                                                      preempt_min_run_s=15.0, max_preemptions=0), observe=observe)
     assert all(o.end is not None for o in result.outcomes)  # everyone finished
     assert all(isinstance(o.preempted, int) for o in result.outcomes)
 

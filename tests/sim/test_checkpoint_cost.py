@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from argus.config import FairShareConfig
 from argus.events import Demand
-from argus.sim import simulate
+from argus.sim import SimSettings, simulate
 from argus.sim.engine import SimResult
 from argus.sim.trace import SimNode, SimTask, Trace
 
@@ -21,8 +21,9 @@ def _task(task_id: str, user: str, at: float, runtime: float, gpus: int) -> SimT
 def _run(tasks: list[SimTask], every: float) -> SimResult:
     # fair share with preemption: bob, holding nothing, is within his fair share (4 of 8
     # GPUs) and alice, holding all 8, beyond hers, so one of her tasks is stopped for him
-    return simulate(Trace(tasks=tasks, nodes=NODE), "fairshare", preemption=True, grace_s=30.0,
-                    fairshare=FairShareConfig(max_wait_s=0), checkpoint_every_s=every, move_after_s=0)
+    return simulate(Trace(tasks=tasks, nodes=NODE), "fairshare",
+                    SimSettings(preemption=True, preempt_grace_s=30.0, fairshare=FairShareConfig(max_wait_s=0),
+                                checkpoint_every_s=every, move_after_s=0))
 
 
 def test_a_stopped_task_runs_again_what_it_did_since_its_last_checkpoint() -> None:

@@ -14,7 +14,8 @@ import msgspec
 from argus.events import Demand, Recorded
 from argus.rayjobs.fake import FakeRay
 from argus.config import SchedulerConfig
-from argus.sim.engine import Simulation, sim_config
+from argus.sim.engine import Simulation
+from argus.sim.settings import SimSettings, sim_config
 from argus.sim.trace import SimNode, SimTask, Trace
 from argus.sim.turns import SimReactor
 from projections import open_store
@@ -71,7 +72,7 @@ async def _reacted(sched: SchedulerConfig, tmp_path: Path) -> list[Recorded]:
 
 
 async def test_the_simulator_honours_time_limits_and_cancels_as_the_reactor_does(tmp_path: Path) -> None:
-    sched = sim_config("priority", preemption=True, grace_s=30.0)
+    sched = sim_config("priority", SimSettings(preemption=True, preempt_grace_s=30.0))
     simulated, sim = await _simulated(sched)
     reacted = await _reacted(sched, tmp_path)
     sim_tasks, real_tasks = _per_task(simulated), _per_task(reacted)

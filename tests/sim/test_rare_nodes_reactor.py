@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from argus.events import Demand
-from argus.sim.engine import Simulation, sim_config
+from argus.sim.engine import Simulation
+from argus.sim.settings import SimSettings, sim_config
 from argus.sim.trace import SimNode, SimTask, Trace
 from tests.sim.test_sim_core_vs_reactor import through_the_reactor
 
@@ -30,7 +31,7 @@ TASKS = ([_task(f"pinned-{k:02d}", float(k), 1_000.0 + 50 * k, 8, 8.0, preemptib
 
 async def test_the_rare_node_goes_to_movable_or_needing_tasks_in_the_reactor_too(tmp_path: Path) -> None:
     trace = Trace(tasks=TASKS, nodes=NODES)
-    sched = sim_config("priority", preemption=True, grace_s=30.0)
+    sched = sim_config("priority", SimSettings(preemption=True, preempt_grace_s=30.0))
     simulated = await Simulation(trace, sched).run("priority")
     _, log = await through_the_reactor(trace, sched, "priority", tmp_path)
     assert simulated.decision_log == log

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from argus.cli import main
 from argus.events import Demand
 from argus.scheduler import POLICIES
-from argus.sim import GangMix, load_openb, measure, simulate
+from argus.sim import GangMix, SimSettings, load_openb, measure, simulate
 
 OPENB = Path(__file__).resolve().parents[3] / "shared" / "traces" / "openb"
 NODES = "sn,cpu_milli,memory_mib,gpu,model\nn0,32000,1,4,A\nn1,32000,1,4,A\n"
@@ -50,7 +50,7 @@ def test_strict_fifo_holds_the_line_and_backfill_lets_small_tasks_pass(tmp_path:
         if t.task_id == "g" else t for t in trace.tasks])
     starts = {o.task_id: o.start for o in simulate(trace, "fifo").outcomes}
     assert starts == {"a": 0.0, "g": 100.0, "s": 150.0}  # s waits behind the gang
-    starts = {o.task_id: o.start for o in simulate(trace, "fifo", backfill=True).outcomes}
+    starts = {o.task_id: o.start for o in simulate(trace, "fifo", SimSettings(backfill=True)).outcomes}
     assert starts == {"a": 0.0, "g": 100.0, "s": 2.0}  # s passes (and ends before a does)
 
 
@@ -71,7 +71,7 @@ def test_no_node_is_ever_overcommitted_on_the_real_trace() -> None:
         pytest.skip("the openb trace is not next to this checkout")
     trace = load_openb(OPENB / "openb_pod_list_default.csv", OPENB / "openb_node_list_gpu_node.csv",
                        nodes_subset=20, load=1.2, limit=600, gang_mix=GangMix.parse("0.1:2x2"))
-    result = simulate(trace, "fifo", backfill=True)
+    result = simulate(trace, "fifo", SimSettings(backfill=True))
     events = sorted([(o.start, o.gpus) for o in result.outcomes if o.start is not None]
                     + [(o.end, -o.gpus) for o in result.outcomes if o.end is not None], key=lambda e: (e[0], e[1]))
     in_use = 0

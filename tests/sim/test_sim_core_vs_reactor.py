@@ -18,7 +18,8 @@ from argus.rayjobs.fake import FakeRay
 from argus.reactor import Reactor
 from argus.reactor.state import ReactorState
 from argus.sim import GangMix, load_openb
-from argus.sim.engine import SimResult, Simulation, sim_config
+from argus.sim.engine import SimResult, Simulation
+from argus.sim.settings import SimSettings, sim_config
 from argus.sim.trace import Marks, Trace
 from argus.store import EventStore
 from projections import open_store
@@ -105,7 +106,7 @@ async def test_the_simulator_decides_as_the_reactor_does(tmp_path: Path, seed: i
     trace = load_openb(TRACE / "openb_pod_list_default.csv", TRACE / "openb_node_list_gpu_node.csv",
                        nodes_subset=6, load=1.5, gang_mix=GangMix.parse("0.1:2x4"),
                        marks=Marks.parse("0.3:10", 0.5), seed=seed, limit=70)
-    sched = sim_config(policy, preemption=True, grace_s=30.0)
+    sched = sim_config(policy, SimSettings(preemption=True, preempt_grace_s=30.0))
     simulated = await Simulation(trace, sched).run(policy)
     reacted, log = await through_the_reactor(trace, sched, policy, tmp_path)
     assert len(simulated.decision_log) > 40  # the subset is contended: decisions to compare

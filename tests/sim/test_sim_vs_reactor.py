@@ -21,6 +21,7 @@ from argus.lifecycle import TaskState
 from argus.rayjobs import submission_id_for
 from argus.service.auth import Principal
 from argus.sim.engine import simulate
+from argus.sim.settings import SimSettings
 from argus.sim.history import load_history
 from tests.reactor.test_turn_on_fake import make_world
 
@@ -78,6 +79,6 @@ async def test_from_db_gives_the_starts_the_reactor_made(tmp_path: Path, policy:
     trace = load_history(tmp_path / "argus.db")
     assert sorted(t.task_id for t in trace.tasks) == sorted(runtime)
     assert {t.task_id: t.runtime for t in trace.tasks} == runtime
-    simulated = {o.task_id: o.start for o in simulate(trace, policy, max_running_tasks=100).outcomes}
+    simulated = {o.task_id: o.start for o in simulate(trace, policy, SimSettings(max_running_tasks=100)).outcomes}
     assert {t: (s - start) / STEP for t, s in simulated.items()} == {
         t: (s - start) / STEP for t, s in started.items()}

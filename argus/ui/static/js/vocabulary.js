@@ -8,6 +8,7 @@ import { get } from "./api.js";
 export const STATES = [];
 export const TERMINAL = new Set();
 export const WAITING = new Set();
+export const UNEXAMINED = new Set(); // waiting, not yet deferred by the scheduler: no reason yet
 export const CANCELABLE = new Set(); // a cancel request would move it: offer Cancel
 export const EVENT_TYPES = [];
 export const TASK_EVENT_TYPES = new Set();
@@ -22,6 +23,7 @@ export function loadVocabulary() {
         STATES.push(s.name);
         if (s.terminal) TERMINAL.add(s.name);
         if (s.waiting) WAITING.add(s.name);
+        if (s.unexamined) UNEXAMINED.add(s.name);
         if (s.cancelable) CANCELABLE.add(s.name);
       }
       for (const e of v.event_types) {

@@ -9,7 +9,7 @@ import {
 } from "../dom.js";
 import { lineChart, mainMetric } from "../chart.js";
 import { renderNotFound } from "./not_found.js";
-import { CANCELABLE, TASK_EVENT_TYPES } from "../vocabulary.js";
+import { CANCELABLE, TASK_EVENT_TYPES, UNEXAMINED } from "../vocabulary.js";
 import { outputsPanel } from "./task_outputs.js";
 import { goodputBreakdown } from "../goodput.js";
 
@@ -116,7 +116,7 @@ export async function render(main, params, ctx) {
           ["Expected start", timeEl(t.expected_start)],
           ["Starts (80 % sure)", t.start_earliest ? startsIn(t, Date.now() / 1000) : ""],
           ["At the latest", t.start_at_latest ? timeEl(t.start_at_latest) : ""],
-          ["Reason", t.wait_reason || (t.state === "QUEUED" ? "not looked at by the scheduler yet" : "")],
+          ["Reason", t.wait_reason || (UNEXAMINED.has(t.state) ? "not looked at by the scheduler yet" : "")],
           ["Details", t.wait_message],
           ["Next try", t.next_run_at && t.next_run_at * 1000 > Date.now() ? timeEl(t.next_run_at) : ""],
         ]),

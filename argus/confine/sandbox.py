@@ -1,4 +1,6 @@
-"""Opt-in confinement of a job's command with bubblewrap (``v2.sandbox.mode: bwrap``).
+"""How the driver confines a job's command (``Sandbox``, carried in its context), and the
+opt-in mechanism of the two: bubblewrap (``v2.sandbox.mode: bwrap``). The other, Landlock
+(``auto`` / ``landlock``), is ``argus.confine.job``; ``argus.confine.command`` applies either.
 
 What the command sees (docs/security.md, "Sandboxing a job's command"):
 
@@ -29,11 +31,9 @@ from collections.abc import Iterable
 
 import msgspec
 
-__all__ = ["RAY_TEMP_ROOT", "SHARED_READ_ONLY", "Sandbox", "bwrap_argv"]
+from argus import layout
 
-# Folders of the shared root every user may read (what TaskSpecs name as $HOME/common/...).
-SHARED_READ_ONLY = ("datasets", "hf", "common")
-
+__all__ = ["RAY_TEMP_ROOT", "Sandbox", "bwrap_argv"]
 
 # Ray's default session directory, whose sockets a driver's ray.init() connects to.
 RAY_TEMP_ROOT = "/tmp/ray"
@@ -62,12 +62,13 @@ def bwrap_argv(sandbox: Sandbox, *, shared_root: str, user: str, workdir: str,
     user's home). ``needed``: paths the command must read (the interpreter's prefixes, the
     PYTHONPATH entries); bound read-only where the layout hides them."""
     root = posixpath.normpath(shared_root)
-    home = posixpath.join(root, "users", user)
+    home = layout.home(root, user)
+    users = layout.users_dir(root)
     hidden = ("/tmp", root)
     argv = [sandbox.bwrap, "--die-with-parent", "--unshare-ipc", "--unshare-uts",
             "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc",
             "--tmpfs", "/tmp", "--tmpfs", root]
-    for name in SHARED_READ_ONLY:
+    for name in layout.SHARED_READ_ONLY:
         path = posixpath.join(root, name)
         argv += ["--ro-bind-try", path, path]
     argv += ["--bind", home, home]
@@ -77,13 +78,13 @@ def bwrap_argv(sandbox: Sandbox, *, shared_root: str, user: str, workdir: str,
         if (not path.startswith("/") or path in seen or _under(path, home)
                 or not any(_under(path, h) for h in hidden)):
             continue  # visible already (or not a path)
-        if _under(path, posixpath.join(root, "users")):
+        if _under(path, users):
             continue  # another user's files: never
         seen.add(path)
         argv += ["--ro-bind-try", path, path]
     for path in [RAY_TEMP_ROOT, *sandbox.writable]:
         path = posixpath.normpath(path) if path else ""
-        if not path.startswith("/") or _under(path, posixpath.join(root, "users")):
+        if not path.startswith("/") or _under(path, users):
             continue
         argv += ["--bind-try", path, path]
     argv += ["--chdir", workdir, "--"]
