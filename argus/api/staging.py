@@ -129,6 +129,7 @@ class Staging:
 # Threads that compute chunks' own checksums beside the writes (one per PATCH at a time).
 _HASHERS = ThreadPoolExecutor(4, thread_name_prefix="argus-chunk-hash")
 _IOV_MAX = 1024  # Linux's UIO_MAXIOV: the most buffers one writev takes
+_FADVISE = hasattr(os, "posix_fadvise")  # not on macOS: there the fdatasync does it all
 
 
 def _update(h: "hashlib._Hash", pieces: list[bytes]) -> None:
@@ -188,7 +189,8 @@ class ChunkWriter:
             # Start writing these pages back now, without waiting (what fadvise DONTNEED
             # does to dirty pages): the fdatasync that ends the chunk then has little
             # left to wait for (32 MiB: 27 -> 6-9 ms here), so the client stalls less.
-            os.posix_fadvise(self.fd, self.offset + self.written, size, os.POSIX_FADV_DONTNEED)
+            if _FADVISE:
+                os.posix_fadvise(self.fd, self.offset + self.written, size, os.POSIX_FADV_DONTNEED)
             _update(self.whole, pieces)
         finally:
             if side is not None:
