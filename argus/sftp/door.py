@@ -38,6 +38,11 @@ if TYPE_CHECKING:
 __all__ = ["Session", "SftpDoor", "host_key_path", "load_host_key", "sftp_background"]
 
 log = logging.getLogger("argus.sftp")
+# Each SSH packet costs asyncssh a fixed share of Python work (decrypt, parse, dispatch):
+# a client may send packets up to MAX_PKTSIZE (asyncssh's default 32 KiB; OpenSSH's client
+# goes up to 256 KiB) and keep WINDOW bytes in flight (asyncssh's default 2 MiB).
+MAX_PKTSIZE = 256 << 10
+WINDOW = 16 << 20
 
 
 class Session:
@@ -183,7 +188,7 @@ class SftpDoor:
         self._server = await asyncssh.create_server(
             lambda: _Auth(self), host, port, server_host_keys=[key], sftp_factory=self._sftp,
             allow_scp=True, agent_forwarding=False, x11_forwarding=False, allow_pty=False,
-            login_timeout=60, keepalive_interval=30,
+            login_timeout=60, keepalive_interval=30, window=WINDOW, max_pktsize=MAX_PKTSIZE,
             **({"encryption_algs": self.config.v2.sftp.ciphers} if self.config.v2.sftp.ciphers else {}))
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port

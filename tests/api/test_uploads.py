@@ -290,3 +290,27 @@ async def test_expired_uploads_are_swept_in_the_background(tmp_path: Any) -> Non
         assert not list(staged.iterdir())
         r = await client.head(r.headers["location"], headers=admin)
         assert r.status_code == 404
+
+
+def test_chunk_writer_keeps_every_piece_in_order(tmp_path: Any) -> None:
+    """A batch of more pieces than one writev takes (1024), empty ones among them, lands
+    whole and in order; the chunk's checksum (computed in another thread) and the running
+    SHA-256 see the same bytes; abort cuts the file back to where the chunk began."""
+    from argus.api.staging import ChunkWriter
+
+    path = tmp_path / "u.data"
+    path.write_bytes(b"head")
+    pieces = [bytes([i % 251]) * (i % 7) for i in range(2500)]
+    body = b"".join(pieces)
+    writer = ChunkWriter(path, 4, hashlib.sha256(b"head"), "sha1")
+    writer.write(pieces[:1300])
+    writer.write(pieces[1300:])
+    assert writer.written == len(body)
+    assert writer.matches(hashlib.sha1(body).digest())
+    assert writer.whole.hexdigest() == hashlib.sha256(b"head" + body).hexdigest()
+    writer.finish()
+    assert path.read_bytes() == b"head" + body
+    again = ChunkWriter(path, 4 + len(body), writer.whole, None)
+    again.write([b"more"])
+    again.abort()
+    assert path.read_bytes() == b"head" + body

@@ -7,7 +7,13 @@ A server runs in its own process (uvicorn, one worker) on a fresh shared root; a
    connection twice, with one chunk sent corrupted on purpose (460, nothing kept):
    resumed from the server's offset and checked (sha256 of the published file);
 2. uploaded again declaring a wrong sha256: refused at the end, nothing published;
-3. uploaded plainly (throughput; the whole file's sha256 is computed while sending), then downloaded (throughput), then copied with ``cp``.
+3. uploaded plainly (throughput; the whole file's sha256 is computed while sending), then
+   downloaded (throughput), then copied with ``cp``: two references (tests/bench/cpref.py),
+   *warm* (the source in the page cache, no sync: a memory copy) and *cold* (the source's
+   pages evicted, ``cp`` + ``sync``). Every transfer reads cold (the source, or the
+   published file the server sends, evicted first) and ends on disk (the server
+   ``fdatasync``s each upload chunk; the download's file is ``fsync``ed, in its time), so
+   it compares with the cold reference; the ratio to the warm one is printed too.
 
 The server's RSS is sampled every 0.2 s during each upload. Usage:
 
@@ -34,6 +40,7 @@ import httpx
 
 from argus.cli import transfer
 from argus.cli.client import Client
+from tests.bench.cpref import evict, measure_cp
 from tests.cli.test_transfers_cli import CuttingProxy
 
 TOKEN = "bench-admin-token-0123456789abcdef0123"
@@ -191,40 +198,43 @@ def run(work: Path, url: str, size: int, pid: int) -> None:
     print(f"2. wrong sha256 declared: refused at the end; published: "
           f"{(work / 'shared/users/admin/models/wrong.bin').exists()}, staged files left: {len(staged)}")
 
-    # 3. Throughput: upload, download, cp.
+    # 3. Throughput: upload, download, cp (warm and cold), all reading cold.
+    evict(src)
     with Rss(pid) as rss:
         t = time.monotonic()
         transfer.upload_file(Client(url, TOKEN), src, "models/big.bin",
                              transfer.StateFile(cache / "t2.json"), transfer.Progress(_Bar()))
         up_s = time.monotonic() - t
     back = work / "back.bin"
+    evict(published)
     t = time.monotonic()
     transfer.download_file(Client(url, TOKEN), "models/big.bin", back,
                            transfer.StateFile(cache / "t3.json"), transfer.Progress(_Bar()))
+    with open(back, "rb") as f:
+        os.fsync(f.fileno())
     down_s = time.monotonic() - t
     assert back.stat().st_size == size
     back.unlink()
-    copy = work / "copy.bin"
-    t = time.monotonic()
-    subprocess.run(["cp", str(src), str(copy)], check=True)
-    subprocess.run(["sync", str(copy)], check=False)
-    cp_s = time.monotonic() - t
+    cp = measure_cp(src, work / "copy.bin")
     mb = size / 1e6
-    print(f"3. upload {mb / up_s:.0f} MB/s ({up_s:.1f} s, the client's sha256 computed "
-          f"while sending); {rss.text()}")
-    print(f"   download {mb / down_s:.0f} MB/s ({down_s:.1f} s)")
-    print(f"   cp {mb / cp_s:.0f} MB/s ({cp_s:.1f} s, with sync)")
-    print(f"   upload / cp = {cp_s / up_s:.0%}, download / cp = {cp_s / down_s:.0%}")
-    copy.unlink()
+    print(f"3. upload {mb / up_s:.0f} MB/s ({up_s:.1f} s, source read cold, the client's "
+          f"sha256 computed while sending); {rss.text()}")
+    print(f"   download {mb / down_s:.0f} MB/s ({down_s:.1f} s, served cold, with fsync)")
+    print(f"   {cp.text(mb)}")
+    print(f"   {cp.ratios('upload', up_s)}; {cp.ratios('download', down_s)}")
+    print(f"   load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     if shutil.which("curl"):  # references: the same server without the CLI's client code
         auth = ["-H", f"Authorization: Bearer {TOKEN}"]
+        evict(published)
         out = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{speed_download}", *auth,
                               f"{url}/api/v2/files/models/big.bin"], capture_output=True, text=True)
-        print(f"   curl download (to /dev/null): {float(out.stdout) / 1e6:.0f} MB/s")
+        print(f"   curl download (served cold, to /dev/null): {float(out.stdout) / 1e6:.0f} MB/s")
+        evict(src)
         out = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{speed_upload}", *auth,
                               "-H", "Content-Type: application/octet-stream", "-T", str(src),
                               f"{url}/api/v2/files/models/put.bin"], capture_output=True, text=True)
-        print(f"   curl single PUT (no checksums): {float(out.stdout) / 1e6:.0f} MB/s")
+        print(f"   curl single PUT (read cold, no checksums, no fsync): "
+              f"{float(out.stdout) / 1e6:.0f} MB/s")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Plain uploads (``argus files put``'s client code) of one file, alternating between
 checkouts of Argus (A/B: before and after a change), each against its own server: wall
 time and the CPU seconds the client and the server spent, per run. CPU seconds move far
-less than wall time on a loaded host. Usage:
+less than wall time on a loaded host. The source's pages are evicted before each upload
+(a cold read, as ``cp`` cold in :mod:`tests.bench.cpref`), unless ``--warm``. Usage:
 
     python -m tests.bench.bench_upload_ab --gb 1 --runs 4 <checkout A> <checkout B>
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 import httpx
 
 from tests.bench.bench_transfers import SERVER, TOKEN, generate
+from tests.bench.cpref import evict, measure_cp, read_through
 
 CLIENT = """
 import sys
@@ -44,6 +46,7 @@ def main() -> None:
     ap.add_argument("--gb", type=float, default=1.0)
     ap.add_argument("--runs", type=int, default=4)
     ap.add_argument("--dir", default=None)
+    ap.add_argument("--warm", action="store_true", help="read the source from the page cache")
     ap.add_argument("trees", nargs=2, help="two checkouts of Argus: A and B")
     args = ap.parse_args()
     size = int(args.gb * 1000**3)
@@ -52,6 +55,7 @@ def main() -> None:
     try:
         src = work / "src.bin"
         generate(src, size)
+        print(measure_cp(src, work / "cp.bin").text(size / 1e6), flush=True)
         for i, tree in enumerate(args.trees):
             root = work / f"root{i}"
             root.mkdir()
@@ -69,6 +73,7 @@ def main() -> None:
                     time.sleep(0.1)
         for run in range(args.runs):
             for name, (tree, url, p, root) in zip("AB", servers):
+                (read_through if args.warm else evict)(src)
                 before, server_cpu = resource.getrusage(resource.RUSAGE_CHILDREN), _cpu(p.pid)
                 t = time.monotonic()
                 subprocess.run([sys.executable, "-c", CLIENT, url, TOKEN, str(src),
