@@ -30,7 +30,7 @@ from litestar.exceptions import HTTPException
 from litestar.params import Parameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
-from argus.api.openapi import errors
+from argus.api.openapi import EVENTS, errors, sse_events
 from argus.api.redact import Redactor
 from argus.api.streamcap import held
 from argus.events import Recorded
@@ -254,11 +254,13 @@ async def _refuse_past_head(state: State, after: int) -> None:
             extra={"head": head})
 
 
-@get("/events", tags=["events"], media_type="text/event-stream", responses=errors(409, 429))
+@get("/events", tags=["events"], media_type="text/event-stream", responses=errors(409, 429),
+     opt=sse_events(EVENTS))
 async def events_stream(
     request: Request[Any, Any, Any], state: State, who: Principal,
-    after: Annotated[int | None, Parameter(ge=0, description="start after this position "
-                                           "(default: now); Last-Event-ID wins")] = None,
+    after: Annotated[int | None, Parameter(
+        ge=0, schema_extra={"minimum": 0},  # documented beside the null Litestar adds
+        description="start after this position (default: now); Last-Event-ID wins")] = None,
 ) -> ServerSentEvent:
     """The log as server-sent events: ``id`` = position, ``event`` = type."""
     header = request.headers.get("last-event-id")

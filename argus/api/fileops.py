@@ -20,6 +20,7 @@ from litestar.exceptions import HTTPException
 
 from argus import safefs
 from argus.api import files
+from argus.api.filepath import WritePath, url_path
 from argus.api.openapi import errors
 from argus.api.schemas import FileEntry, FileOpIn
 from argus.service import Principal
@@ -69,13 +70,12 @@ class FileOpsController(Controller):
 
     @post("/{rest:path}", status_code=201, responses=errors(400, 403, 404, 409))
     async def operate(self, request: Request[Any, Any, Any], state: State, who: Principal,
-                      rest: files.FilePath, data: FileOpIn) -> FileEntry:
+                      rest: WritePath, data: FileOpIn) -> FileEntry:
         """``{"op": "mkdir"}`` makes the folder (and those above it); ``{"op": "move",
         "to": "area/path"}`` renames or moves a file or folder within your own areas (the
         destination must not exist)."""
-        files.check_raw(request)
         shared = Path(state.config.shared_root)
-        area, parts = files.dest_of(shared, who.user_id, rest)
+        area, parts = files.dest_of(shared, who.user_id, url_path(request, rest, write=True))
         try:
             if data.op == "mkdir":
                 st = await asyncio.to_thread(_mkdir, area, parts)

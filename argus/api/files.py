@@ -4,8 +4,9 @@ admins), and ``jobs/``: what the caller's tasks wrote, one folder per attempt
 (``<task_id>--aNN/``: driver.log, metrics, checkpoints, result.json), never written
 through this API; a finished task's folders may be deleted (argus.service.outputs).
 
-Every path is checked twice: textually (no ``..``, no absolute path, no NUL or
-backslash, after URL decoding; at most ``MAX_DEPTH`` components) and on disk. A user's jobs
+Every path is checked twice: textually, against the pattern the OpenAPI document states
+(:mod:`argus.api.filepath`: ``/`` plain or as ``%2F``, no ``.`` or ``..``, no NUL,
+backslash or ``%``, bounded lengths and depth), and on disk. A user's jobs
 can write anything in that user's home (symlinks included), so no path is ever resolved
 or re-walked by name: each component is opened relative to the folder above it without
 following symlinks (:mod:`argus.safefs`), from ``<shared>/users`` (own areas, ``jobs``)
@@ -32,6 +33,7 @@ from litestar.params import Parameter
 
 from argus import layout, safefs
 from argus.api import jobfiles, quota
+from argus.api.filepath import MAX_DEPTH, ReadPath, WritePath, check_path, url_path
 from argus.api.auth import request_id
 from argus.api.openapi import also_returns, errors
 from argus.api.schemas import FileEntry, FileListing, FilesOverview
@@ -44,17 +46,6 @@ __all__ = ["FilesController", "byte_range", "check_dest", "dest_of", "publish", 
 OWN_AREAS = layout.OWN_AREAS
 COMMON_AREAS = layout.COMMON_AREAS
 JOBS_AREA = layout.JOBS  # read-only: written by the caller's tasks, never through this API
-MAX_DEPTH = 64  # components below an area; deeper is a 400, never walked
-# A file's path as its schema says it (check_raw and _parts enforce it, with messages that
-# say what to change). An OpenAPI path parameter is one segment (a '/' in its value is
-# sent encoded, as %2F, which the API refuses: an encoded separator is never a folder), so
-# the schema says one component: 1-255 characters without a backslash, '%' or NUL. The
-# URL may hold several, each such, separated by plain '/'.
-PATH_PATTERN = r"^[^/\\%\x00]{1,255}$"
-FilePath = Annotated[str, Parameter(
-    description="an area (datasets, models, code, jobs, common) and, after plain '/' separators, "
-                "a path in it: components of 1-255 characters without a backslash, '%' or NUL",
-    schema_extra={"pattern": PATH_PATTERN})]
 
 
 class _Area:
@@ -96,30 +87,9 @@ def _read_only(area: _Area) -> PermissionDeniedException:
     return PermissionDeniedException(f"{area.name} is read-only (admins may write it)")
 
 
-def check_raw(request: Request[Any, Any, Any]) -> None:
-    """Refuse what the router would silently normalise: ``//`` (an absolute path) and
-    encoded separators or dots."""
-    raw = request.scope.get("raw_path", b"").decode("latin-1").split("?", 1)[0].lower()
-    tail = raw.split("/files", 1)[-1]
-    if "//" in tail or any(code in tail for code in ("%2f", "%2e", "%5c", "%00", "%25")):
-        raise HTTPException(status_code=400, detail="path must be relative, without '//' or "
-                            "encoded '/', '.', '\\' or '%'")
-
-
 def _parts(sub: str) -> list[str]:
-    """The components of a path inside an area; 400 for one that could escape it."""
-    if "\x00" in sub or "\\" in sub or sub.startswith("/") or "%" in sub:
-        raise HTTPException(status_code=400, detail="path must be relative, without NUL, "
-                            "backslash or percent-encoding")
-    parts = [p for p in sub.split("/") if p not in ("", ".")]
-    if any(p == ".." for p in parts):
-        raise HTTPException(status_code=400, detail="path must not contain '..'")
-    if any(len(p) > 255 for p in parts) or len(sub) > 4096:
-        raise HTTPException(status_code=400, detail="path or file name too long")
-    if len(parts) > MAX_DEPTH:
-        raise HTTPException(status_code=400, detail=f"path too deep: at most {MAX_DEPTH} "
-                            "folders and a file below an area")
-    return parts
+    """The components of a path inside an area, already checked (argus.api.filepath)."""
+    return [p for p in sub.split("/") if p]
 
 
 def _refused(exc: safefs.Refused) -> HTTPException:
@@ -265,14 +235,11 @@ async def user_usage(state: State, user: str, fresh: bool = False) -> quota.Usag
 
 def dest_of(shared: Path, user: str, rest: str) -> tuple[_Area, list[str]]:
     """A writable destination file ``rest`` (area/path): its area and parts, checked as an
-    upload's are (no disk access); 400/403/404 otherwise."""
-    area, sub = _split(shared, user, rest)
+    upload's are (the document's write pattern; no disk access); 400/403/404 otherwise."""
+    area, sub = _split(shared, user, check_path(rest, write=True))
     if not area.writable:
         raise _read_only(area)
-    parts = _parts(sub)
-    if not parts:
-        raise HTTPException(status_code=400, detail="name a file inside the area, not a folder")
-    return area, parts
+    return area, _parts(sub)
 
 
 def check_dest(area: _Area, parts: list[str]) -> None:
@@ -342,26 +309,23 @@ class FilesController(Controller):
     @get("/{rest:path}", responses=errors(400, 403, 404, 409, 416),
          opt=also_returns("application/octet-stream"))
     async def read(self, request: Request[Any, Any, Any], state: State, who: Principal,
-                   rest: FilePath) -> Any:
+                   rest: ReadPath) -> Any:
         """A directory: its listing (JSON, at most 1000 entries). A file: its bytes (one
         ``Range`` honoured: 206, or 416 past the end)."""
-        check_raw(request)
-        area, sub = _split(Path(state.config.shared_root), who.user_id, rest)
+        area, sub = _split(Path(state.config.shared_root), who.user_id, url_path(request, rest))
         return await _read(area, _parts(sub), request.headers)
 
     @put("/{rest:path}", operation_class=_UploadOperation, status_code=201,
          request_max_body_size=None, responses=errors(403, 404, 409))
     async def upload(self, request: Request[Any, Any, Any], state: State, who: Principal,
-                     rest: FilePath) -> FileEntry:
+                     rest: WritePath) -> FileEntry:
         """Upload a file (streamed; at most v2.api.max_upload_bytes) into an own area (an
         admin: into common/datasets and common/hf too)."""
-        check_raw(request)
-        area, sub = _split(Path(state.config.shared_root), who.user_id, rest, who.is_admin)
+        path = url_path(request, rest, write=True)
+        area, sub = _split(Path(state.config.shared_root), who.user_id, path, who.is_admin)
         if not area.writable:  # before any disk access
             raise _read_only(area)
         parts = _parts(sub)
-        if not parts:
-            raise HTTPException(status_code=400, detail="name a file inside the area, not a folder")
         limit = state.config.v2.api.max_upload_bytes
         declared = request.headers.get("content-length")
         # Refused before a byte of the body is read: a client that sent
@@ -370,7 +334,7 @@ class FilesController(Controller):
             if int(declared) > limit:
                 raise _too_big(int(declared), limit)
             usage = await user_usage(state, who.user_id)
-            refusal = quota.no_room(rest, int(declared), usage)
+            refusal = quota.no_room(path, int(declared), usage)
             if refusal:
                 raise HTTPException(status_code=413, detail=refusal)
         what = area.label(area.names(parts), len(area.top) + len(parts) - 1)
@@ -396,20 +360,18 @@ class FilesController(Controller):
         return FileEntry(name=parts[-1], is_dir=False, size=st.st_size, modified=st.st_mtime)
 
     @delete("/{rest:path}", status_code=200, responses=errors(400, 403, 404, 409))
-    async def remove(self, request: Request[Any, Any, Any], state: State, who: Principal, rest: FilePath,
+    async def remove(self, request: Request[Any, Any, Any], state: State, who: Principal, rest: WritePath,
                      recursive: Annotated[bool, Parameter(description="delete a folder")] = False) -> FileEntry:
         """Delete a file (or, with ``recursive``, a folder) in an own area, or what a
         finished task wrote under jobs/ (recorded as AttemptOutputsRemoved); an admin: in
         common/ too."""
-        check_raw(request)
-        area, sub = _split(Path(state.config.shared_root), who.user_id, rest, who.is_admin)
+        path = url_path(request, rest, write=True)
+        area, sub = _split(Path(state.config.shared_root), who.user_id, path, who.is_admin)
         parts = _parts(sub)
-        if area.name == JOBS_AREA and parts:
+        if area.name == JOBS_AREA:
             return await _remove_output(request, state, who, parts, recursive)
         if not area.writable:
             raise _read_only(area)
-        if not parts:
-            raise HTTPException(status_code=400, detail="cannot delete an area itself")
         what = area.label(area.names(parts), len(area.top) + len(parts) - 1)
         try:
             is_dir = await asyncio.to_thread(

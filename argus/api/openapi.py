@@ -9,6 +9,10 @@
   says ``additionalProperties: false`` for request bodies that refuse unknown fields.
 - ``also_returns(...)`` (a route's ``opt``): more media types its success answer may have
   than Litestar documents (a file download beside a JSON listing, a log's SSE stream).
+- ``sse_events(schema)`` (a route's ``opt``): what each event of its ``text/event-stream``
+  answer is, as schemathesis and OpenAPI 3.2's ``itemSchema`` read an event: an object
+  ``{event, data, id?, retry?}`` (OpenAPI 3.1's ``schema`` of an event stream describes
+  one event). ``LOG_EVENTS`` (a followed task log) and ``EVENTS`` (``/events``).
 - ``fix_options_allow`` (when the app is built): the ``Allow`` header of Litestar's
   automatic ``OPTIONS`` answer lists every method of the path (Litestar builds it from the
   first handlers registered on a path only, e.g. ``OPTIONS, POST`` for ``GET+POST /users``).
@@ -28,7 +32,8 @@ from litestar.openapi.spec import OpenAPIMediaType, OpenAPIResponse, OpenAPIType
 from litestar.routes import HTTPRoute
 from litestar.status_codes import HTTP_204_NO_CONTENT
 
-__all__ = ["Error", "also_returns", "document_api", "errors", "fix_options_allow", "strict_body"]
+__all__ = ["EVENTS", "Error", "LOG_EVENTS", "also_returns", "document_api", "errors", "fix_options_allow",
+           "sse_events", "strict_body"]
 
 
 class Error(msgspec.Struct, kw_only=True):
@@ -92,6 +97,41 @@ def also_returns(*media_types: str) -> dict[str, Any]:
     return {"also_returns": media_types}
 
 
+def sse_events(schema: Schema) -> dict[str, Any]:
+    """Route ``opt``: the schema of each event of its event stream (see the module's
+    docstring)."""
+    return {"sse_events": schema}
+
+
+def _event(name: Schema, data: Schema, **more: Schema) -> Schema:
+    return Schema(type=OpenAPIType.OBJECT, required=["event", "data", *more],
+                  properties={"event": name, "data": data, **more})
+
+
+_STRING = Schema(type=OpenAPIType.STRING)
+# GET /tasks/{id}/logs?follow=true: a 'log' event per line of the driver log (its text,
+# without the newline), then one 'end' whose data is the task's final state.
+LOG_EVENTS = Schema(one_of=[
+    _event(Schema(const="log"), Schema(type=OpenAPIType.STRING, description="one line of the log")),
+    _event(Schema(const="end"), Schema(
+        enum=["SUCCEEDED", "INCOMPLETE", "FAILED", "CANCELED"],
+        description="the task ended in this state (the stream then ends)")),
+])
+# GET /events: one event per log record: id = its position, event = its type, data = JSON.
+EVENTS = _event(
+    Schema(type=OpenAPIType.STRING, pattern=r"^[A-Za-z][A-Za-z0-9]*$", description="the event's type"),
+    Schema(type=OpenAPIType.STRING, content_media_type="application/json", content_schema=Schema(
+        type=OpenAPIType.OBJECT,
+        required=["position", "stream", "type", "recorded_at", "actor", "owner", "data"],
+        properties={"position": Schema(type=OpenAPIType.INTEGER, minimum=1),
+                    "stream": _STRING, "type": _STRING,
+                    "recorded_at": Schema(type=OpenAPIType.NUMBER), "actor": _STRING,
+                    "owner": Schema(one_of=[_STRING, Schema(type=OpenAPIType.NULL)]),
+                    "data": Schema(type=OpenAPIType.OBJECT, description="the event (docs/events.md)")})),
+    id=Schema(type=OpenAPIType.STRING, pattern=r"^[0-9]+$", description="the record's position: "
+              "reconnect with Last-Event-ID to resume after it"))
+
+
 def _forbids_unknown_fields(name: str) -> bool:
     from argus.api import schemas
 
@@ -123,6 +163,10 @@ def document_api(app: Litestar) -> None:
                 if isinstance(success, OpenAPIResponse):
                     success.content = {**(success.content or {}), media: OpenAPIMediaType(
                         schema=Schema(type=OpenAPIType.STRING))}
+            events = handler.opt.get("sse_events") if handler else None
+            if events is not None and isinstance(success, OpenAPIResponse) \
+                    and "text/event-stream" in (success.content or {}):
+                success.content["text/event-stream"] = OpenAPIMediaType(schema=events)  # type: ignore[index]
             add: list[int] = []
             if handler is not None and "who" in handler.parsed_fn_signature.parameters:
                 add += [401, 403]

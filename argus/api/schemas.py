@@ -11,6 +11,7 @@ from typing import Literal, Annotated, Any
 
 import msgspec
 
+from argus.api.filepath import DEST_PATTERN, MAX_CHARS
 from argus.events import NodeCapacity
 from argus.service.ids import USER_ID_RE, USER_ID_RULE
 from argus.service.limits import UserLimits  # a request body: its unknown fields are refused, as declared
@@ -203,7 +204,10 @@ class FileOpIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     ``move`` renames or moves it to ``to`` (area/path, in the caller's own areas)."""
 
     op: Literal["mkdir", "move"]
-    to: str = ""
+    # Checked by the handler (files.dest_of) with a message; the document states the pattern.
+    to: Annotated[str, msgspec.Meta(extra_json_schema={
+        "description": "move: the destination, an area and a path in it (as the URL's path); "
+                       "mkdir: unused", "extra": {"pattern": DEST_PATTERN, "maxLength": MAX_CHARS}})] = ""
 
 
 class FileListing(msgspec.Struct, kw_only=True):

@@ -20,7 +20,7 @@ from litestar.response import ServerSentEventMessage
 from argus.api import jobfiles
 from argus.api.eta import with_estimates
 from argus.api.auth import request_id
-from argus.api.openapi import also_returns, errors
+from argus.api.openapi import LOG_EVENTS, also_returns, errors, sse_events
 from argus.api.reads import Reads
 from argus.api.redact import redacted, redactor_for
 from argus.api.schemas import (
@@ -232,7 +232,7 @@ class TasksController(Controller):
                 for data in (msgspec.to_builtins(r.event),)]
 
     @get("/{task_id:str}/logs", media_type=MediaType.TEXT, responses=errors(400, 403, 404, 409, 429),
-         opt=also_returns("text/event-stream"))
+         opt={**also_returns("text/event-stream"), **sse_events(LOG_EVENTS)})
     async def logs(
         self, state: State, who: Principal, task_id: str,
         tail: Annotated[int, Parameter(ge=0, le=100_000)] = 200,

@@ -5,6 +5,9 @@ refused; undeclared methods a 405 with a correct ``Allow``; a missing required h
 refused; authentication enforced where declared. Every phase the pytest integration runs
 (explicit examples, coverage, fuzzing), positive and negative data.
 
+The deeper run, against a real ``argus serve`` with ``st run`` at 100 examples per
+operation, is scripts/test-api-contract.sh.
+
 Bounded and reproducible: a fixed seed (every operation draws the same cases on every run),
 a few fuzzed examples per operation, 15 stateful sequences of at most 6 calls, and a limit on
 each answer's time; the whole module takes about 10 s on two cores.
@@ -27,6 +30,7 @@ from schemathesis.python.asgi import shutdown_lifespans
 
 from argus.api.app import create_app
 from tests.api.conftest import ADMIN_TOKEN, make_config
+from tests.api.contract_rules import excluded
 
 SEED = 23
 # Cases per operation and stateful sequences. The suite runs a few; the deeper run a change
@@ -47,42 +51,11 @@ schema.config.checks.update(max_response_time=MAX_RESPONSE_S)
 # always a 404 (a drawn task id): its parameters and errors are checked.
 schema = schema.exclude(path_regex=r"/events$")
 
-_positive = CHECKS.get_one("positive_data_acceptance")
-_negative = CHECKS.get_one("negative_data_rejection")
-# Where a schema-valid request is still refused (400), because what makes it valid is more
-# than a schema can say. Only positive_data_acceptance is left out there, nothing else.
-# - POST /tasks: a TaskSpec is checked beyond its shape (a known workload, paths inside
-#   the caller's home, a gang that fits the cluster, ...): the schema says "YAML text or
-#   an object"; test_bad_input.py and tests/taskspec check the refusals and their messages.
-#   (/tasks/validate answers those with 200 and ok=false, so it keeps every check.)
-# - POST /users/{user_id}/ssh-keys: a public key is checked beyond its shape (its base64
-#   must decode to a key of an accepted kind and size); tests/sftp/test_keys_and_view.py
-#   checks the refusals and their messages.
-# - POST /files/{rest}: a move needs its source to exist and its destination to be free,
-#   both in the caller's own areas (test_uploads.py checks the refusals).
-# - The tus operations (/uploads): Upload-Metadata must name a writable path in base64, a
-#   chunk's Upload-Checksum must be its bytes' digest, its offset where the upload stands
-#   (test_uploads.py).
-# - POST /teams/{team_id}/quotas: a lending limit above the nominal GPUs is refused (400),
-#   and GET /usage: an until before since (400); test_teams.py checks both refusals.
-NOT_DESCRIBABLE = {"POST /api/v2/teams/{team_id}/quotas", "GET /api/v2/usage", "POST /api/v2/tasks", "POST /api/v2/users/{user_id}/ssh-keys", "POST /api/v2/files/{rest}",
-                   "POST /api/v2/uploads", "PATCH /api/v2/uploads/{upload_id}", "HEAD /api/v2/uploads/{upload_id}",
-                   "DELETE /api/v2/uploads/{upload_id}"}
-
 
 def _excluded(case: schemathesis.Case) -> list:
-    # tus answers a Tus-Resumable it does not speak with 412, as the protocol says (not
-    # among the codes negative_data_rejection expects).
-    sent = (case.headers or {}).get("Tus-Resumable")
-    if "/uploads" in case.operation.label and sent is not None and sent != "1.0.0":
-        return [_positive, _negative]
-    if case.operation.label in NOT_DESCRIBABLE:
-        return [_positive]
-    # A page cursor is opaque: only a next_cursor the server returned is one (anything
-    # else is a 400 naming it); no pattern can say which strings those are.
-    if "cursor" in (case.query or {}):
-        return [_positive]
-    return []
+    """The built-in checks left out for this case: tests/api/contract_rules.py says which
+    and why (the same list scripts/test-api-contract.sh uses)."""
+    return [CHECKS.get_one(name) for name in excluded(case)]
 
 
 @pytest.mark.slow
