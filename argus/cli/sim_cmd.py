@@ -70,19 +70,31 @@ __all__ = ["sim"]
 @click.option("--gpu-spec", type=click.Choice(["obey", "ignore"]), default="obey", show_default=True,
               help="The pods' GPU models (gpu_spec) against the nodes' (model): obey them (a pod no node "
                    "could hold is skipped, as Argus refuses it at submit), or ignore them (counted as relaxed).")
+@click.option("--gpu-model-mix", default=None,
+              help="Give GPU models to tasks that name none, e.g. 0.33:0.1: a third of the tasks name a model in "
+                   "proportion to the nodes, a tenth of those a scarce one (argus.sim.trace.ModelMix).")
+@click.option("--reserve-per-model/--no-reserve-per-model", default=True, show_default=True,
+              help="A reservation for the first waiting task of each set of GPU models, beside the head's "
+                   "(v2.scheduler.reserve_per_model).")
+@click.option("--minor-models-last/--no-minor-models-last", default=True, show_default=True,
+              help="Place a task of any GPU model on the minor models' nodes last (v2.scheduler.minor_models_last).")
+@click.option("--evict-after", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="With --preemption: a waiting task stops or moves no one before it waited this many seconds "
+                   "(v2.scheduler.evict_after_s).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None, policies: tuple[str, ...], backfill: bool, nodes_subset: int | None,
         load: float | None, gang_mix: str | None, limit: int | None, priority_mix: str | None,
         preemptible: float, preemption: bool, seed: int, fgd: bool, eta_every: int, placement: str, estimates: str,
         placement_lag: float, as_json: bool, min_run: float, max_preemptions: int, move_after: float,
-        max_wait: float, gpu_spec: str, checkpoint_every: float) -> None:
+        max_wait: float, gpu_spec: str, checkpoint_every: float, gpu_model_mix: str | None,
+        reserve_per_model: bool, minor_models_last: bool, evict_after: float) -> None:
     """Run a trace through the scheduler's own policies on a virtual clock and compare
     waits, utilisation and fairness (docs/scheduling.md)."""
     from argus.config import FairShareConfig
     from argus.scheduler import POLICIES
     from argus.scheduler.eta import DEFAULT_HORIZON
     from argus.sim import GangMix, load_openb, measure, simulate
-    from argus.sim.trace import Marks
+    from argus.sim.trace import Marks, ModelMix
 
     chosen = sorted(POLICIES) if "all" in policies else list(dict.fromkeys(policies))
     unknown = [p for p in chosen if p not in POLICIES]
@@ -97,6 +109,10 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
         marks = Marks.parse(priority_mix, preemptible)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--priority-mix") from exc
+    try:
+        models = ModelMix.parse(gpu_model_mix) if gpu_model_mix else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--gpu-model-mix") from exc
     if from_db is not None:
         if trace_pods or trace_nodes:
             raise click.UsageError("give either --from-db or --trace-pods/--trace-nodes, not both")
@@ -109,7 +125,7 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
         raise click.UsageError("give --trace-pods and --trace-nodes (an openb trace), or --from-db")
     else:
         trace = load_openb(trace_pods, trace_nodes, nodes_subset=nodes_subset, load=load, gang_mix=mix,
-                           marks=marks, seed=seed, limit=limit, gpu_spec=gpu_spec)
+                           marks=marks, seed=seed, limit=limit, gpu_spec=gpu_spec, model_mix=models)
     if fgd:
         _fgd(trace, seed, as_json)
         return
@@ -118,7 +134,9 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
                                 progress=_Progress(p, i, len(chosen)), min_run_s=min_run,
                                 max_preemptions=max_preemptions, move_after_s=move_after,
                                 checkpoint_every_s=checkpoint_every,
-                                fairshare=FairShareConfig(max_wait_s=max_wait)))
+                                fairshare=FairShareConfig(max_wait_s=max_wait),
+                                settings={"reserve_per_model": reserve_per_model,
+                                          "minor_models_last": minor_models_last, "evict_after_s": evict_after}))
                for i, p in enumerate(chosen, start=1)]
     skipped = {"no_gpu": trace.skipped_no_gpu, "no_runtime": trace.skipped_no_runtime,
                "never_fits_the_cluster": trace.skipped_too_big,

@@ -101,15 +101,15 @@ def sim_config(policy: str, *, max_running_tasks: int = 1_000_000, backfill: boo
                max_running_per_user: int = 0, default_runtime_s: float = 3600.0, preemption: bool = False,
                grace_s: float = 30.0, fairshare: FairShareConfig | None = None,
                placement: str = "bestfit", min_run_s: float = 15.0, max_preemptions: int = 0,
-               move_after_s: float = 3600.0) -> SchedulerConfig:
+               move_after_s: float = 3600.0, **more: object) -> SchedulerConfig:
     """The reactor's scheduler settings for a simulation: nodes never rejoin (no settling),
-    and nothing gives up waiting."""
+    and nothing gives up waiting. ``more``: any other ``SchedulerConfig`` setting."""
     return msgspec.convert(dict(
         policy=policy, max_running_tasks=max_running_tasks, backfill=backfill,
         max_running_per_user=max_running_per_user, default_runtime_s=default_runtime_s, preemption=preemption,
         preempt_grace_s=grace_s, fairshare=fairshare or FairShareConfig(), placement=placement,
         preempt_min_run_s=min_run_s, max_preemptions=max_preemptions, move_after_s=move_after_s,
-        node_settle_s=0.0, max_pending_s=0.0), SchedulerConfig)
+        node_settle_s=0.0, max_pending_s=0.0, **more), SchedulerConfig)
 
 
 def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, backfill: bool = False,
@@ -117,7 +117,8 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
              preemption: bool = False, grace_s: float = 30.0, fairshare: FairShareConfig | None = None,
              observe: Observer | None = None, placement: str = "bestfit", estimates: str = "history",
              placement_lag_s: float = 0.0, progress: Progress | None = None, min_run_s: float = 15.0,
-             max_preemptions: int = 0, move_after_s: float = 3600.0, checkpoint_every_s: float = 0.0) -> SimResult:
+             max_preemptions: int = 0, move_after_s: float = 3600.0, checkpoint_every_s: float = 0.0,
+             settings: dict[str, object] | None = None) -> SimResult:
     """Run ``trace`` through ``policy`` on the trace's nodes; every task's start and end.
     ``eta_every`` N > 0: every Nth arriving task that has to wait is given an ETA
     (``argus.scheduler.eta``, as a user would see it) to compare with its real start.
@@ -128,13 +129,15 @@ def simulate(trace: Trace, policy: str, *, max_running_tasks: int = 1_000_000, b
     once it ran ``min_run_s``, at most ``max_preemptions`` times (0: no cap); for a task that
     would wait ``move_after_s`` or more, tasks that fit elsewhere are moved (0: never).
     ``observe(now, waiting, running)``: called after each instant's turns (tests);
-    ``progress(now, started, total)``: now and then (every 500 instants), for long runs."""
+    ``progress(now, started, total)``: now and then (every 500 instants), for long runs.
+    ``settings``: any other ``SchedulerConfig`` setting (``reserve_per_model``, ...)."""
     if estimates not in ("history", "exact"):
         raise ValueError(f"estimates: 'history' or 'exact', not {estimates!r}")
     sched = sim_config(policy, max_running_tasks=max_running_tasks, backfill=backfill,
                        max_running_per_user=max_running_per_user, default_runtime_s=default_runtime_s,
                        preemption=preemption, grace_s=grace_s, fairshare=fairshare, placement=placement,
-                       min_run_s=min_run_s, max_preemptions=max_preemptions, move_after_s=move_after_s)
+                       min_run_s=min_run_s, max_preemptions=max_preemptions, move_after_s=move_after_s,
+                       **(settings or {}))
     run = Simulation(trace, sched, exact=estimates == "exact", lag=placement_lag_s, eta_every=eta_every,
                      observe=observe, progress=progress, checkpoint_every_s=checkpoint_every_s)
     try:
