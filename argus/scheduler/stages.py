@@ -81,9 +81,7 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
     pool, explained, per_user, same_rule, no_room = p.pool, p.explained, p.per_user, p.same_rule, p.no_room
     max_running, user_limit, reserve = config.max_running_tasks, config.max_running_per_user, config.reserve
     gpu_caps, held, never_known, backfill = config.gpu_caps, p.held, pool.never_known, p.backfill
-    blocked, quiet = False, not config.waits  # blocked: strict FIFO's head did not fit
-    pins = _pinned(outranks, config, now)
-    evicts = _evict_delay(config) if same_rule is not None else None
+    blocked, quiet, pins = False, not config.waits, p.pins  # blocked: strict FIFO's head did not fit
     for t in queue:
         # ``quiet``: only a task that was preempting is told why it waits (leaving is news)
         told = not quiet or t.preempting_since is not None
@@ -122,12 +120,8 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
                 continue
         blocked = not backfill  # strict FIFO: it holds back everyone behind it, whatever stages 3-4 decide
         # 4. preempt: before 3's reservation, since the room it makes is one
-        if same_rule is not None:
-            until = evicts(t, now) if evicts is not None else None
-            if until is not None:  # it may not evict anyone yet (v2.scheduler.evict_after_s)
-                why = _evicts_later(t, why, until, config.waits)
-            elif (key, same_rule(t)) not in no_room and p.preempt(t, key, why):
-                continue
+        if same_rule is not None and (key, same_rule(t)) not in no_room and p.preempt(t, key, why):
+            continue
         # 3. reserve or defer; inline for a shape that already failed in this pass (it still fails)
         if seen_before and (not reserve or p.reserved is not None):
             if told:
@@ -144,7 +138,7 @@ class _Pass:
 
     __slots__ = ("running", "now", "config", "outranks", "out", "pool", "n_running", "per_user", "held", "explained",
                  "backfill", "reserved", "endings", "planner", "same_rule", "no_room", "no_room_alike", "releasing",
-                 "behind", "no_start", "_none_told", "holds")
+                 "behind", "no_start", "_none_told", "holds", "pins", "evicts")
 
     def __init__(self, queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity,
                  now: float, config: PolicyConfig, outranks: Outranks | None) -> None:
@@ -189,6 +183,8 @@ class _Pass:
                                         limited=True))
         self.planner: RoomPlanner | None = None  # made when a task first needs room (preemption)
         self.same_rule = outranks.same_rule if outranks is not None and config.preemption else None
+        self.pins = _pinned(outranks, config, now)  # which tasks keep off the rare nodes (None: none)
+        self.evicts = _evict_delay(config)  # when a task may first evict (None: no delay for anyone)
         # (shape, same_rule) and (shape, alike) that found no room: their like would find none either
         self.no_room: set[tuple[Shape, Hashable]] = set()
         self.no_room_alike: set[tuple[Shape, Hashable]] = set()
@@ -215,7 +211,7 @@ class _Pass:
             # Explained once per shape and pass: the message shows the free resources at the
             # moment the shape was first found not to fit (they only shrink afterwards).
             rare = off and pool.place(d) is not None  # it would fit there
-            why = self.explained[key] = (_keeps_off(d, pool, off, self.config.waits) if rare
+            why = self.explained[key] = (_keeps_off(d, pool, off, self.config) if rare
                                          else pool.explain(d, self.config.waits))
             return why
         note = ""
@@ -259,9 +255,14 @@ class _Pass:
     def preempt(self, t: QueuedTask, key: Shape, why: Defer) -> bool:
         """Stage 4 for ``t``, which does not fit (``why``): stop running tasks it outranks
         so that it does. True: room is made (its preemptions and deferral are decided, and
-        with backfill the room is the reservation); False: there is none to make."""
+        with backfill the room is the reservation), or it may not stop anyone yet (its
+        deferral, from stage 3, says from when); False: there is none to make."""
         outranks = self.outranks
         assert outranks is not None  # only asked when the policy preempts
+        until = self.evicts(t, self.now) if self.evicts is not None else None
+        if until is not None:  # it may not stop anyone yet (v2.scheduler.evict_after_s): it waits, and says till when
+            self.reserve_or_defer(t, key, _evicts_later(t, why, until, self.config.waits))
+            return True
         planner = self.planner
         if planner is None:
             pool = self.pool
@@ -390,13 +391,15 @@ def _over_gpu_cap(t: QueuedTask, held: float, cap: float) -> Defer:
         f"(an admin sets the cap: argus users set {t.user} --max-gpus N)"))
 
 
-def _keeps_off(d: Demand, pool: Pool, off: frozenset[int], words: bool) -> Defer:
+def _keeps_off(d: Demand, pool: Pool, off: frozenset[int], config: PolicyConfig) -> Defer:
     """A task that may not be preempted fits now only on rare nodes it does not need."""
-    nodes = ", ".join(pool.ids[i] for i in sorted(off))
+    words, nodes = config.waits, ", ".join(pool.ids[i] for i in sorted(off))
+    unless = ("a preemptible task may use them now" if config.preemption else
+              f"it takes one once it has waited {config.move_after_s:g} s, v2.scheduler.move_after_s")
     return Defer(task_id="", reason=Reason.KEEPS_OFF_RARE, free_gpus_per_node=pool.free_gpus(), message=(
         f"{needs(d)}; it fits now only on {nodes}, which few nodes match and larger tasks need: a task that may "
         f"not be preempted keeps off them while other nodes could hold it, and starts when one of those has room "
-        f"(a preemptible task may use them now)") if words else "")
+        f"({unless})") if words else "")
 
 
 def _blocked(t: QueuedTask, pool: Pool) -> Defer:

@@ -93,6 +93,8 @@ def main() -> None:
     parser.add_argument("--seeds", default="0-7", help="e.g. 0-7 or 0,3")
     parser.add_argument("--trace-dir", type=Path, default=REPO.parent / "shared" / "traces" / "openb")
     parser.add_argument("--runs", default="", help="only these runs (comma-separated names)")
+    parser.add_argument("--limit", type=int, default=None,
+                        help="only the first N tasks by arrival (argus sim --limit): a shorter run")
     parser.add_argument("--json", type=Path, default=None, help="append the rows here as JSON lines")
     args = parser.parse_args()
     lo, _, hi = args.seeds.partition("-")
@@ -111,6 +113,7 @@ def main() -> None:
     for seed in seeds:
         preemptible = 0.5 if args.case in ("models", "churn") else 0.0
         trace = load_openb(pods, nodes, nodes_subset=60, load=1.2, gang_mix=GangMix.parse("0.05:2x8"), seed=seed,
+                           limit=args.limit,
                            marks=Marks.parse(None, preemptible),
                            model_mix=ModelMix.parse("0.33:0.1") if args.case == "models" else None)
         for run, policy, kw in runs:

@@ -4,9 +4,11 @@ preemption a task keeps off the rare nodes for ``move_after_s``, then takes one.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from argus.config import ChurnGuard, SchedulerConfig
+from argus.config import ChurnGuard, ConfigError, SchedulerConfig, load_config
 from argus.events import Demand, NodeCapacity
 from argus.scheduler import Admit, Capacity, Defer, PolicyConfig, Preempt, QueuedTask, Reason, RunningTask, decide
 from argus.scheduler.core import plan_expires_at, waited_spans
@@ -93,6 +95,7 @@ def test_without_preemption_a_task_keeps_off_a_rare_node_for_move_after_s(policy
 
     early = decision(60.0)
     assert isinstance(early, Defer) and early.reason == Reason.KEEPS_OFF_RARE
+    assert "once it has waited 3600 s" in early.message
     late = decision(3600.0)
     assert isinstance(late, Admit) and late.node_ids == ("big",)
     # reserve-backfill is unchanged: it takes the node at once
@@ -100,3 +103,18 @@ def test_without_preemption_a_task_keeps_off_a_rare_node_for_move_after_s(policy
     task = QueuedTask(task_id="t", user="alice", seq=1, waiting_since=NOW,
                       demand=Demand(nnodes=1, n_gpus_per_node=1, cpus_per_node=4.0))
     assert isinstance(decide([task], [], _rare_cluster(), NOW, rb)[0], Admit)
+
+
+def test_the_new_knobs_reach_the_policy_from_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "argus.yaml"
+    path.write_text("v2:\n  scheduler:\n    evict_after_s: 600\n    reserve_per_model: false\n"
+                    "    minor_models_last: false\n    user_guards:\n      alice: {preempt_min_run_s: 1800}\n"
+                    "      bob: {max_preemptions: 2, evict_after_s: 0}\n")
+    sched = load_config(path, environ={}).v2.scheduler
+    policy = PolicyConfig.from_scheduler(sched)
+    assert policy.evict_after_s == 600 and not policy.reserve_per_model and not policy.minor_models_last
+    assert policy.user_guards == {"alice": ChurnGuard(preempt_min_run_s=1800),
+                                  "bob": ChurnGuard(max_preemptions=2, evict_after_s=0)}
+    path.write_text("v2:\n  scheduler:\n    user_guards:\n      alice: {min_run: 1800}\n")
+    with pytest.raises(ConfigError, match="min_run"):
+        load_config(path, environ={})
