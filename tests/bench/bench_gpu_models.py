@@ -8,12 +8,14 @@ CASE is one line of docs/evaluation/2026-12-03-gpu-models-and-churn.md:
   and ``fairshare`` with preemption (half the tasks preemptible); per seed, busy
   utilisation, the longest wait, the longest wait of each model's tasks and how many
   any-model tasks were admitted onto a model's nodes while a task needing that model waited.
-- ``pinned``: the plain trace, preemption off: ``reserve-backfill`` and ``fairshare``.
+- ``pinned``: the plain trace, preemption off: ``reserve-backfill`` and ``fairshare``, and
+  both as before 2026-12-03 (one reservation, best-fit over every model; no keep-off).
 - ``churn``: the plain trace, ``fairshare`` with preemption (half preemptible), a minimum
   run of 15 s (the default) and of 30 minutes: preemptions and busy utilisation.
 
 Every run is ``load 1.2, 5 % 2x8 gangs`` as Argus ships, one seed after another (each
-takes a minute or so on a quiet core). Prints a line per seed and policy.
+takes a minute or so on a quiet core; ``--limit N`` takes the first N tasks only). Prints a
+line per seed and run.
 """
 
 from __future__ import annotations
@@ -105,7 +107,8 @@ def main() -> None:
                    ("fairshare+preemption", "fairshare", {"preemption": True}),
                    ("reserve-backfill before", "reserve-backfill", {"settings": _BEFORE})],
         "pinned": [("reserve-backfill", "reserve-backfill", {}), ("fairshare", "fairshare", {}),
-                   ("fairshare before (no keep-off)", "fairshare", {"move_after_s": 0.0})],
+                   ("reserve-backfill before", "reserve-backfill", {"settings": _BEFORE}),
+                   ("fairshare before", "fairshare", {"move_after_s": 0.0, "settings": _BEFORE})],
         "churn": [("fairshare+preemption min-run 15s", "fairshare", {"preemption": True, "min_run_s": 15.0}),
                   ("fairshare+preemption min-run 30m", "fairshare", {"preemption": True, "min_run_s": 1800.0})],
     }[args.case]
