@@ -41,12 +41,13 @@ class ModelHolds:
     """The pass's reservations: the head's (``main``, set by the pass) and one per set of
     GPU models for the first task naming it that does not fit."""
 
-    __slots__ = ("by_models", "extra", "_avoid")
+    __slots__ = ("by_models", "extra", "_avoid", "_models")
 
     def __init__(self) -> None:
         self.by_models: set[tuple[str, ...]] = set()  # model sets that hold a reservation (the head's included)
         self.extra: list[Reservation] = []
         self._avoid: frozenset[int] = frozenset()
+        self._models: dict[str, tuple[str, ...]] = {}  # task id of each extra reservation -> its models
 
     def wants(self, t: QueuedTask) -> bool:
         """Whether ``t`` (which does not fit) is the first of its models without one."""
@@ -62,15 +63,21 @@ class ModelHolds:
         self.by_models.add(t.demand.gpu_types)
         if found is not None:
             self.extra.append(found)
+            self._models[found.task_id] = t.demand.gpu_types
             self._avoid = self._avoid | frozenset(found.nodes)
 
     def avoid(self, main: Reservation | None) -> frozenset[int]:
         """The nodes every reservation so far holds (a new one keeps off them)."""
         return self._avoid | frozenset(main.nodes) if main is not None else self._avoid
 
-    def all(self, main: Reservation | None) -> list[Reservation]:
-        """Every reservation of the pass, the head's first."""
-        return ([main] if main is not None else []) + self.extra
+    def all(self, main: Reservation | None, t: QueuedTask) -> list[Reservation]:
+        """The reservations ``t`` must not delay, the head's first: not a model's own, for a
+        task of the same models. Those keep other work off a model's nodes; a task of the
+        model may still use them (on the trace a 2 x 8 gang of a model with 2 nodes, one of
+        them held by a task of 114 days, otherwise idled the other node for as long)."""
+        mine = t.demand.gpu_types
+        extra = [r for r in self.extra if self._models[r.task_id] != mine] if mine else self.extra
+        return ([main] if main is not None else []) + extra
 
 
 def backfill(t: QueuedTask, picked: tuple[int, ...], held: Sequence[Reservation], now: float,

@@ -215,9 +215,10 @@ class _Pass:
                                          else pool.explain(d, self.config.waits))
             return why
         note = ""
-        if self.reserved is not None or (self.holds is not None and self.holds.extra):
-            held = self.holds.all(self.reserved) if self.holds is not None else [self.reserved]
-            fits, note, blocking = _backfill(t, picked, pool, held, self.now, self.config, off)  # type: ignore[arg-type]
+        held = (self.holds.all(self.reserved, t) if self.holds is not None
+                else [self.reserved] if self.reserved is not None else [])
+        if held:
+            fits, note, blocking = _backfill(t, picked, pool, held, self.now, self.config, off)
             if fits is None:
                 if not t.limited:
                     self.behind[key] = blocking

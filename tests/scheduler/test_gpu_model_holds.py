@@ -89,3 +89,13 @@ def test_minor_models_are_those_below_an_even_split() -> None:
     assert scarce_nodes(("G2",) * 4) == frozenset()  # one model: none
     assert scarce_nodes(("",) * 4) == frozenset()  # unlabelled: none
     assert scarce_nodes(("A100", "A100", "H100", "H100")) == frozenset()  # an even split: none
+
+
+def test_a_task_of_the_same_model_may_use_its_reserved_nodes() -> None:
+    # a model's reservation keeps other work off its nodes, not the model's own tasks (a gang
+    # of a model waiting for a long task of that model would otherwise idle the rest)
+    queue, running, capacity = _starving()
+    queue.append(_task("v100-small", 1, 4, ("V100",)))
+    out = {d.task_id: d for d in decide(queue, running, capacity, NOW, RB)}
+    assert isinstance(out["v100-small"], Admit) and out["v100-small"].node_ids == ("v1",)
+    assert isinstance(out["any"], Defer)
