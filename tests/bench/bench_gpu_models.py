@@ -102,7 +102,7 @@ def main() -> None:
     lo, _, hi = args.seeds.partition("-")
     seeds = range(int(lo), int(hi) + 1) if hi else [int(s) for s in args.seeds.split(",")]
     pods, nodes = args.trace_dir / "openb_pod_list_default.csv", args.trace_dir / "openb_node_list_gpu_node.csv"
-    runs = {
+    cases: dict[str, list[tuple[str, str, dict[str, object]]]] = {
         "models": [("reserve-backfill", "reserve-backfill", {}),
                    ("fairshare+preemption", "fairshare", {"preemption": True}),
                    ("reserve-backfill before", "reserve-backfill", {"settings": _BEFORE})],
@@ -111,7 +111,8 @@ def main() -> None:
                    ("fairshare before", "fairshare", {"move_after_s": 0.0, "settings": _BEFORE})],
         "churn": [("fairshare+preemption min-run 15s", "fairshare", {"preemption": True, "min_run_s": 15.0}),
                   ("fairshare+preemption min-run 30m", "fairshare", {"preemption": True, "min_run_s": 1800.0})],
-    }[args.case]
+    }
+    runs = cases[args.case]
     only = set(filter(None, args.runs.split(",")))
     for seed in seeds:
         preemptible = 0.5 if args.case in ("models", "churn") else 0.0
