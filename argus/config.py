@@ -24,6 +24,7 @@ __all__ = [
     "ApiConfig",
     "ArgusConfig",
     "AuthConfig",
+    "ChurnGuard",
     "ConfigError",
     "SandboxConfig",
     "FairShareConfig",
@@ -134,6 +135,15 @@ class PostgresConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     url: str = ""
 
 
+class ChurnGuard(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """One user's guards against preemption churn (``v2.scheduler.user_guards``), each
+    replacing the global setting of the same name where set (None: the global one)."""
+
+    preempt_min_run_s: float | None = None
+    evict_after_s: float | None = None
+    max_preemptions: int | None = None
+
+
 class FairShareConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The ``fairshare`` policy's knobs (docs/scheduling.md)."""
 
@@ -216,6 +226,19 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # (docs/evaluation/2026-11-26-preemption-cost.md).
     preempt_min_run_s: float = 15.0
     max_preemptions: int = 0
+    # A waiting task stops (or moves) no running task before it has waited this long; its
+    # wait message says from when it may (0: at once).
+    evict_after_s: float = 0.0
+    # Per user, any of preempt_min_run_s, evict_after_s and max_preemptions in place of the
+    # global value: {alice: {preempt_min_run_s: 1800}} (argus.scheduler.guards).
+    user_guards: dict[str, ChurnGuard] = {}
+    # Under a policy that reserves, the first waiting task of each set of GPU models that
+    # does not fit gets a reservation too, not only the head (argus.scheduler.per_model):
+    # with one reservation, tasks of any model kept taking a scarce model's nodes.
+    reserve_per_model: bool = True
+    # A task that accepts any GPU model is placed on the nodes of the minor models (fewer
+    # nodes than an even split between the models) last, as Slurm's node weights do.
+    minor_models_last: bool = True
     # Moving to make room (with ``preemption``): a waiting task that would wait at least
     # this long for its gang (its reservation's estimate) gets preemptible tasks stopped
     # where it would fit, whatever their priority, when each fits elsewhere now and more

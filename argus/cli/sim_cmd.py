@@ -71,11 +71,22 @@ __all__ = ["sim"]
 @click.option("--gpu-spec", type=click.Choice(["obey", "ignore"]), default="obey", show_default=True,
               help="The pods' GPU models (gpu_spec) against the nodes' (model): obey them (a pod no node "
                    "could hold is skipped, as Argus refuses it at submit), or ignore them (counted as relaxed).")
+@click.option("--gpu-model-mix", default=None,
+              help="Give GPU models to tasks that name none, e.g. 0.33:0.1: a third of the tasks name a model in "
+                   "proportion to the nodes, a tenth of those a scarce one (argus.sim.trace.ModelMix).")
+@click.option("--reserve-per-model/--no-reserve-per-model", default=True, show_default=True,
+              help="A reservation for the first waiting task of each set of GPU models, beside the head's "
+                   "(v2.scheduler.reserve_per_model).")
+@click.option("--minor-models-last/--no-minor-models-last", default=True, show_default=True,
+              help="Place a task of any GPU model on the minor models' nodes last (v2.scheduler.minor_models_last).")
+@click.option("--evict-after", "evict_after_s", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="With --preemption: a waiting task stops or moves no one before it waited this many seconds "
+                   "(v2.scheduler.evict_after_s).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None, policies: tuple[str, ...],
         nodes_subset: int | None, load: float | None, gang_mix: str | None, limit: int | None,
         priority_mix: str | None, preemptible: float, seed: int, fgd: bool, gpu_spec: str, as_json: bool,
-        max_wait: float, **settings: Any) -> None:
+        max_wait: float, gpu_model_mix: str | None, **settings: Any) -> None:
     """Run a trace through the scheduler's own policies on a virtual clock and compare
     waits, utilisation and fairness (docs/scheduling.md)."""
     from argus.config import FairShareConfig
@@ -85,6 +96,7 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
     run = SimSettings(fairshare=FairShareConfig(max_wait_s=max_wait), **settings)
     chosen = _policies(policies)
     mix, marks = _mixes(gang_mix, priority_mix, preemptible)
+    models = _model_mix(gpu_model_mix)
     if from_db is not None:
         if trace_pods or trace_nodes:
             raise click.UsageError("give either --from-db or --trace-pods/--trace-nodes, not both")
@@ -93,7 +105,7 @@ def sim(trace_pods: Path | None, trace_nodes: Path | None, from_db: Path | None,
         raise click.UsageError("give --trace-pods and --trace-nodes (an openb trace), or --from-db")
     else:
         trace = load_openb(trace_pods, trace_nodes, nodes_subset=nodes_subset, load=load, gang_mix=mix,
-                           marks=marks, seed=seed, limit=limit, gpu_spec=gpu_spec)
+                           marks=marks, seed=seed, limit=limit, gpu_spec=gpu_spec, model_mix=models)
     if fgd:
         _fgd(trace, seed, as_json)
         return
@@ -145,6 +157,15 @@ def _mixes(gang_mix: str | None, priority_mix: str | None, preemptible: float) -
         return mix, Marks.parse(priority_mix, preemptible)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--priority-mix") from exc
+
+
+def _model_mix(gpu_model_mix: str | None) -> "ModelMix | None":
+    from argus.sim.trace import ModelMix
+
+    try:
+        return ModelMix.parse(gpu_model_mix) if gpu_model_mix else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--gpu-model-mix") from exc
 
 
 def _history(from_db: Path) -> Trace:

@@ -24,7 +24,7 @@ from argus.scheduler.policy import decide, ends_matter
 from projections import TaskView
 from projections.runtime_stats import RuntimeHistory
 
-__all__ = ["AdmissionPlan", "Observed", "plan_admissions", "plan_expires_at"]
+__all__ = ["AdmissionPlan", "Observed", "plan_admissions", "plan_expires_at", "waited_spans"]
 
 
 class Observed(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,17 +47,21 @@ class AdmissionPlan(msgspec.Struct, frozen=True):
 
 
 def plan_expires_at(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now: float,
-                    observed: Observed | None = None, settle_s: float = 0.0, ends: bool = True) -> float:
+                    observed: Observed | None = None, settle_s: float = 0.0, ends: bool = True,
+                    waited: Sequence[float] = ()) -> float:
     """The first instant after ``now`` at which the clock alone could change a plan made
     now: a retry's backoff ends, a node settles, a running task may be preempted from then
     on, or (``ends``: the policy reserves, or weighs what running tasks have left) a
-    running task passes its expected end. Until then, the same inputs give the same plan."""
+    running task passes its expected end, or a task has waited one of the ``waited``
+    spans (a guard or a keep-off ends then). Until then, the same inputs give the same plan."""
     # C-level maps first: on a busy cluster this runs over thousands of entries per plan,
     # and only a few have an instant ahead.
     instants = [at for at in filter(None, map(_NEXT_RUN, queue)) if at > now]
     instants += [at for at in filter(None, map(_SETTLES, running)) if at > now]
     if ends:
         instants += [at for at in filter(None, map(_ENDS, running)) if at > now]
+    for span in waited:
+        instants += [at for since in filter(None, map(_SINCE, queue)) if (at := since + span) > now]
     if observed is not None and observed.seen_since is not None:
         instants += [at for since in observed.seen_since.values() if (at := since + settle_s) > now]
     return min(instants, default=float("inf"))
@@ -65,7 +69,19 @@ def plan_expires_at(queue: Sequence[QueuedTask], running: Sequence[RunningTask],
 
 _NEXT_RUN = attrgetter("next_run_at")
 _SETTLES = attrgetter("settles_at")
+_SINCE = attrgetter("waiting_since")
 _ENDS = attrgetter("expected_end")
+
+
+def waited_spans(config: SchedulerConfig) -> list[float]:
+    """How long a wait changes a plan by itself: the delay before a task may evict anyone
+    (with preemption), or, without, ``move_after_s``, after which a task that keeps off the
+    rare nodes may take one (priority and fairshare: argus.scheduler.stages)."""
+    if config.preemption:
+        spans = {config.evict_after_s, *(g.evict_after_s for g in config.user_guards.values() if g.evict_after_s)}
+    else:
+        spans = {config.move_after_s} if config.policy in ("priority", "fairshare") else set()
+    return sorted(s for s in spans if s > 0)
 
 
 def plan_admissions(
@@ -118,7 +134,8 @@ def plan_admissions(
         elif isinstance(decision, Defer) and decision.reason != "retry_backoff":
             # A retry's wait is already recorded by RetryScheduled.
             deferrals.append((task, decision))
-    expires = plan_expires_at(queue, running, now, seen, config.node_settle_s, ends_matter(config.policy))
+    expires = plan_expires_at(queue, running, now, seen, config.node_settle_s, ends_matter(config.policy),
+                              waited_spans(config))
     return AdmissionPlan(admitted=admitted, deferrals=deferrals, notes=notes, expires_at=expires,
                          preemptions=preemptions, placed=placed)
 

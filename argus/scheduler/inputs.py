@@ -24,6 +24,7 @@ import msgspec
 from argus.config import SchedulerConfig
 from argus.events import Demand, FailureKind, NodeCapacity
 from argus.lifecycle import TaskState
+from argus.scheduler.guards import min_run_by_user
 from argus.scheduler.ledger import Commitment, CommittedSums, committed_per_node, node_ledgers, ready_nodes
 from argus.scheduler.model import Capacity, QueuedTask, RunningTask
 from argus.scheduler.running_end import running_end
@@ -130,8 +131,11 @@ class QueueMemo:
         return list(entries)
 
     def running_list(self, active: Sequence[TaskView], history: RuntimeHistory, default: float, driver_cpus: float,
-                     now: float, min_run_s: float = SETTLE_S) -> list[RunningTask]:
-        key = (id(history), driver_cpus, default, min_run_s)
+                     now: float, min_run_s: float = SETTLE_S,
+                     min_run_by_user: Mapping[str, float] | None = None) -> list[RunningTask]:
+        """``min_run_by_user``: users whose minimum run is not ``min_run_s`` (argus.scheduler.guards)."""
+        mine = min_run_by_user or {}
+        key = (id(history), driver_cpus, default, min_run_s, tuple(sorted(mine.items())))
         views, made_on, version, entries, until = self._running
         if made_on == key and version == history.version and now < until and _same(active, views):
             return list(entries)
@@ -144,7 +148,7 @@ class QueueMemo:
         began_now: list[int] = []  # tasks whose attempt is not recorded yet: they began "now"
         for i in _missing(found):
             t = active[i]
-            found[i] = self.running_entry(t, history, default, driver_cpus, now, min_run_s)
+            found[i] = self.running_entry(t, history, default, driver_cpus, now, mine.get(t.user, min_run_s))
             if t.latest_attempt is None:
                 began_now.append(id(t))
         entries = cast(list[RunningTask], found)
@@ -332,7 +336,8 @@ def policy_inputs(
         capacity, active, releasing, now=now, driver_cpus=driver_cpus, seen_since=seen_since,
         settle_s=config.node_settle_s)
     queue = memo.queue(waiting, history, default, driver_cpus)
-    running = memo.running_list(active, history, default, driver_cpus, now, config.preempt_min_run_s)
+    running = memo.running_list(active, history, default, driver_cpus, now, config.preempt_min_run_s,
+                                min_run_by_user(config.user_guards))
     memo.keep(len(waiting), len(active))
     return queue, running, snapshot
 

@@ -8,7 +8,7 @@ from typing import Union
 
 import msgspec
 
-from argus.config import SchedulerConfig
+from argus.config import ChurnGuard, SchedulerConfig
 from argus.events.catalog import Demand, NodeCapacity
 
 __all__ = ["Admit", "Capacity", "Decision", "Defer", "PolicyConfig", "Preempt", "QueuedTask", "Reason", "RunningTask"]
@@ -111,11 +111,16 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     gpu_caps: dict[str, float] = {}
     backfill: bool = False
     reserve: bool = False  # the first task that does not fit gets a reservation (argus.scheduler.reserve)
+    # ... and so does the first of each set of GPU models (argus.scheduler.per_model)
+    reserve_per_model: bool = True
+    minor_models_last: bool = True  # a task of any model goes on the minor models' nodes last (per_model)
     default_runtime_s: float = 3600.0  # a task's expected run time when nothing better is known
     preemption: bool = False  # priority / fairshare may stop preemptible tasks (argus.scheduler.preempt)
     preempt_grace_s: float = 30.0  # from the stop to the kill: when the victims' GPUs are back
     max_preemptions: int = 0  # a task is stopped to make room at most this often (0: no cap)
     move_after_s: float = 0.0  # preemption may move tasks for one that would wait this long (0: never)
+    evict_after_s: float = 0.0  # a waiting task stops or moves no one before it waited this long
+    user_guards: dict[str, ChurnGuard] = {}  # per-user guards in place of the global ones (argus.scheduler.guards)
     shares: dict[str, float] = {}  # fairshare: each user's share (1 when not listed)
     quotas: dict[str, float] = {}  # fairshare: GPUs guaranteed to a user
     max_wait_s: float = 12 * 3600.0  # fairshare: waited this long, it goes first (0: off)
@@ -141,6 +146,8 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
             max_running_per_user=cfg.max_running_per_user, backfill=cfg.backfill,
             default_runtime_s=cfg.default_runtime_s, preemption=cfg.preemption,
             preempt_grace_s=cfg.preempt_grace_s, max_preemptions=cfg.max_preemptions, move_after_s=cfg.move_after_s,
+            reserve_per_model=cfg.reserve_per_model, evict_after_s=cfg.evict_after_s,
+            user_guards=dict(cfg.user_guards), minor_models_last=cfg.minor_models_last,
             shares=dict(cfg.fairshare.shares),
             quotas=dict(cfg.fairshare.quotas), max_wait_s=cfg.fairshare.max_wait_s, placement=cfg.placement)
         return cls(**{**settings, **overrides})  # type: ignore[arg-type]

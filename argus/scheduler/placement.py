@@ -10,6 +10,7 @@ from argus.events.catalog import Demand, NodeCapacity
 from argus.scheduler.fragmentation import ShapeMix
 from argus.scheduler.gpumodel import allowed_nodes, except_nodes, models_of, models_present, wants
 from argus.scheduler.model import Defer, QueuedTask, Reason
+from argus.scheduler.per_model import scarce_nodes
 from argus.scheduler.reserve import Endings, Reservation, earliest_start
 
 __all__ = ["Pool", "fmt_amount", "needs"]
@@ -97,6 +98,8 @@ def needs(d: Demand) -> str:
             f"(+{fmt_amount(d.cpus_per_node)} CPUs each)")
 
 
+_NO_NODES: frozenset[int] = frozenset()
+
 # What ``Pool.never_known`` gives for a shape never_fits has not answered for yet in this
 # pass (a Defer, so that a lookup keeps its type).
 NOT_ASKED = Defer(task_id="", reason="", message="")
@@ -107,7 +110,7 @@ class Pool:
     placed fragmentation-aware against ``mix`` (made on first need), else best-fit."""
 
     def __init__(self, nodes: Sequence[NodeCapacity], mix: Callable[[], ShapeMix] | None = None,
-                 waiting: Callable[[], Iterable[Demand]] | None = None) -> None:
+                 waiting: Callable[[], Iterable[Demand]] | None = None, minor_last: bool = True) -> None:
         ordered = sorted(nodes, key=lambda n: n.node_id)
         self.ids = [n.node_id for n in ordered]
         self.gpus = [max(0.0, n.free_gpus) for n in ordered]
@@ -126,6 +129,8 @@ class Pool:
         self._waiting = waiting
         self._spared: frozenset[int] | None = None  # made on the first placement
         self._rare: frozenset[int] | None = None  # made when a task that may not be preempted asks
+        # a task of any model goes on the nodes of minor GPU models last (argus.scheduler.per_model)
+        self._minor = scarce_nodes(self.types) if minor_last else _NO_NODES
 
     def spared(self) -> frozenset[int]:
         """The nodes that are every home a waiting gang's shape has (the only nodes with
@@ -151,6 +156,9 @@ class Pool:
                 self._mix = self._make_mix()
             return self._mix.order(fits, self.gpus, self.cpus, self.ids, d)
         gpus, cpus, ids, spared = self.gpus, self.cpus, self.ids, self.spared()
+        minor = self._minor if not d.gpu_types else _NO_NODES
+        if minor:  # a task of any model: the minor models' nodes last (argus.scheduler.per_model)
+            return sorted(fits, key=lambda i: (i in minor, i in spared, gpus[i], cpus[i], ids[i]))
         if spared:  # best-fit, the only homes of a waiting shape last
             return sorted(fits, key=lambda i: (i in spared, gpus[i], cpus[i], ids[i]))
         return sorted(fits, key=lambda i: (gpus[i], cpus[i], ids[i]))  # best-fit

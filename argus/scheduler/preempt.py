@@ -23,7 +23,7 @@ the task still does not fit when the victims are gone, and the next pass stops m
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 import msgspec
@@ -90,9 +90,11 @@ class RoomPlanner:
     def __init__(self, running: Sequence[RunningTask], *, ids: Sequence[str], free_gpus: Sequence[float],
                  free_cpus: Sequence[float], total_gpus: Sequence[float], total_cpus: Sequence[float],
                  max_preemptions: int = 0, types: Sequence[str] = (),
-                 releasing: Sequence[tuple[tuple[str, ...], Demand]] = ()) -> None:
+                 releasing: Sequence[tuple[tuple[str, ...], Demand]] = (),
+                 caps: Mapping[str, int] | None = None) -> None:
         self.running = running
         self.max_preemptions = max_preemptions  # a task stopped this often is not stopped again (0: no cap)
+        self.caps = caps or {}  # users whose cap is not max_preemptions (argus.scheduler.guards)
         now = _Nodes(ids=ids, gpus=list(free_gpus), cpus=list(free_cpus), total_gpus=total_gpus, total_cpus=total_cpus,
                      types=tuple(types) or ("",) * len(ids))
         # Ended gangs the ledger holds until the next observation are back then: counted
@@ -126,7 +128,7 @@ class RoomPlanner:
         return Room(victims=tuple(chosen), nodes=nodes)
 
     def _may_stop(self, r: RunningTask) -> bool:
-        cap = self.max_preemptions
+        cap = self.caps.get(r.user, self.max_preemptions) if self.caps else self.max_preemptions
         return (r.preemptible and r.settled and not r.stopping and r.task_id not in self.chosen
                 and (cap <= 0 or r.preempted < cap))
 

@@ -31,6 +31,8 @@ from argus.scheduler.model import (
     Admit, Capacity, Decision, Defer, PolicyConfig, Preempt, QueuedTask, Reason, RunningTask,
 )
 from argus.scheduler.order import arrival_only
+from argus.scheduler.guards import evicts_from, max_preemptions_by_user
+from argus.scheduler.per_model import ModelHolds, backfill
 from argus.scheduler.placement import Pool, fmt_amount, needs
 from argus.scheduler.preempt import RoomPlanner
 from argus.scheduler.reserve import Ending, Endings, Reservation, fmt_clock
@@ -79,7 +81,7 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
     pool, explained, per_user, same_rule, no_room = p.pool, p.explained, p.per_user, p.same_rule, p.no_room
     max_running, user_limit, reserve = config.max_running_tasks, config.max_running_per_user, config.reserve
     gpu_caps, held, never_known, backfill = config.gpu_caps, p.held, pool.never_known, p.backfill
-    blocked, quiet = False, not config.waits  # blocked: strict FIFO's head did not fit
+    blocked, quiet, pins = False, not config.waits, p.pins  # blocked: strict FIFO's head did not fit
     for t in queue:
         # ``quiet``: only a task that was preempting is told why it waits (leaving is news)
         told = not quiet or t.preempting_since is not None
@@ -95,7 +97,7 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
             continue
         d = t.demand
         key: Shape = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node, d.gpu_types)
-        if same_rule is not None and not t.preemptible and pool.keeps_off(d):  # the policy stops tasks
+        if pins is not None and pins(t) and pool.keeps_off(d):  # it could not be moved once it runs
             key = (*key, True)  # it may not be stopped: placed, explained, reserved for apart from its shape
         never = never_known[key] if key in never_known else pool.never_fits(d, key)
         if never is not None:  # waiting in line for it would only block everyone behind it
@@ -136,14 +138,15 @@ class _Pass:
 
     __slots__ = ("running", "now", "config", "outranks", "out", "pool", "n_running", "per_user", "held", "explained",
                  "backfill", "reserved", "endings", "planner", "same_rule", "no_room", "no_room_alike", "releasing",
-                 "behind", "no_start", "_none_told")
+                 "behind", "no_start", "_none_told", "holds", "pins", "evicts")
 
     def __init__(self, queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity,
                  now: float, config: PolicyConfig, outranks: Outranks | None) -> None:
         self.running, self.now, self.config, self.outranks = running, now, config, outranks
         self.out: list[Decision] = []
         self.pool = Pool(capacity.nodes, mix=(lambda: _shape_mix(queue, running, config))
-                         if config.placement == "fragmentation" else None, waiting=lambda: (t.demand for t in queue))
+                         if config.placement == "fragmentation" else None, waiting=lambda: (t.demand for t in queue),
+                         minor_last=config.minor_models_last)
         self.n_running = len(running)
         self.releasing = capacity.releasing  # ended gangs the ledger holds until the next observation
         self.per_user: dict[str, int] = {}
@@ -159,7 +162,7 @@ class _Pass:
         # Shapes that fit now only on the reservation's nodes, for a task without a time
         # limit: every such task of the shape waits behind it too, until an admission
         # changes the pool (on the trace, most of a pass's tasks were asked this again).
-        self.behind: set[Shape] = set()
+        self.behind: dict[Shape, Reservation] = {}  # (and the reservation that holds it back)
         # Shapes for which no reservation found a start: their like would find none either,
         # until an admission changes the pool and the endings (10,000 arrivals at a first
         # observation, with nothing running, asked it of each).
@@ -167,6 +170,8 @@ class _Pass:
         self._none_told: bool | None = None
         self.backfill = config.backfill or config.reserve
         self.reserved: Reservation | None = None
+        # a reservation per GPU model beside the head's (argus.scheduler.per_model)
+        self.holds = ModelHolds() if config.reserve and config.reserve_per_model else None
         self.endings = Endings(running, now, config.default_runtime_s)  # grouped only if a reservation asks
         if config.reserve:
             # Ended gangs the ledger still holds are free at the next observation: without
@@ -178,6 +183,8 @@ class _Pass:
                                         limited=True))
         self.planner: RoomPlanner | None = None  # made when a task first needs room (preemption)
         self.same_rule = outranks.same_rule if outranks is not None and config.preemption else None
+        self.pins = _pinned(outranks, config, now)  # which tasks keep off the rare nodes (None: none)
+        self.evicts = _evict_delay(config)  # when a task may first evict (None: no delay for anyone)
         # (shape, same_rule) and (shape, alike) that found no room: their like would find none either
         self.no_room: set[tuple[Shape, Hashable]] = set()
         self.no_room_alike: set[tuple[Shape, Hashable]] = set()
@@ -196,7 +203,7 @@ class _Pass:
         pool, d = self.pool, t.demand
         if key in self.behind and not t.limited:  # its shape fits only on the reservation's nodes
             if self.config.waits or t.preempting_since is not None:
-                self.out.append(_behind(t, pool, self.reserved))  # type: ignore[arg-type]
+                self.out.append(_behind(t, pool, self.behind[key]))
             return None
         off = self.off(t, key)
         picked = pool.place_avoiding(d, off) if off else pool.place(d)
@@ -204,17 +211,19 @@ class _Pass:
             # Explained once per shape and pass: the message shows the free resources at the
             # moment the shape was first found not to fit (they only shrink afterwards).
             rare = off and pool.place(d) is not None  # it would fit there
-            why = self.explained[key] = (_keeps_off(d, pool, off, self.config.waits) if rare
+            why = self.explained[key] = (_keeps_off(d, pool, off, self.config) if rare
                                          else pool.explain(d, self.config.waits))
             return why
         note = ""
-        if self.reserved is not None:
-            fits, note = _backfill(t, picked, pool, self.reserved, self.now, self.config, off)
+        held = (self.holds.all(self.reserved, t) if self.holds is not None
+                else [self.reserved] if self.reserved is not None else [])
+        if held:
+            fits, note, blocking = _backfill(t, picked, pool, held, self.now, self.config, off)
             if fits is None:
                 if not t.limited:
-                    self.behind.add(key)
+                    self.behind[key] = blocking
                 if self.config.waits or t.preempting_since is not None:
-                    self.out.append(_behind(t, pool, self.reserved))
+                    self.out.append(_behind(t, pool, blocking))
                 return None
             picked = fits
         self.admit(t, picked, note)
@@ -247,16 +256,22 @@ class _Pass:
     def preempt(self, t: QueuedTask, key: Shape, why: Defer) -> bool:
         """Stage 4 for ``t``, which does not fit (``why``): stop running tasks it outranks
         so that it does. True: room is made (its preemptions and deferral are decided, and
-        with backfill the room is the reservation); False: there is none to make."""
+        with backfill the room is the reservation), or it may not stop anyone yet (its
+        deferral, from stage 3, says from when); False: there is none to make."""
         outranks = self.outranks
         assert outranks is not None  # only asked when the policy preempts
+        until = self.evicts(t, self.now) if self.evicts is not None else None
+        if until is not None:  # it may not stop anyone yet (v2.scheduler.evict_after_s): it waits, and says till when
+            self.reserve_or_defer(t, key, _evicts_later(t, why, until, self.config.waits))
+            return True
         planner = self.planner
         if planner is None:
             pool = self.pool
             planner = self.planner = RoomPlanner(
                 self.running, ids=pool.ids, free_gpus=pool.gpus, free_cpus=pool.cpus,
                 total_gpus=[g for g, _ in pool.totals], total_cpus=[c for _, c in pool.totals],
-                max_preemptions=self.config.max_preemptions, types=pool.types, releasing=self.releasing)
+                max_preemptions=self.config.max_preemptions, types=pool.types, releasing=self.releasing,
+                caps=max_preemptions_by_user(self.config.user_guards))
         alike = (key, outranks.alike(t))
         off = self.off(t, key)
         room = None if alike in self.no_room_alike else _make_room(
@@ -290,11 +305,18 @@ class _Pass:
         """Stage 3 for ``t``, which does not fit (``why``) and got no room: the first such
         task gets the reservation (with ``reserve``), the others wait."""
         told = self.config.waits or t.preempting_since is not None
-        if self.config.reserve and self.reserved is None and key not in self.no_start:  # reserve for it
-            reserved = self.reserved = self.pool.reservation(t, self.endings, self.now, self.off(t, key))
-            if reserved is None:
-                self.no_start.add(key)
-            else:  # said even in a quiet pass (without words): it is a promise
+        holds, head = self.holds, self.reserved is None
+        if self.config.reserve and key not in self.no_start and (head or (holds is not None and holds.wants(t))):
+            if head:  # reserve for it
+                reserved = self.reserved = self.pool.reservation(t, self.endings, self.now, self.off(t, key))
+                if reserved is None:
+                    self.no_start.add(key)
+                elif holds is not None:
+                    holds.covered(t)
+            else:  # the first of its GPU models that does not fit: a reservation of its own, apart
+                reserved = self.pool.reservation(t, self.endings, self.now, self.off(t, key) | holds.avoid(self.reserved))  # type: ignore[union-attr]
+                holds.add(t, reserved)  # type: ignore[union-attr]
+            if reserved is not None:  # said even in a quiet pass (without words): it is a promise
                 nodes = tuple(self.pool.ids[i] for i in reserved.nodes)
                 # A promise only where no later arrival can go ahead of it (fair share broke
                 # 7-10 % of such bounds on the trace: a user under its share arrives first).
@@ -311,6 +333,38 @@ class _Pass:
         if told:
             self.out.append(Defer(task_id=t.task_id, reason=why.reason, message=why.message,
                                   free_gpus_per_node=why.free_gpus_per_node))
+
+
+def _pinned(outranks: Outranks | None, config: PolicyConfig, now: float) -> Callable[[QueuedTask], bool] | None:
+    """Which waiting tasks keep off the rare nodes (``Pool.keeps_off``), under a policy that
+    may preempt (None: none). With preemption, those that may not be preempted; without,
+    every task (nothing can move it once it runs) until it has waited ``move_after_s``, and
+    then it takes a rare node: a long task on the only node some shapes fit on made fair
+    share's longest wait 3x reserve-backfill's on the trace, and waiting for ever for a
+    common node starved the tasks that need none (docs/evaluation/2026-12-03-gpu-models-and-churn.md)."""
+    if outranks is None:
+        return None
+    if config.preemption:
+        return lambda t: not t.preemptible
+    after = config.move_after_s
+    if after <= 0:
+        return lambda t: False
+    return lambda t: t.waiting_since is None or now - t.waiting_since < after
+
+
+def _evict_delay(config: PolicyConfig) -> Callable[[QueuedTask, float], float | None] | None:
+    """``evicts_from`` for this pass's settings; None when no delay is set for anyone."""
+    if config.evict_after_s <= 0 and not any(g.evict_after_s for g in config.user_guards.values()):
+        return None
+    return lambda t, now: evicts_from(t.user, t.waiting_since, now, config.evict_after_s, config.user_guards)
+
+
+def _evicts_later(t: QueuedTask, why: Defer, until: float, words: bool) -> Defer:
+    """``why`` ``t`` does not fit, and from when it may stop or move other tasks."""
+    if not words:
+        return why
+    return replace(why, message=f"{why.message}; it may stop other tasks to make room from ~{fmt_clock(until)} "
+                                f"(after waiting v2.scheduler.evict_after_s)")
 
 
 def _limited(t: QueuedTask, n_running: int, per_user: dict[str, int], held: dict[str, float],
@@ -338,13 +392,15 @@ def _over_gpu_cap(t: QueuedTask, held: float, cap: float) -> Defer:
         f"(an admin sets the cap: argus users set {t.user} --max-gpus N)"))
 
 
-def _keeps_off(d: Demand, pool: Pool, off: frozenset[int], words: bool) -> Defer:
+def _keeps_off(d: Demand, pool: Pool, off: frozenset[int], config: PolicyConfig) -> Defer:
     """A task that may not be preempted fits now only on rare nodes it does not need."""
-    nodes = ", ".join(pool.ids[i] for i in sorted(off))
+    words, nodes = config.waits, ", ".join(pool.ids[i] for i in sorted(off))
+    unless = ("a preemptible task may use them now" if config.preemption else
+              f"it takes one once it has waited {config.move_after_s:g} s, v2.scheduler.move_after_s")
     return Defer(task_id="", reason=Reason.KEEPS_OFF_RARE, free_gpus_per_node=pool.free_gpus(), message=(
         f"{needs(d)}; it fits now only on {nodes}, which few nodes match and larger tasks need: a task that may "
         f"not be preempted keeps off them while other nodes could hold it, and starts when one of those has room "
-        f"(a preemptible task may use them now)") if words else "")
+        f"({unless})") if words else "")
 
 
 def _blocked(t: QueuedTask, pool: Pool) -> Defer:
@@ -405,23 +461,19 @@ def _preempt_message(t: QueuedTask, r: RunningTask, reason: str, config: PolicyC
             f"back to its place in line, to resume from its checkpoints")
 
 
-def _backfill(t: QueuedTask, picked: tuple[int, ...], pool: Pool, reserved: Reservation, now: float,
-              config: PolicyConfig, off: frozenset[int]) -> tuple[tuple[int, ...] | None, str]:
+def _backfill(t: QueuedTask, picked: tuple[int, ...], pool: Pool, held: Sequence[Reservation], now: float,
+              config: PolicyConfig, off: frozenset[int]) -> tuple[tuple[int, ...] | None, str, Reservation]:
     """May ``t``, which fits now on ``picked``, start without delaying ``reserved``? Yes if
     it fits on nodes the reservation does not need, or if its time limit ends it before
     the reservation starts. A run time that is only an estimate (history, the default)
     does not let it onto the reservation's nodes: estimates run over, each overrun moved
     the reservation later, and in the trace a gang so passed again and again waited for
-    days (docs/scheduling.md). Returns its nodes and why, or None (``_behind`` says why)."""
-    avoid = frozenset(reserved.nodes) | off
+    days (docs/scheduling.md). With a reservation per GPU model (argus.scheduler.per_model)
+    it must delay none of them. Returns its nodes and why, or None (``_behind`` says why),
+    and the reservation that holds it back."""
+    avoid = frozenset().union(*(r.nodes for r in held)) | off
     elsewhere = picked if avoid.isdisjoint(picked) else pool.place_avoiding(t.demand, avoid)
-    if elsewhere is not None:
-        return elsewhere, f"backfilled on nodes the reservation of {reserved.task_id} does not need"
-    estimate = t.estimate_s or config.default_runtime_s
-    if t.limited and now + estimate <= reserved.start:
-        return picked, (f"backfilled: its time limit ends it by ~{fmt_clock(now + estimate)}, before the "
-                        f"reservation of {reserved.task_id} from ~{fmt_clock(reserved.start)}")
-    return None, ""
+    return backfill(t, picked, held, now, config, elsewhere)
 
 
 def _behind(t: QueuedTask, pool: Pool, reserved: Reservation) -> Defer:

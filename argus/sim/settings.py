@@ -8,7 +8,7 @@ from typing import Literal
 
 import msgspec
 
-from argus.config import FairShareConfig, SchedulerConfig
+from argus.config import ChurnGuard, FairShareConfig, SchedulerConfig
 
 __all__ = ["SimSettings", "sim_config"]
 
@@ -32,6 +32,10 @@ class SimSettings(msgspec.Struct, frozen=True, kw_only=True):
     move_after_s: float = 3600.0
     placement: Literal["bestfit", "fragmentation"] = "bestfit"
     fairshare: FairShareConfig = msgspec.field(default_factory=FairShareConfig)
+    reserve_per_model: bool = True
+    minor_models_last: bool = True
+    evict_after_s: float = 0.0
+    user_guards: dict[str, ChurnGuard] = {}
     eta_every: int = 0
     estimates: Literal["history", "exact"] = "history"
     placement_lag_s: float = 0.0
@@ -41,7 +45,7 @@ class SimSettings(msgspec.Struct, frozen=True, kw_only=True):
 # The scheduler's settings among SimSettings' fields: the same names as SchedulerConfig's.
 _SCHEDULER_FIELDS = ("max_running_tasks", "backfill", "max_running_per_user", "default_runtime_s", "preemption",
                      "preempt_grace_s", "preempt_min_run_s", "max_preemptions", "move_after_s", "placement",
-                     "fairshare")
+                     "fairshare", "reserve_per_model", "minor_models_last", "evict_after_s", "user_guards")
 
 
 def sim_config(policy: str, settings: SimSettings | None = None) -> SchedulerConfig:

@@ -26,7 +26,7 @@ import msgspec
 from argus.events import Demand
 from argus.scheduler.gpumodel import normalize
 
-__all__ = ["GangMix", "Marks", "SimNode", "SimTask", "Trace", "load_openb"]
+__all__ = ["GangMix", "Marks", "ModelMix", "SimNode", "SimTask", "Trace", "load_openb"]
 
 
 class SimTask(msgspec.Struct, frozen=True, kw_only=True):
@@ -78,6 +78,53 @@ class GangMix(msgspec.Struct, frozen=True):
         if sum(p[0] for p in parts) > 1:
             raise ValueError("gang mix: the shares add up to more than 1")
         return cls(tuple(parts))
+
+
+class ModelMix(msgspec.Struct, frozen=True):
+    """Give GPU models to tasks that name none (the shared openb trace's pods name none;
+    Alibaba's published variants give some a model). ``0.33:0.1``: a seeded-hash third of
+    the tasks name one model; of those, a tenth name a *scarce* model (one whose nodes are
+    at most 5 % of the cluster's, at least one node), the rest a model drawn in proportion
+    to its nodes. Only models with nodes that could hold the task's gang (by GPUs and CPUs)
+    are drawn from; a scarce draw with no scarce model able to hold it draws in proportion
+    instead, and a task no model could hold is left as it is. Deterministic for a seed."""
+
+    share: float
+    scarce: float
+
+    @classmethod
+    def parse(cls, text: str) -> "ModelMix":
+        try:
+            share, scarce = (float(x) for x in text.split(":"))
+        except ValueError as exc:
+            raise ValueError(f"gpu model mix {text!r}: write SHARE:SCARCE, e.g. 0.33:0.1") from exc
+        if not (0 <= share <= 1 and 0 <= scarce <= 1):
+            raise ValueError("gpu model mix: both parts are fractions from 0 to 1")
+        return cls(share, scarce)
+
+    def apply(self, task: SimTask, nodes: list[SimNode], seed: int) -> SimTask:
+        """``task`` naming a model by the rule above, or as it is."""
+        if task.demand.gpu_types or _unit("model:" + task.task_id, seed) >= self.share:
+            return task
+        d = task.demand
+        holders: dict[str, int] = {}  # model -> its nodes that could hold one gang member
+        for n in nodes:
+            if n.gpu_type and n.gpus >= d.n_gpus_per_node and n.cpus >= d.cpus_per_node:
+                holders[n.gpu_type] = holders.get(n.gpu_type, 0) + 1
+        holders = {m: k for m, k in holders.items() if k >= d.nnodes}
+        if not holders:
+            return task
+        counts: dict[str, int] = {}
+        for n in nodes:
+            counts[n.gpu_type] = counts.get(n.gpu_type, 0) + 1
+        scarce = {m: k for m, k in holders.items() if counts[m] <= max(1, len(nodes) // 20)}
+        pool = scarce if scarce and _unit("scarce:" + task.task_id, seed) < self.scarce else holders
+        pick = _unit("which-model:" + task.task_id, seed) * sum(pool.values())
+        for model in sorted(pool):
+            pick -= pool[model]
+            if pick < 0:
+                break
+        return msgspec.structs.replace(task, demand=msgspec.structs.replace(d, gpu_types=(model,)))
 
 
 class Marks(msgspec.Struct, frozen=True, kw_only=True):
@@ -136,12 +183,14 @@ def load_openb(
     users: int = 16,
     limit: int | None = None,
     gpu_spec: str = "obey",
+    model_mix: ModelMix | None = None,
 ) -> Trace:
     """The trace as tasks and nodes. ``nodes_subset``: that many nodes, chosen by a
     seeded hash of their names; ``load``: arrivals compressed (or stretched) so that the
     tasks offer that fraction of the (subset) cluster's GPU capacity over the arrival span;
     ``limit``: the first N usable tasks by arrival; ``gpu_spec``: "obey" the pods' GPU
-    models or "ignore" them (module docstring)."""
+    models or "ignore" them (module docstring); ``model_mix``: give models to tasks that
+    name none (``ModelMix``), after the gang mix, on the (subset) cluster's nodes."""
     if gpu_spec not in ("obey", "ignore"):
         raise ValueError(f"gpu_spec: {gpu_spec!r}; write obey or ignore")
     node_list = _read_nodes(nodes, nodes_subset, seed)
@@ -149,6 +198,8 @@ def load_openb(
     tasks.sort(key=lambda t: (t.arrival, t.task_id))
     if gang_mix is not None:
         tasks = [_as_gang(t, gang_mix, seed) for t in tasks]
+    if model_mix is not None:
+        tasks = [model_mix.apply(t, node_list, seed) for t in tasks]
     if marks is not None:
         tasks = [marks.apply(t, seed) for t in tasks]
     # A gang no set of nodes of this cluster could ever hold is refused at submit in Argus

@@ -68,6 +68,9 @@ OTHERS: list[list[str]] = [
     ["--estimates", "exact"],
     ["--placement-lag", "120"],
     ["--gpu-spec", "ignore"],
+    ["--gpu-model-mix", "0.33:0.1"],
+    ["--no-reserve-per-model", "--no-minor-models-last"],
+    ["--evict-after", "600"],
     ["--json"],
 ]
 
