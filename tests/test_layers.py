@@ -2,7 +2,7 @@
 import cycle exists anywhere (function-local imports count: they are imports too).
 
 Layers, lowest first (docs/architecture.md draws them):
-events → store → projections → scheduler → reactor/service → api/cli.
+events → scheduler → store → projections → views → reactor/service → api/cli.
 Modules outside the line sit where their imports put them (``LAYERS`` below); a new
 top-level module must be placed here, or the test says so.
 
@@ -14,6 +14,9 @@ source for that, since the import graph cannot see a call of ``time.time()``.
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import grimp
@@ -24,9 +27,12 @@ LAYERS: list[set[str]] = [
     {"argus.lifecycle", "argus.config", "argus.config_data", "argus.procs", "argus.ui", "argus.confine", "argus.safefs",
      "argus.gcpause", "argus.proctable"},
     {"argus.events"},
+    # The pure decision core owns its input model (argus.scheduler.task, .history): the read
+    # side folds the log into what it decides on, never the other way round.
+    {"argus.scheduler"},
     {"argus.store"},
     {"projections"},
-    {"argus.scheduler", "argus.taskspec", "argus.nodepool", "argus.guardian", "argus.examples"},
+    {"argus.taskspec", "argus.nodepool", "argus.guardian", "argus.examples"},
     {"argus.rayjobs", "argus.views"},
     {"argus.reactor", "argus.service", "argus.replay", "argus.sim"},
     {"argus.api", "argus.driver", "argus.sftp"},
@@ -36,7 +42,6 @@ LAYERS: list[set[str]] = [
 # Sideways imports within one layer that are part of the design (the importer first).
 ALLOWED_SIDEWAYS = {
     ("argus.config", "argus.config_data"),  # the whole configuration, re-exported in one place
-    ("argus.taskspec", "argus.scheduler"),  # a spec's demand is checked against the cluster shape
     # the simulator runs the reactor's own state fold and decision core (one decision core)
     ("argus.sim", "argus.reactor"),
     # the SFTP door serves the REST files API's areas, by the same names and limits
@@ -96,6 +101,10 @@ def test_the_checks_can_fail() -> None:
     bent.add_import(importer="argus.store.log", imported="projections.fold")
     assert ["argus.store.log", "projections.fold"] in import_cycles(bent)
     assert back_edges(bent)
+    # The scheduler reading the read side's task view again is a back-edge too.
+    assert not any(e.startswith("argus.scheduler.") for e in back_edges(bent))
+    bent.add_import(importer="argus.scheduler.core", imported="projections.task_view")
+    assert [e for e in back_edges(bent) if e.startswith("argus.scheduler.core imports projections.task_view")]
 
 
 def import_cycles(graph: grimp.ImportGraph) -> list[list[str]]:
@@ -148,6 +157,39 @@ def import_cycles(graph: grimp.ImportGraph) -> list[list[str]]:
         if module not in index:
             visit(module)
     return cycles
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def modules_loaded_by(statement: str) -> list[str]:
+    """Every module ``python -X importtime -c statement`` loads, in a fresh interpreter
+    that imports this checkout."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", statement], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=120, check=True)
+    rows = [line.rsplit("|", 1)[-1] for line in done.stderr.splitlines() if line.startswith("import time:")]
+    return [name.strip() for name in rows if name.strip() != "imported package"]
+
+
+def store_modules(loaded: list[str]) -> list[str]:
+    """Those of ``loaded`` that are SQLite or the log store."""
+    return [m for m in loaded if m.split(".")[0] in ("sqlite3", "_sqlite3") or m.startswith("argus.store")]
+
+
+def test_the_decision_core_loads_no_store() -> None:
+    """``import argus.scheduler.core`` brings no database with it: the scheduler owns its
+    input model (``argus.scheduler.task``, ``.history``) instead of the read side's."""
+    loaded = modules_loaded_by("import argus.scheduler.core")
+    assert "argus.scheduler.core" in loaded, loaded[-5:]
+    assert not store_modules(loaded), f"import argus.scheduler.core loads {store_modules(loaded)}"
+    assert not [m for m in loaded if m.split(".")[0] == "projections"]
+
+
+def test_the_store_check_can_fail() -> None:
+    """A module that does read the database is caught by the same check."""
+    found = store_modules(modules_loaded_by("import projections.runtime_stats"))
+    assert "sqlite3" in found and "argus.store" in found, found
 
 
 def test_the_layer_table_knows_every_package(graph: grimp.ImportGraph) -> None:

@@ -26,6 +26,7 @@ from argus.scheduler import Capacity, PolicyConfig, RunningTask, queue_order
 from argus.scheduler.eta import DEFAULT_HORIZON, DEFAULT_LIMIT, estimate_starts
 from argus.scheduler.eta_calibration import EtaCalibration, StartRange
 from argus.scheduler.fairshare import fair_line, fair_shares
+from argus.scheduler.history import RunKey, RuntimeHistory
 from argus.scheduler.inputs import policy_inputs, with_driver
 from argus.scheduler.model import QueuedTask
 from argus.store import EventStore
@@ -34,7 +35,7 @@ from argus.views.fair_inputs import read_fair_inputs
 from argus.views.queue import fair_view, queue_page
 from projections.cluster import read_cluster
 from projections.queue import QueueEntry
-from projections.runtime_stats import RunKey, RuntimeHistory, read_runtime_history
+from projections.runtime_stats import read_runtime_history
 from projections.tasks import TASK_FOLD
 from projections.tasks_read import TaskDetail, TaskSummary, task_workloads, tasks_in_states
 from projections.users import gpu_caps

@@ -16,12 +16,13 @@ from argus.events import (
     UserCreated, UserLimitsSet,
 )
 from argus.lifecycle import AttemptStatus, TaskState
+from argus.scheduler.history import RuntimeHistory, run_key, run_seconds
 from argus.scheduler.inputs import QueueMemo, with_driver
 from argus.scheduler.ledger import Commitment
 from argus.store.dbfile import read_transaction
 from projections import TaskView, evolve_task, projection_checkpoint
 from projections.cluster import NodeHold, read_cluster
-from projections.runtime_stats import RuntimeHistory, read_runtime_history, run_key, run_seconds
+from projections.runtime_stats import read_runtime_history
 from projections.tasks import TASK_EVENT_TYPES
 from projections.tasks_read import unfinished_tasks
 from projections.users import admin_ids, gpu_caps

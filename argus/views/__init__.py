@@ -3,9 +3,9 @@
 both are computed from (``fair_inputs``).
 
 They read the projections and the clock, so they cannot live in ``argus.scheduler``
-(which reads neither: docs/design.md §5); they call ``fair_order`` and ``fair_shares``, so
-they cannot live in ``projections`` (a layer below the scheduler). Hence a layer of their
-own, above the scheduler and below the API, the reactor and replay.
+(which reads neither: docs/design.md §5, and sits below ``projections``); they put the
+projections' views through the scheduler's pure functions. Hence a layer of their own,
+above the projections and below the API, the reactor and replay.
 """
 
 from argus.views.fair_inputs import FairInputs, read_fair_inputs
