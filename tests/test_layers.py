@@ -297,3 +297,33 @@ def test_no_function_of_the_scheduler_or_the_simulator_is_over_60_lines() -> Non
 def test_the_length_check_can_fail() -> None:
     body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
     assert long_functions(f"def f():\n{body}\n") and not long_functions("def f():\n    return 1\n")
+
+
+# The fair-share order's parts: only ``argus.scheduler.fairshare`` puts them together, in
+# ``fair_pass``, so the policy, the queue shown, the ETAs and /shares cannot drift apart.
+FAIR_PARTS = {"fair_order", "fair_shares"}
+
+
+def fair_part_uses(source: str, where: str = "<source>") -> list[str]:
+    """Imports or uses of the fair order's parts by name (``FAIR_PARTS``)."""
+    found = []
+    for node in ast.walk(ast.parse(source, where)):
+        if isinstance(node, ast.ImportFrom):
+            found += [f"{where}:{node.lineno}: imports {a.name}" for a in node.names if a.name in FAIR_PARTS]
+        elif isinstance(node, ast.Attribute) and node.attr in FAIR_PARTS:
+            found.append(f"{where}:{node.lineno}: uses {node.attr}")
+    return found
+
+
+def test_one_fair_order() -> None:
+    """Outside ``argus/scheduler/fairshare.py`` the fair order is made by ``fair_pass`` only."""
+    home = SCHEDULER / "fairshare.py"
+    paths = [p for root in (SCHEDULER.parent, ROOT / "projections") for p in sorted(root.rglob("*.py")) if p != home]
+    found = [o for path in paths for o in fair_part_uses(path.read_text(), str(path.relative_to(ROOT)))]
+    assert not found, "call argus.scheduler.fairshare.fair_pass instead:\n" + "\n".join(found)
+
+
+def test_the_fair_order_check_can_fail() -> None:
+    planted = "from argus.scheduler.fairshare import fair_pass, fair_shares\nimport argus\nargus.x.fair_order(1)\n"
+    assert len(fair_part_uses(planted)) == 2
+    assert not fair_part_uses("from argus.scheduler.fairshare import fair_pass\nfair_pass()\n")

@@ -25,7 +25,7 @@ from argus.lifecycle import TaskState
 from argus.scheduler import Capacity, PolicyConfig, RunningTask, queue_order
 from argus.scheduler.eta import DEFAULT_HORIZON, DEFAULT_LIMIT, estimate_starts
 from argus.scheduler.eta_calibration import EtaCalibration, StartRange
-from argus.scheduler.fairshare import fair_line, fair_shares
+from argus.scheduler.fairshare import fair_pass
 from argus.scheduler.history import RunKey, RuntimeHistory
 from argus.scheduler.inputs import policy_inputs, with_driver
 from argus.scheduler.model import QueuedTask
@@ -191,10 +191,8 @@ class EtaBoard:
                          estimate_s=estimate, limited=time_limit_s is not None)
         if sched.policy == "fairshare":
             total = sum(n.total_gpus for n in line.capacity.nodes) if line.capacity is not None else 0.0
-            shares = fair_shares([*line.queue, new], line.running, total, sched.fairshare.shares,
-                                 sched.fairshare.quotas)
-            ordered = fair_line([*line.queue, new], line.running, now, PolicyConfig.from_scheduler(
-                sched, usage=line.usage), shares)
+            ordered = fair_pass([*line.queue, new], line.running, now, PolicyConfig.from_scheduler(
+                sched, usage=line.usage), total).order
         else:
             ordered = queue_order(sched.policy, [*line.queue, new])
         place = ordered.index(new) + 1
