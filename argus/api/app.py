@@ -36,10 +36,10 @@ from argus.api.openapi import document_api, fix_options_allow, strict_body
 from argus.api.tasks import TasksController
 from argus.api.users import UsersController
 from argus.api.vocabulary import vocabulary
-from argus.api.eta import EtaBoard
 from argus.store import LogUnreachable, StorageFull
 from argus.config import ArgusConfig
 from argus.service import AuthCache, CommandError, Commands
+from argus.views.eta import EtaBoard
 
 __all__ = ["API_PREFIX", "STATIC_DIR", "create_app"]
 

@@ -13,14 +13,12 @@ from litestar.exceptions import HTTPException
 from litestar.params import Parameter
 
 from argus.api.auth import request_id, require_admin
-from argus.api.eta import with_estimates
 from argus.api.openapi import errors
 from argus.api.reads import Reads
 from argus.api.redact import redacted, redactor_for
-from argus.api.schemas import ClusterOut, DrainIn, NodeLedgerOut, QueuePage
-from argus.scheduler.inputs import commitments
-from argus.scheduler.ledger import admissible
+from argus.api.schemas import ClusterOut, DrainIn, QueuePage
 from argus.service import Principal
+from argus.views.eta import with_estimates
 from argus.views.queue import QueueCursor
 from argus.views.standing import Standing
 from projections.goodput_table import GoodputReport
@@ -88,13 +86,9 @@ def _head(state: State) -> dict[str, Any] | None:
 @get("/cluster", tags=["cluster"])
 async def cluster_view(state: State, reads: Reads, who: Principal) -> ClusterOut:
     """Worker nodes and their free capacity as the reactor last saw them."""
-    seen, active = await reads.cluster_and_holders()
+    seen, ledger = await reads.cluster_ledger()
     if seen is None:  # never observed yet
         return ClusterOut(reachable=None, error=None, observed_at=None, nodes=[], head=_head(state))
-    held = commitments(active, state.config.entrypoint_num_cpus)
-    ledger = [NodeLedgerOut(node_id=n.node.node_id, committed_gpus=n.committed_gpus, committed_cpus=n.committed_cpus,
-                            admissible_gpus=n.free_gpus, admissible_cpus=n.free_cpus)
-              for n in admissible(seen.nodes, held, None)]
     return ClusterOut(reachable=seen.reachable, error=seen.error or None, observed_at=seen.observed_at,
                       nodes=list(seen.nodes), head=_head(state), ledger=ledger, holds=list(seen.holds))
 

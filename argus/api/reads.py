@@ -8,20 +8,20 @@ got ``Any`` back, and mypy could not check what it did with it.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import TYPE_CHECKING, cast
 
 from litestar.datastructures import State
 
 from argus.events import Recorded, TaskSubmitted, task_stream
 from argus.lifecycle import TaskState
+from argus.views.cluster import NodeLedgerOut, read_cluster_ledger
 from argus.views.queue import QueueCursor, fair_view, queue_page, queue_position
 from argus.views.standing import Standing, read_standing
 from projections import TaskView
-from projections.cluster import ClusterView, read_cluster
+from projections.cluster import ClusterView
 from projections.goodput_table import GoodputReport, read_goodput
 from projections.queue import QueuePage
-from projections.tasks_read import PageCursor, TaskCounts, task_counts, task_page, tasks_in_states
+from projections.tasks_read import PageCursor, TaskCounts, task_counts, task_page
 from projections.users import TokenSummary, UserSummary, list_users, token_summary, user_summary, user_tokens
 
 if TYPE_CHECKING:
@@ -81,10 +81,11 @@ class Reads:
         sched = self.config.v2.scheduler
         return await self.store.read_snapshot(lambda db: read_standing(db, sched, now))
 
-    async def cluster_and_holders(self) -> tuple[ClusterView | None, list[TaskView]]:
-        """The last observation of the cluster and the tasks whose attempts the ledger
-        holds, read together."""
-        return await self.store.read_snapshot(_cluster_and_holders)
+    async def cluster_ledger(self) -> tuple[ClusterView | None, list[NodeLedgerOut]]:
+        """The last observation of the cluster (None: never) and each node's ledger."""
+        driver_cpus = self.config.entrypoint_num_cpus
+        found = await self.store.read_snapshot(lambda db: read_cluster_ledger(db, driver_cpus))
+        return found.seen, found.ledger
 
     # ------------------------------------------------------------------ users
     async def users(self) -> list[UserSummary]:
@@ -98,11 +99,6 @@ class Reads:
 
     async def token(self, user_id: str, token_id: str) -> TokenSummary | None:
         return await self.store.read_snapshot(lambda db: token_summary(db, user_id, token_id))
-
-
-def _cluster_and_holders(db: sqlite3.Connection) -> tuple[ClusterView | None, list[TaskView]]:
-    holding = [s for s in TaskState if s.holds_ray_job() or s is TaskState.CANCELING]
-    return read_cluster(db), tasks_in_states(db, holding)
 
 
 def provide_reads(state: State) -> Reads:

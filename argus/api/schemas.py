@@ -14,6 +14,7 @@ import msgspec
 from argus.events import NodeCapacity
 from argus.service.ids import USER_ID_RE, USER_ID_RULE
 from argus.service.limits import UserLimits  # a request body: its unknown fields are refused, as declared
+from argus.views.cluster import NodeLedgerOut
 from projections.cluster import NodeHold
 from projections.queue import QueueEntry, QueuePage
 from projections.tasks_read import TaskDetail, TaskPage, TaskSummary
@@ -118,18 +119,6 @@ class ProgressOut(msgspec.Struct, kw_only=True):
     total_steps: int | None
     last_step: int | None
     points: list[ProgressPoint]
-
-
-class NodeLedgerOut(msgspec.Struct, kw_only=True):
-    """One node in Argus's ledger (``argus.scheduler.ledger``): what admitted gangs hold
-    there (with their drivers' CPUs), and what admission may still hand out: the least of
-    Ray's free count and the total less the committed."""
-
-    node_id: str
-    committed_gpus: float
-    committed_cpus: float
-    admissible_gpus: float
-    admissible_cpus: float
 
 
 class ClusterOut(msgspec.Struct, kw_only=True):

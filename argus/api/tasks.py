@@ -18,7 +18,6 @@ from litestar.params import Parameter
 from litestar.response import ServerSentEventMessage
 
 from argus.api import jobfiles
-from argus.api.eta import with_estimates
 from argus.api.auth import request_id
 from argus.api.openapi import also_returns, errors
 from argus.api.reads import Reads
@@ -35,6 +34,7 @@ from argus.rayjobs.submission import job_dir
 from argus.service import CommandError, Principal
 from argus.taskspec import TaskSpecError
 from argus.taskspec.document import decode_json
+from argus.views.eta import with_estimates
 from projections.goodput import task_goodput
 from projections.tasks_read import PageCursor, summarize
 

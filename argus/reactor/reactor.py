@@ -42,6 +42,7 @@ from argus.reactor.submitting import Submitting
 from argus.reactor.turn import Append, Observations, TurnMemory, TurnPlan, awaiting_stacks, decide_turn, followed
 from argus.reactor.watchdog import PlacementWatchdog
 from argus.store import AppendBatch, ConcurrencyConflict, EventStore, InvariantViolation, LogUnreachable
+from argus.views.reactor_start import read_reactor_start
 from projections import AttemptView, TaskView
 
 __all__ = ["CRASH_POINTS", "Reactor"]
@@ -112,7 +113,8 @@ class Reactor(Submitting):
         self._stopping.set()
 
     def _load_state(self, db: sqlite3.Connection) -> ReactorState:
-        return ReactorState.load(db, self.sched.fairshare.half_life_s, self.config.entrypoint_num_cpus)
+        half_life_s = self.sched.fairshare.half_life_s
+        return ReactorState.load(read_reactor_start(db, half_life_s), half_life_s, self.config.entrypoint_num_cpus)
 
     async def _claim(self) -> bool:
         now = self.clock()

@@ -1,6 +1,8 @@
-"""Read-side queries that need the scheduler's pure functions: the queue in policy order
-(``queue``), each user's fair-share standing (``standing``), and the fair-share inputs
-both are computed from (``fair_inputs``).
+"""The read side's assembly: queries that put the projections through the scheduler's pure
+functions. The queue in policy order (``queue``), each user's fair-share standing
+(``standing``), the fair-share inputs both are computed from (``fair_inputs``), the
+estimated starts and dry runs (``eta``), the cluster with its ledger (``cluster``), and
+what a reactor starts from (``reactor_start``).
 
 They read the projections and the clock, so they cannot live in ``argus.scheduler``
 (which reads neither: docs/design.md §5, and sits below ``projections``); they put the

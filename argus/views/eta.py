@@ -7,6 +7,8 @@ moved and ``min_interval_s`` has passed. It reads whole views only of what the p
 forward: the first ``DEFAULT_HORIZON`` waiting tasks in the shown order and the tasks
 holding Ray jobs. The rest of the line, up to ``DEFAULT_LIMIT`` (1,000), gets the coarse
 estimate (``argus.scheduler.eta``) from its queue entries and workloads.
+
+Read-side assembly, hence in ``argus.views`` (the API serves what it gives).
 """
 
 from __future__ import annotations
