@@ -327,3 +327,34 @@ def test_the_fair_order_check_can_fail() -> None:
     planted = "from argus.scheduler.fairshare import fair_pass, fair_shares\nimport argus\nargus.x.fair_order(1)\n"
     assert len(fair_part_uses(planted)) == 2
     assert not fair_part_uses("from argus.scheduler.fairshare import fair_pass\nfair_pass()\n")
+
+
+# A raw connection stays inside the read side: consumers ask the typed faces
+# (``projections.reads.ProjectionReads``, ``argus.views.reads.ViewReads``), never
+# ``read_snapshot(lambda db: ...)``; only ``argus.views`` assembles its own read transactions
+# (``read_view``).
+RAW_READS = {"read_snapshot": ("argus/store/", "projections/"), "read_view": ("argus/views/", "projections/")}
+
+
+def raw_reads(source: str, where: str) -> list[str]:
+    """Uses of ``RAW_READS``' names in a module outside the folders each is allowed in."""
+    found = []
+    for node in ast.walk(ast.parse(source, where)):
+        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+        if name in RAW_READS and not where.startswith(RAW_READS[name]):
+            found.append(f"{where}:{node.lineno}: {name} (use a typed read of projections.reads or argus.views.reads)")
+    return found
+
+
+def test_no_raw_reads_outside_the_read_side() -> None:
+    paths = [p for root in (SCHEDULER.parent, ROOT / "projections") for p in sorted(root.rglob("*.py"))]
+    found = [o for path in paths for o in raw_reads(path.read_text(), path.relative_to(ROOT).as_posix())]
+    assert not found, "\n".join(found)
+
+
+def test_the_raw_read_check_can_fail() -> None:
+    planted = "async def f(store, reads):\n    await store.read_snapshot(lambda db: 1)\n    await reads.read_view(g)\n"
+    assert len(raw_reads(planted, "argus/service/x.py")) == 2
+    assert len(raw_reads(planted, "argus/views/x.py")) == 1  # views assemble, through read_view only
+    assert not raw_reads(planted, "projections/reads.py")
+    assert not raw_reads("async def f(reads):\n    return await reads.task('t')\n", "argus/service/x.py")

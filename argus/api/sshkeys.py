@@ -15,7 +15,6 @@ from argus.api.schemas import AddSshKeyIn, SftpOut
 from argus.service import Principal
 from argus.service.sshkeys import SshKeyCommands
 from projections.ssh_keys import SshKeySummary
-from projections.users import user_summary
 
 __all__ = ["SshKeysController", "sftp_door"]
 
@@ -24,9 +23,10 @@ async def _check(state: State, who: Principal, user_id: str) -> SshKeyCommands:
     # Another user's keys are a 404, as their tokens are: ids do not leak.
     if not who.is_admin and who.user_id != user_id:
         raise NotFoundException(f"user {user_id!r} not found")
-    if await state.store.read_snapshot(lambda db: user_summary(db, user_id)) is None:
+    commands = SshKeyCommands(state.commands)
+    if await commands.reads.user(user_id) is None:
         raise NotFoundException(f"user {user_id!r} not found")
-    return SshKeyCommands(state.commands)
+    return commands
 
 
 class SshKeysController(Controller):

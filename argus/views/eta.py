@@ -37,6 +37,7 @@ from argus.views.fair_inputs import read_fair_inputs
 from argus.views.queue import fair_view, queue_page
 from projections.cluster import read_cluster
 from projections.queue import QueueEntry
+from projections.reads import ProjectionReads
 from projections.runtime_stats import read_runtime_history
 from projections.tasks import TASK_FOLD
 from projections.tasks_read import TaskDetail, TaskSummary, task_workloads, tasks_in_states
@@ -92,6 +93,7 @@ class EtaBoard:
 
     def __init__(self, store: EventStore, config: ArgusConfig, min_interval_s: float = 5.0) -> None:
         self.store, self.config, self.min_interval_s = store, config, min_interval_s
+        self.reads = ProjectionReads(store)
         self._estimates = Estimates(starts={}, ranges={})
         self._head = -1
         self._at = -float("inf")
@@ -110,7 +112,7 @@ class EtaBoard:
 
     async def _run(self, head: int) -> None:
         try:
-            self._estimates = await self.store.read_snapshot(self._compute)
+            self._estimates = await self.reads.read_view(self._compute)
             self._head = head
         except Exception:  # noqa: BLE001 - estimates are a convenience: keep the last ones
             log.exception("estimating start times failed; keeping the last estimates")
@@ -178,7 +180,7 @@ class EtaBoard:
         and when it would start, with its interval, as this board estimates the others
         (``sbatch --test-only``); None where not known (no cluster seen; past the first
         ``DEFAULT_LIMIT`` in line)."""
-        return await self.store.read_snapshot(
+        return await self.reads.read_view(
             lambda db: self._dry_run(db, user, workload, demand, priority, time_limit_s))
 
     def _dry_run(self, db: sqlite3.Connection, user: str, workload: str, demand: Demand, priority: int,
