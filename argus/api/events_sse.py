@@ -257,7 +257,7 @@ async def _refuse_past_head(state: State, after: int) -> None:
 
 @get("/events", tags=["events"], media_type="text/event-stream", responses=errors(409, 429))
 async def events_stream(
-    request: Request[Any, Any, Any], state: State, who: Principal,
+    request: Request[Any, Any, Any], state: State, broadcaster: Broadcaster, who: Principal,
     after: Annotated[int | None, Parameter(ge=0, description="start after this position "
                                            "(default: now); Last-Event-ID wins")] = None,
 ) -> ServerSentEvent:
@@ -269,7 +269,6 @@ async def events_stream(
         except ValueError as exc:
             raise HTTPException(status_code=400, detail="Last-Event-ID must be a log position "
                                 "(an integer)") from exc
-    broadcaster: Broadcaster = state.broadcaster
     start = broadcaster.position if after is None else max(0, after)
     if start > broadcaster.position:
         await _refuse_past_head(state, start)
