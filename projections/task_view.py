@@ -41,6 +41,7 @@ from argus.events import (
     TaskSucceeded,
 )
 from argus.lifecycle import NEXT_STATE, AttemptStatus, TaskState, next_state
+from argus.scheduler.model import Reason
 
 __all__ = ["AttemptView", "PREEMPTING", "TASK_EVENT_TYPES", "TaskView", "evolve_task"]
 
@@ -174,9 +175,8 @@ class TaskView(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_default
 
 
 _replace = msgspec.structs.replace
-# The deferral reason of a task others are being stopped for (argus.scheduler.model.Reason;
-# not imported: the scheduler reads these projections).
-PREEMPTING = "preempting"
+# The deferral reason of a task others are being stopped for (the scheduler's own code).
+PREEMPTING = Reason.PREEMPTING
 
 
 def _with_attempt(view: TaskView, attempt_no: int, **changes: object) -> tuple[AttemptView, ...]:

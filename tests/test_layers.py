@@ -2,7 +2,7 @@
 import cycle exists anywhere (function-local imports count: they are imports too).
 
 Layers, lowest first (docs/architecture.md draws them):
-events → store → projections → scheduler → reactor/service → api/cli.
+events → scheduler → store → projections → views → reactor/service → api/cli.
 Modules outside the line sit where their imports put them (``LAYERS`` below); a new
 top-level module must be placed here, or the test says so.
 
@@ -14,6 +14,9 @@ source for that, since the import graph cannot see a call of ``time.time()``.
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import grimp
@@ -25,9 +28,12 @@ LAYERS: list[set[str]] = [
     {"argus.lifecycle", "argus.config", "argus.config_data", "argus.config_teams", "argus.procs", "argus.ui", "argus.confine", "argus.safefs",
      "argus.gcpause", "argus.proctable"},
     {"argus.events"},
+    # The pure decision core owns its input model (argus.scheduler.task, .history): the read
+    # side folds the log into what it decides on, never the other way round.
+    {"argus.scheduler"},
     {"argus.store"},
     {"projections"},
-    {"argus.scheduler", "argus.taskspec", "argus.nodepool", "argus.guardian", "argus.examples"},
+    {"argus.taskspec", "argus.nodepool", "argus.guardian", "argus.examples"},
     {"argus.rayjobs", "argus.views"},
     {"argus.reactor", "argus.service", "argus.replay", "argus.sim"},
     {"argus.api", "argus.driver", "argus.sftp"},
@@ -38,7 +44,6 @@ LAYERS: list[set[str]] = [
 ALLOWED_SIDEWAYS = {
     ("argus.config", "argus.config_data"),  # the whole configuration, re-exported in one place
     ("argus.config", "argus.config_teams"),
-    ("argus.taskspec", "argus.scheduler"),  # a spec's demand is checked against the cluster shape
     # the simulator runs the reactor's own state fold and decision core (one decision core)
     ("argus.sim", "argus.reactor"),
     # the SFTP door serves the REST files API's areas, by the same names and limits
@@ -98,6 +103,10 @@ def test_the_checks_can_fail() -> None:
     bent.add_import(importer="argus.store.log", imported="projections.fold")
     assert ["argus.store.log", "projections.fold"] in import_cycles(bent)
     assert back_edges(bent)
+    # The scheduler reading the read side's task view again is a back-edge too.
+    assert not any(e.startswith("argus.scheduler.") for e in back_edges(bent))
+    bent.add_import(importer="argus.scheduler.core", imported="projections.task_view")
+    assert [e for e in back_edges(bent) if e.startswith("argus.scheduler.core imports projections.task_view")]
 
 
 def import_cycles(graph: grimp.ImportGraph) -> list[list[str]]:
@@ -150,6 +159,39 @@ def import_cycles(graph: grimp.ImportGraph) -> list[list[str]]:
         if module not in index:
             visit(module)
     return cycles
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def modules_loaded_by(statement: str) -> list[str]:
+    """Every module ``python -X importtime -c statement`` loads, in a fresh interpreter
+    that imports this checkout."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", statement], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=120, check=True)
+    rows = [line.rsplit("|", 1)[-1] for line in done.stderr.splitlines() if line.startswith("import time:")]
+    return [name.strip() for name in rows if name.strip() != "imported package"]
+
+
+def store_modules(loaded: list[str]) -> list[str]:
+    """Those of ``loaded`` that are SQLite or the log store."""
+    return [m for m in loaded if m.split(".")[0] in ("sqlite3", "_sqlite3") or m.startswith("argus.store")]
+
+
+def test_the_decision_core_loads_no_store() -> None:
+    """``import argus.scheduler.core`` brings no database with it: the scheduler owns its
+    input model (``argus.scheduler.task``, ``.history``) instead of the read side's."""
+    loaded = modules_loaded_by("import argus.scheduler.core")
+    assert "argus.scheduler.core" in loaded, loaded[-5:]
+    assert not store_modules(loaded), f"import argus.scheduler.core loads {store_modules(loaded)}"
+    assert not [m for m in loaded if m.split(".")[0] == "projections"]
+
+
+def test_the_store_check_can_fail() -> None:
+    """A module that does read the database is caught by the same check."""
+    found = store_modules(modules_loaded_by("import projections.runtime_stats"))
+    assert "sqlite3" in found and "argus.store" in found, found
 
 
 def test_the_layer_table_knows_every_package(graph: grimp.ImportGraph) -> None:
@@ -257,3 +299,64 @@ def test_no_function_of_the_scheduler_or_the_simulator_is_over_60_lines() -> Non
 def test_the_length_check_can_fail() -> None:
     body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
     assert long_functions(f"def f():\n{body}\n") and not long_functions("def f():\n    return 1\n")
+
+
+# The fair-share order's parts: only ``argus.scheduler.fairshare`` puts them together, in
+# ``fair_pass``, so the policy, the queue shown, the ETAs and /shares cannot drift apart.
+FAIR_PARTS = {"fair_order", "fair_shares"}
+
+
+def fair_part_uses(source: str, where: str = "<source>") -> list[str]:
+    """Imports or uses of the fair order's parts by name (``FAIR_PARTS``)."""
+    found = []
+    for node in ast.walk(ast.parse(source, where)):
+        if isinstance(node, ast.ImportFrom):
+            found += [f"{where}:{node.lineno}: imports {a.name}" for a in node.names if a.name in FAIR_PARTS]
+        elif isinstance(node, ast.Attribute) and node.attr in FAIR_PARTS:
+            found.append(f"{where}:{node.lineno}: uses {node.attr}")
+    return found
+
+
+def test_one_fair_order() -> None:
+    """Outside ``argus/scheduler/fairshare.py`` the fair order is made by ``fair_pass`` only."""
+    home = SCHEDULER / "fairshare.py"
+    paths = [p for root in (SCHEDULER.parent, ROOT / "projections") for p in sorted(root.rglob("*.py")) if p != home]
+    found = [o for path in paths for o in fair_part_uses(path.read_text(), str(path.relative_to(ROOT)))]
+    assert not found, "call argus.scheduler.fairshare.fair_pass instead:\n" + "\n".join(found)
+
+
+def test_the_fair_order_check_can_fail() -> None:
+    planted = "from argus.scheduler.fairshare import fair_pass, fair_shares\nimport argus\nargus.x.fair_order(1)\n"
+    assert len(fair_part_uses(planted)) == 2
+    assert not fair_part_uses("from argus.scheduler.fairshare import fair_pass\nfair_pass()\n")
+
+
+# A raw connection stays inside the read side: consumers ask the typed faces
+# (``projections.reads.ProjectionReads``, ``argus.views.reads.ViewReads``), never
+# ``read_snapshot(lambda db: ...)``; only ``argus.views`` assembles its own read transactions
+# (``read_view``).
+RAW_READS = {"read_snapshot": ("argus/store/", "projections/"), "read_view": ("argus/views/", "projections/")}
+
+
+def raw_reads(source: str, where: str) -> list[str]:
+    """Uses of ``RAW_READS``' names in a module outside the folders each is allowed in."""
+    found = []
+    for node in ast.walk(ast.parse(source, where)):
+        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+        if name in RAW_READS and not where.startswith(RAW_READS[name]):
+            found.append(f"{where}:{node.lineno}: {name} (use a typed read of projections.reads or argus.views.reads)")
+    return found
+
+
+def test_no_raw_reads_outside_the_read_side() -> None:
+    paths = [p for root in (SCHEDULER.parent, ROOT / "projections") for p in sorted(root.rglob("*.py"))]
+    found = [o for path in paths for o in raw_reads(path.read_text(), path.relative_to(ROOT).as_posix())]
+    assert not found, "\n".join(found)
+
+
+def test_the_raw_read_check_can_fail() -> None:
+    planted = "async def f(store, reads):\n    await store.read_snapshot(lambda db: 1)\n    await reads.read_view(g)\n"
+    assert len(raw_reads(planted, "argus/service/x.py")) == 2
+    assert len(raw_reads(planted, "argus/views/x.py")) == 1  # views assemble, through read_view only
+    assert not raw_reads(planted, "projections/reads.py")
+    assert not raw_reads("async def f(reads):\n    return await reads.task('t')\n", "argus/service/x.py")

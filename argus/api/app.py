@@ -8,9 +8,10 @@ import gc
 import logging
 import os
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Coroutine, Sequence
+from typing import Any, AsyncIterator, Callable, Coroutine, NamedTuple, Sequence
 
 from litestar import Litestar, Request, Response, Router, get
+from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.exceptions import HTTPException
 from litestar.openapi import OpenAPIConfig
@@ -31,17 +32,18 @@ from argus.api.metrics import ApiMetrics, healthz, metrics, readyz
 from argus.api.ratelimit import SubmitRateLimit
 from argus.api.streamcap import StreamSlots
 from argus.api.sshkeys import SshKeysController, sftp_door
-from argus.api.reads import Reads, provide_reads
+from argus.api.deps import DEPENDENCIES
+from argus.api.reads import Reads
 from argus.api.openapi import document_api, fix_options_allow, strict_body
 from argus.api.tasks import TasksController
 from argus.api.teams import TeamsController, usage_view
 from argus.api.users import UsersController
 from argus.api.vocabulary import vocabulary
-from argus.api.eta import EtaBoard
 from argus.store import LogUnreachable, StorageFull
 from argus.config import ArgusConfig
 from argus.service import AuthCache, CommandError, Commands
 from argus.service.teams import TeamCommands
+from argus.views.eta import EtaBoard
 
 __all__ = ["API_PREFIX", "STATIC_DIR", "create_app"]
 
@@ -102,6 +104,98 @@ async def _placeholder() -> str:
             "The WebUI is not built; see <a href='/schema'>/schema</a>.</p>")
 
 
+class _Wiring(NamedTuple):
+    """What ``create_app`` was given for the app's lifetime (its parameters)."""
+
+    config: ArgusConfig
+    store: Any
+    admin_token: str | None
+    background: Sequence[Background]
+    group_commit: bool
+    heartbeat_s: float
+
+
+def _lifespan(w: _Wiring) -> Callable[[Litestar], contextlib.AbstractAsyncContextManager[None]]:
+    """Open (or take) the store, wire the app's parts into its state, run the background
+    jobs while the app runs; then stop them and close what was opened here."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        from projections import open_store
+
+        config = w.config
+        own = w.store is None
+        st = w.store or await open_store(
+            config.v2.sqlite.db_path, synchronous=config.v2.sqlite.synchronous, shared_url=config.v2.postgres.url,
+            on_damage=config.v2.sqlite.on_damage)
+        commands, broadcaster, found = _wire(app.state, w, st)
+        token = w.admin_token or os.environ.get(config.v2.auth.token_env)
+        if token and found is None:  # a damaged log takes no writes
+            await commands.bootstrap_admin(token)
+        if config.v2.scheduler.fairshare.teams and found is None:  # recorded once (docs/teams.md)
+            await app.state.teams.seed(config.v2.scheduler.fairshare.teams)
+        await broadcaster.start()
+        import asyncio
+
+        tasks = [asyncio.get_running_loop().create_task(fn(app.state)) for fn in w.background]
+        try:
+            async with uploads_running(app.state):
+                yield
+        finally:
+            for t in tasks:
+                t.cancel()
+            for t in tasks:
+                with contextlib.suppress(BaseException):
+                    await t
+            await broadcaster.stop()
+            await commands.close()
+            if own:
+                await st.close()
+
+    return lifespan
+
+
+def _wire(state: State, w: _Wiring, st: Any) -> tuple[Commands, Broadcaster, Any]:
+    """Make the app's parts over the open store ``st`` and put them in ``state``; returns
+    the command side, the broadcaster and the damage found at open (None: none)."""
+    config = w.config
+    state.damage = DamageBoard()
+    found = getattr(st, "damage", None)
+    if found is not None:  # found at start: this server serves reads only
+        state.damage.report(f"serving reads only: the event log is damaged: {found.detail}")
+    auth = AuthCache(st)
+    m = ApiMetrics()
+    commands = Commands(st, config, auth, group_commit=w.group_commit, observe=m.observe_append)
+    broadcaster = Broadcaster(
+        st, heartbeat_s=w.heartbeat_s,
+        on_event=lambda rec: auth.invalidate() if rec.stream.startswith("user-") else None)
+    state.config, state.store, state.auth, state.metrics = config, st, auth, m
+    state.etas = EtaBoard(st, config)
+    state.reads = Reads(st, config)
+    state.commands, state.broadcaster = commands, broadcaster
+    state.teams = TeamCommands(commands)
+    state.sessions = SessionStore(config.v2.auth.session_ttl_s)
+    state.sftp = None  # argus.sftp's door, when a background job runs it
+    state.submit_limit = SubmitRateLimit(config.v2.api.submit_burst, config.v2.api.submit_rate_per_s)
+    state.stream_slots = StreamSlots(config.v2.api.max_streams_per_token, config.v2.api.max_streams_per_user)
+    return commands, broadcaster, found
+
+
+def _openapi() -> OpenAPIConfig:
+    return OpenAPIConfig(
+        title="Argus API", version="2.0.0",
+        description="Event-sourced control plane for RL post-training. See docs/api.md.",
+        components=Components(security_schemes={
+            "bearer": SecurityScheme(type="http", scheme="bearer",
+                                     description="Authorization: Bearer <token>"),
+            "session": SecurityScheme(type="apiKey", name="argus_session",
+                                      security_scheme_in="cookie"),
+        }),
+        security=[{"bearer": []}, {"session": []}],
+        path="/schema",
+    )
+
+
 def create_app(
     config: ArgusConfig,
     *,
@@ -119,57 +213,7 @@ def create_app(
     ``freeze_gc``: ``gc.freeze()`` once started; for a server process that runs one app
     (not for tests that build many apps in one process: a frozen app is never freed)."""
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        from projections import open_store
-
-        own = store is None
-        st = store or await open_store(
-            config.v2.sqlite.db_path, synchronous=config.v2.sqlite.synchronous, shared_url=config.v2.postgres.url,
-            on_damage=config.v2.sqlite.on_damage)
-        app.state.damage = DamageBoard()
-        found = getattr(st, "damage", None)
-        if found is not None:  # found at start: this server serves reads only
-            app.state.damage.report(f"serving reads only: the event log is damaged: {found.detail}")
-        auth = AuthCache(st)
-        m = ApiMetrics()
-        commands = Commands(st, config, auth, group_commit=group_commit, observe=m.observe_append)
-        broadcaster = Broadcaster(
-            st, heartbeat_s=heartbeat_s,
-            on_event=lambda rec: auth.invalidate() if rec.stream.startswith("user-") else None)
-        state = app.state
-        state.config, state.store, state.auth, state.metrics = config, st, auth, m
-        state.etas = EtaBoard(st, config)
-        state.reads = Reads(st, config)
-        state.commands, state.broadcaster = commands, broadcaster
-        state.sessions = SessionStore(config.v2.auth.session_ttl_s)
-        state.sftp = None  # argus.sftp's door, when a background job runs it
-        state.submit_limit = SubmitRateLimit(config.v2.api.submit_burst, config.v2.api.submit_rate_per_s)
-        state.stream_slots = StreamSlots(config.v2.api.max_streams_per_token, config.v2.api.max_streams_per_user)
-        token = admin_token or os.environ.get(config.v2.auth.token_env)
-        if token and found is None:  # a damaged log takes no writes
-            await commands.bootstrap_admin(token)
-        state.teams = TeamCommands(commands)
-        if config.v2.scheduler.fairshare.teams and found is None:  # recorded once (docs/teams.md)
-            await state.teams.seed(config.v2.scheduler.fairshare.teams)
-        await broadcaster.start()
-        import asyncio
-
-        tasks = [asyncio.get_running_loop().create_task(fn(state)) for fn in background]
-        try:
-            async with uploads_running(state):
-                yield
-        finally:
-            for t in tasks:
-                t.cancel()
-            for t in tasks:
-                with contextlib.suppress(BaseException):
-                    await t
-            await broadcaster.stop()
-            await commands.close()
-            if own:
-                await st.close()
-
+    lifespan = _lifespan(_Wiring(config, store, admin_token, background, group_commit, heartbeat_s))
     api = Router(
         path=API_PREFIX,
         route_handlers=[AuthController, TasksController, UsersController, TeamsController, usage_view, FilesController, SshKeysController, sftp_door,
@@ -184,24 +228,12 @@ def create_app(
                                     include_in_schema=False)]
         if (ui_dir / "index.html").is_file() else [_placeholder]
     )
-    openapi = OpenAPIConfig(
-        title="Argus API", version="2.0.0",
-        description="Event-sourced control plane for RL post-training. See docs/api.md.",
-        components=Components(security_schemes={
-            "bearer": SecurityScheme(type="http", scheme="bearer",
-                                     description="Authorization: Bearer <token>"),
-            "session": SecurityScheme(type="apiKey", name="argus_session",
-                                      security_scheme_in="cookie"),
-        }),
-        security=[{"bearer": []}, {"session": []}],
-        path="/schema",
-    )
     app = Litestar(
         on_startup=[document_api, *([_freeze_heap] if freeze_gc else [])],
         route_handlers=[api, healthz, readyz, metrics, *ui],
         lifespan=[lifespan],
-        dependencies={"reads": Provide(provide_reads, sync_to_thread=False)},
-        openapi_config=openapi,
+        dependencies=DEPENDENCIES,
+        openapi_config=_openapi(),
         exception_handlers={HTTPException: _http_error, CommandError: _command_error,
                             LogUnreachable: _log_unreachable, StorageFull: _storage_full,
                             **damage_handlers(_http_error, _internal_error), Exception: _internal_error},

@@ -13,14 +13,12 @@ from litestar.exceptions import HTTPException
 from litestar.params import Parameter
 
 from argus.api.auth import request_id, require_admin
-from argus.api.eta import with_estimates
 from argus.api.openapi import errors
 from argus.api.reads import Reads
 from argus.api.redact import redacted, redactor_for
-from argus.api.schemas import ClusterOut, DrainIn, NodeLedgerOut, QueuePage
-from argus.scheduler.inputs import commitments
-from argus.scheduler.ledger import admissible
-from argus.service import Principal
+from argus.api.schemas import ClusterOut, DrainIn, QueuePage
+from argus.service import Commands, Principal
+from argus.views.eta import EtaBoard, with_estimates
 from argus.views.queue import QueueCursor
 from argus.views.standing import Standing
 from projections.goodput_table import GoodputReport
@@ -30,7 +28,7 @@ __all__ = ["cluster_view", "drain_node", "goodput_view", "queue_view", "shares_v
 
 @get("/queue", tags=["cluster"])
 async def queue_view(
-    state: State, reads: Reads, who: Principal,
+    etas: EtaBoard, reads: Reads, who: Principal,
     limit: Annotated[int, Parameter(ge=1, le=1000)] = 200,
     cursor: Annotated[str | None, Parameter(
         max_length=300, description="the previous page's next_cursor: the page after it")] = None,
@@ -42,8 +40,8 @@ async def queue_view(
     except ValueError as exc:
         raise HTTPException(status_code=400, detail=f"cursor: {exc}") from exc
     page = await reads.queue_page(limit=limit, after=after)
-    etas = await state.etas.estimates()
-    page.items = [with_estimates(e, etas) for e in page.items]
+    estimates = await etas.estimates()
+    page.items = [with_estimates(e, estimates) for e in page.items]
     hide = await redactor_for(reads, who)
     if hide is not None:
         # Whose task it is, and the wait message, which names tasks and users (who holds
@@ -88,32 +86,28 @@ def _head(state: State) -> dict[str, Any] | None:
 @get("/cluster", tags=["cluster"])
 async def cluster_view(state: State, reads: Reads, who: Principal) -> ClusterOut:
     """Worker nodes and their free capacity as the reactor last saw them."""
-    seen, active = await reads.cluster_and_holders()
+    seen, ledger = await reads.cluster_ledger()
     if seen is None:  # never observed yet
         return ClusterOut(reachable=None, error=None, observed_at=None, nodes=[], head=_head(state))
-    held = commitments(active, state.config.entrypoint_num_cpus)
-    ledger = [NodeLedgerOut(node_id=n.node.node_id, committed_gpus=n.committed_gpus, committed_cpus=n.committed_cpus,
-                            admissible_gpus=n.free_gpus, admissible_cpus=n.free_cpus)
-              for n in admissible(seen.nodes, held, None)]
     return ClusterOut(reachable=seen.reachable, error=seen.error or None, observed_at=seen.observed_at,
                       nodes=list(seen.nodes), head=_head(state), ledger=ledger, holds=list(seen.holds))
 
 
 @post("/cluster/nodes/{node_id:str}/drain", tags=["cluster"], status_code=200, responses=errors(403, 404))
-async def drain_node(request: Request[Any, Any, Any], state: State, reads: Reads, who: Principal, node_id: str,
-                     data: DrainIn) -> ClusterOut:
+async def drain_node(request: Request[Any, Any, Any], state: State, commands: Commands, reads: Reads, who: Principal,
+                     node_id: str, data: DrainIn) -> ClusterOut:
     """Drain a node (admin): it admits no new attempt; what runs there goes on. Tasks that
     wait for it are told why. Draining a drained node changes nothing."""
     require_admin(who)
-    await state.commands.hold_node(who, node_id, True, data.reason, request_id(request))
+    await commands.hold_node(who, node_id, True, data.reason, request_id(request))
     return await cluster_view.fn(state, reads, who)
 
 
 @post("/cluster/nodes/{node_id:str}/undrain", tags=["cluster"], status_code=200, responses=errors(403, 404))
-async def undrain_node(request: Request[Any, Any, Any], state: State, reads: Reads, who: Principal,
+async def undrain_node(request: Request[Any, Any, Any], state: State, commands: Commands, reads: Reads, who: Principal,
                        node_id: str) -> ClusterOut:
     """Undrain a node (admin): it admits again (unless it is quarantined)."""
     require_admin(who)
-    await state.commands.hold_node(who, node_id, False, "", request_id(request))
+    await commands.hold_node(who, node_id, False, "", request_id(request))
     return await cluster_view.fn(state, reads, who)
 

@@ -36,7 +36,7 @@ from argus.api.streamcap import held
 from argus.events import Recorded
 from argus.service import Principal
 from argus.store.gather import stop_task
-from projections.users import list_users
+from projections.reads import ProjectionReads
 
 if TYPE_CHECKING:
     from argus.store import EventStore
@@ -87,6 +87,7 @@ class Broadcaster:
     def __init__(self, store: "EventStore", *, ring: int = 20_000, queue_size: int = 20_000,
                  heartbeat_s: float = 15.0, on_event: Callable[[Recorded], None] | None = None) -> None:
         self.store = store
+        self.reads = ProjectionReads(store)
         self.ring: collections.deque[_Item] = collections.deque(maxlen=ring)
         self.clients: set[_Client] = set()
         self.queue_size = queue_size
@@ -149,7 +150,7 @@ class Broadcaster:
 
     async def start(self) -> None:
         self.position = await self.store.head_position()
-        self.users = {u.user_id for u in await self.store.read_snapshot(list_users)}
+        self.users = {u.user_id for u in await self.reads.users()}
         self._task = asyncio.get_running_loop().create_task(self._tail(), name="sse-tailer")
 
     async def stop(self) -> None:
@@ -257,7 +258,7 @@ async def _refuse_past_head(state: State, after: int) -> None:
 @get("/events", tags=["events"], media_type="text/event-stream", responses=errors(409, 429),
      opt=sse_events(EVENTS))
 async def events_stream(
-    request: Request[Any, Any, Any], state: State, who: Principal,
+    request: Request[Any, Any, Any], state: State, broadcaster: Broadcaster, who: Principal,
     after: Annotated[int | None, Parameter(
         ge=0, schema_extra={"minimum": 0},  # documented beside the null Litestar adds
         description="start after this position (default: now); Last-Event-ID wins")] = None,
@@ -270,7 +271,6 @@ async def events_stream(
         except ValueError as exc:
             raise HTTPException(status_code=400, detail="Last-Event-ID must be a log position "
                                 "(an integer)") from exc
-    broadcaster: Broadcaster = state.broadcaster
     start = broadcaster.position if after is None else max(0, after)
     if start > broadcaster.position:
         await _refuse_past_head(state, start)

@@ -38,7 +38,7 @@ from argus.api.auth import request_id
 from argus.api.openapi import also_returns, errors
 from argus.api.schemas import FileEntry, FileListing, FilesOverview
 from argus.api.streams import Download
-from argus.service import Principal
+from argus.service import Commands, Principal
 from argus.service import outputs
 
 __all__ = ["FilesController", "byte_range", "check_dest", "dest_of", "publish", "user_usage"]
@@ -194,12 +194,12 @@ def _parent(area: _Area, parts: list[str], create: bool) -> int:
                            create_from=0 if create else len(names))
 
 
-async def _remove_output(request: Request[Any, Any, Any], state: State, who: Principal, parts: list[str],
+async def _remove_output(request: Request[Any, Any, Any], commands: Commands, who: Principal, parts: list[str],
                          recursive: bool) -> FileEntry:
     """``DELETE /files/jobs/...``: a finished task's files (argus.service.outputs); ``size``:
     the bytes freed."""
     try:
-        is_dir, removal = await outputs.remove_output(state.commands, who, parts, recursive,
+        is_dir, removal = await outputs.remove_output(commands, who, parts, recursive,
                                                       request_id(request))
     except safefs.Refused as exc:
         raise _refused(exc) from exc
@@ -360,7 +360,8 @@ class FilesController(Controller):
         return FileEntry(name=parts[-1], is_dir=False, size=st.st_size, modified=st.st_mtime)
 
     @delete("/{rest:path}", status_code=200, responses=errors(400, 403, 404, 409))
-    async def remove(self, request: Request[Any, Any, Any], state: State, who: Principal, rest: WritePath,
+    async def remove(self, request: Request[Any, Any, Any], state: State, commands: Commands, who: Principal,
+                     rest: WritePath,
                      recursive: Annotated[bool, Parameter(description="delete a folder")] = False) -> FileEntry:
         """Delete a file (or, with ``recursive``, a folder) in an own area, or what a
         finished task wrote under jobs/ (recorded as AttemptOutputsRemoved); an admin: in
@@ -369,7 +370,7 @@ class FilesController(Controller):
         area, sub = _split(Path(state.config.shared_root), who.user_id, path, who.is_admin)
         parts = _parts(sub)
         if area.name == JOBS_AREA:
-            return await _remove_output(request, state, who, parts, recursive)
+            return await _remove_output(request, commands, who, parts, recursive)
         if not area.writable:
             raise _read_only(area)
         what = area.label(area.names(parts), len(area.top) + len(parts) - 1)

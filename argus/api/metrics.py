@@ -15,6 +15,7 @@ from litestar.openapi.datastructures import ResponseSpec
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, CounterMetricFamily
 
+from argus.api.events_sse import Broadcaster
 from argus.api.reads import Reads
 from projections.goodput import CATEGORIES
 from projections.goodput_table import GoodputReport
@@ -99,18 +100,18 @@ class ApiMetrics:
         self.append_latency.observe(seconds)
         self.append_batches.inc(batches)
 
-    async def refresh(self, state: State, reads: Reads) -> None:
+    async def refresh(self, broadcaster: Broadcaster, reads: Reads) -> None:
         self.projections.counts = await reads.task_counts()
-        self.projections.sse_clients = len(state.broadcaster.clients)
-        self.projections.head = state.broadcaster.position
+        self.projections.sse_clients = len(broadcaster.clients)
+        self.projections.head = broadcaster.position
         self.projections.goodput = await reads.goodput(time.time())
 
 
 @get("/metrics", media_type="text/plain; version=0.0.4", tags=["ops"], include_in_schema=True)
-async def metrics(state: State, reads: Reads) -> Response[bytes]:
+async def metrics(state: State, broadcaster: Broadcaster, reads: Reads) -> Response[bytes]:
     """Prometheus metrics."""
     m: ApiMetrics = state.metrics
-    await m.refresh(state, reads)
+    await m.refresh(broadcaster, reads)
     return Response(generate_latest(m.registry), media_type="text/plain; version=0.0.4")
 
 
@@ -127,14 +128,14 @@ async def healthz(state: State) -> dict[str, Any]:
 
 @get("/readyz", tags=["ops"], responses={503: ResponseSpec(
     data_container=dict[str, Any], generate_examples=False, description="Not ready: the problems")})
-async def readyz(state: State) -> Response[dict[str, Any]]:
+async def readyz(state: State, broadcaster: Broadcaster) -> Response[dict[str, Any]]:
     """Ready to serve: the log answers and the event tailer runs."""
     problems = []
     try:
         await state.store.head_position()
     except Exception as exc:  # report, never raise: this is a probe
         problems.append(f"event store: {exc}")
-    if not state.broadcaster.running:
+    if not broadcaster.running:
         problems.append("event tailer is not running")
     body = {"status": "ready" if not problems else "not ready", "problems": problems}
     return Response(body, status_code=200 if not problems else 503)

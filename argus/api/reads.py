@@ -1,5 +1,6 @@
 """The API's read side, typed: ``Reads`` holds every query a handler makes of the read
-models, each one read transaction of the store, each with its result's type.
+models (``argus.views.reads.ViewReads``: each one read transaction of the store, each with
+its result's type) and of the log itself.
 
 Handlers get it through Litestar's ``Provide`` (a ``reads: Reads`` parameter), not from the
 untyped application state: a handler that read ``state.store.read_snapshot(lambda db: …)``
@@ -8,23 +9,14 @@ got ``Any`` back, and mypy could not check what it did with it.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import TYPE_CHECKING, cast
 
 from litestar.datastructures import State
 
 from argus.events import Recorded, TaskSubmitted, task_stream
-from argus.lifecycle import TaskState
-from argus.views.queue import QueueCursor, fair_view, queue_page, queue_position
-from argus.views.standing import Standing, read_standing
+from argus.views.reads import ViewReads
 from projections import TaskView
-from projections.cluster import ClusterView, read_cluster
-from projections.goodput_table import GoodputReport, read_goodput
-from projections.queue import QueuePage
-from projections.tasks_read import PageCursor, TaskCounts, task_counts, task_page, tasks_in_states
-from projections.teams import TeamDetail, TeamSummary, team_detail, team_list, team_of
-from projections.usage_report import UsageBy, UsageReport, read_usage_report
-from projections.users import TokenSummary, UserSummary, list_users, token_summary, user_summary, user_tokens
+from projections.reads import TaskPage
 
 if TYPE_CHECKING:
     from argus.config import ArgusConfig
@@ -32,22 +24,13 @@ if TYPE_CHECKING:
 
 __all__ = ["Reads", "TaskPage", "provide_reads"]
 
-TaskPage = tuple[list[TaskView], int, PageCursor | None]
 
-
-class Reads:
-    """The read models of ``store``, as the API asks for them under ``config``."""
+class Reads(ViewReads):
+    """The read models and the log of ``store``, as the API asks for them under ``config``."""
 
     def __init__(self, store: EventStore, config: ArgusConfig) -> None:
+        super().__init__(store, config)
         self.store = store
-        self.config = config
-
-    # ------------------------------------------------------------------ tasks
-    async def task_page(self, *, user: str | None, states: list[TaskState], limit: int,
-                        after: PageCursor | None, offset: int) -> TaskPage:
-        """A page of tasks, newest first, the filter's count and the next page's cursor."""
-        return await self.store.read_snapshot(
-            lambda db: task_page(db, user=user, states=states, limit=limit, after=after, offset=offset))
 
     async def submitted(self, view: TaskView) -> TaskSubmitted:
         """The task's TaskSubmitted, read at its log position (``seq``), not with its stream."""
@@ -58,69 +41,6 @@ class Reads:
     async def timeline(self, task_id: str) -> list[Recorded]:
         """Every event of the task, in order."""
         return await self.store.read_stream(task_stream(task_id))
-
-    async def goodput(self, now: float) -> GoodputReport:
-        """Every task's goodput at ``now``, per user and for the cluster."""
-        return await self.store.read_snapshot(lambda db: read_goodput(db, now))
-
-    async def task_counts(self) -> TaskCounts:
-        """Unfinished tasks by state, attempts, failures by kind (for ``/metrics``)."""
-        return await self.store.read_snapshot(task_counts)
-
-    # ------------------------------------------------------------------ the queue and the cluster
-    async def queue_page(self, *, limit: int, after: QueueCursor | None) -> QueuePage:
-        """Waiting tasks in the configured policy's order, a page at a time."""
-        policy, fair = self.config.v2.scheduler.policy, fair_view(self.config)
-        return await self.store.read_snapshot(lambda db: queue_page(db, policy, limit=limit, after=after, fair=fair))
-
-    async def queue_position(self, task_id: str) -> int | None:
-        """The task's place in line (1-based) in the configured policy's order."""
-        policy, fair = self.config.v2.scheduler.policy, fair_view(self.config)
-        return await self.store.read_snapshot(lambda db: queue_position(db, policy, task_id, fair))
-
-    async def standing(self, now: float) -> Standing:
-        """Every user's standing under fair share, at ``now``."""
-        sched = self.config.v2.scheduler
-        return await self.store.read_snapshot(lambda db: read_standing(db, sched, now))
-
-    async def cluster_and_holders(self) -> tuple[ClusterView | None, list[TaskView]]:
-        """The last observation of the cluster and the tasks whose attempts the ledger
-        holds, read together."""
-        return await self.store.read_snapshot(_cluster_and_holders)
-
-    # ------------------------------------------------------------------ users
-    async def users(self) -> list[UserSummary]:
-        return await self.store.read_snapshot(list_users)
-
-    async def user(self, user_id: str) -> UserSummary | None:
-        return await self.store.read_snapshot(lambda db: user_summary(db, user_id))
-
-    async def tokens(self, user_id: str) -> list[TokenSummary]:
-        return await self.store.read_snapshot(lambda db: user_tokens(db, user_id))
-
-    async def token(self, user_id: str, token_id: str) -> TokenSummary | None:
-        return await self.store.read_snapshot(lambda db: token_summary(db, user_id, token_id))
-
-    # ------------------------------------------------------------------ teams and usage
-    async def teams(self) -> list[TeamSummary]:
-        return await self.store.read_snapshot(team_list)
-
-    async def team(self, team_id: str) -> TeamDetail | None:
-        return await self.store.read_snapshot(lambda db: team_detail(db, team_id))
-
-    async def team_of(self, user_id: str) -> str:
-        """The user's team ("": none)."""
-        return await self.store.read_snapshot(lambda db: team_of(db, user_id))
-
-    async def usage(self, *, by: UsageBy, since: float, until: float, now: float) -> UsageReport:
-        """GPU-hours, waits and goodput by team or user and day, in [since, until)."""
-        return await self.store.read_snapshot(
-            lambda db: read_usage_report(db, by=by, since=since, until=until, now=now))
-
-
-def _cluster_and_holders(db: sqlite3.Connection) -> tuple[ClusterView | None, list[TaskView]]:
-    holding = [s for s in TaskState if s.holds_ray_job() or s is TaskState.CANCELING]
-    return read_cluster(db), tasks_in_states(db, holding)
 
 
 def provide_reads(state: State) -> Reads:

@@ -16,6 +16,7 @@ from argus.events import NodeCapacity
 from argus.service.ids import USER_ID_RE, USER_ID_RULE
 from argus.service.limits import UserLimits  # a request body: its unknown fields are refused, as declared
 from argus.service.teams import CreateTeam, SetQuota, SetShare  # request bodies too (docs/teams.md)
+from argus.views.cluster import NodeLedgerOut
 from projections.cluster import NodeHold
 from projections.queue import QueueEntry, QueuePage
 from projections.tasks_read import TaskDetail, TaskPage, TaskSummary
@@ -126,18 +127,6 @@ class ProgressOut(msgspec.Struct, kw_only=True):
     total_steps: int | None
     last_step: int | None
     points: list[ProgressPoint]
-
-
-class NodeLedgerOut(msgspec.Struct, kw_only=True):
-    """One node in Argus's ledger (``argus.scheduler.ledger``): what admitted gangs hold
-    there (with their drivers' CPUs), and what admission may still hand out: the least of
-    Ray's free count and the total less the committed."""
-
-    node_id: str
-    committed_gpus: float
-    committed_cpus: float
-    admissible_gpus: float
-    admissible_cpus: float
 
 
 class ClusterOut(msgspec.Struct, kw_only=True):

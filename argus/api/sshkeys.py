@@ -12,21 +12,21 @@ from litestar.exceptions import NotFoundException
 from argus.api.auth import request_id
 from argus.api.openapi import errors
 from argus.api.schemas import AddSshKeyIn, SftpOut
-from argus.service import Principal
+from argus.service import Commands, Principal
 from argus.service.sshkeys import SshKeyCommands
 from projections.ssh_keys import SshKeySummary
-from projections.users import user_summary
 
 __all__ = ["SshKeysController", "sftp_door"]
 
 
-async def _check(state: State, who: Principal, user_id: str) -> SshKeyCommands:
+async def _check(commands: Commands, who: Principal, user_id: str) -> SshKeyCommands:
     # Another user's keys are a 404, as their tokens are: ids do not leak.
     if not who.is_admin and who.user_id != user_id:
         raise NotFoundException(f"user {user_id!r} not found")
-    if await state.store.read_snapshot(lambda db: user_summary(db, user_id)) is None:
+    keys = SshKeyCommands(commands)
+    if await keys.reads.user(user_id) is None:
         raise NotFoundException(f"user {user_id!r} not found")
-    return SshKeyCommands(state.commands)
+    return keys
 
 
 class SshKeysController(Controller):
@@ -34,22 +34,22 @@ class SshKeysController(Controller):
     tags = ["users"]
 
     @get("/", responses=errors(404))
-    async def list_keys(self, state: State, who: Principal, user_id: str) -> list[SshKeySummary]:
+    async def list_keys(self, commands: Commands, who: Principal, user_id: str) -> list[SshKeySummary]:
         """The user's SSH keys (revoked ones too), oldest first."""
-        return await (await _check(state, who, user_id)).keys(user_id)
+        return await (await _check(commands, who, user_id)).keys(user_id)
 
     @post("/", status_code=201, responses=errors(400, 404, 409))
-    async def add_key(self, request: Request[Any, Any, Any], state: State, who: Principal, user_id: str,
+    async def add_key(self, request: Request[Any, Any, Any], commands: Commands, who: Principal, user_id: str,
                       data: AddSshKeyIn) -> SshKeySummary:
         """Register a public key: it opens the SFTP door as this user from now on."""
-        keys = await _check(state, who, user_id)
+        keys = await _check(commands, who, user_id)
         return await keys.add(who, user_id, data.public_key, data.label, request_id(request))
 
     @delete("/{key:str}", status_code=200, responses=errors(404, 409))
-    async def revoke_key(self, request: Request[Any, Any, Any], state: State, who: Principal, user_id: str,
-                         key: str) -> SshKeySummary:
+    async def revoke_key(self, request: Request[Any, Any, Any], state: State, commands: Commands, who: Principal,
+                         user_id: str, key: str) -> SshKeySummary:
         """Revoke a key (by its id): refused from now on, and its open SFTP sessions closed."""
-        keys = await _check(state, who, user_id)
+        keys = await _check(commands, who, user_id)
         revoked = await keys.revoke(who, user_id, key, request_id(request))
         if getattr(state, "sftp", None) is not None:
             state.sftp.recheck_soon()  # its open sessions are closed now, not at the next look

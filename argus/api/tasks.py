@@ -18,8 +18,8 @@ from litestar.params import Parameter
 from litestar.response import ServerSentEventMessage
 
 from argus.api import jobfiles
-from argus.api.eta import with_estimates
 from argus.api.auth import request_id
+from argus.api.events_sse import Broadcaster
 from argus.api.openapi import LOG_EVENTS, also_returns, errors, sse_events
 from argus.api.reads import Reads
 from argus.api.redact import redacted, redactor_for
@@ -32,9 +32,10 @@ from argus.api.streams import EventStream
 from argus.lifecycle import TaskState
 from argus.nodepool.stacks import read_stacks
 from argus.rayjobs.submission import job_dir
-from argus.service import CommandError, Principal
+from argus.service import CommandError, Commands, Principal
 from argus.taskspec import TaskSpecError
 from argus.taskspec.document import decode_json
+from argus.views.eta import EtaBoard, with_estimates
 from projections.goodput import task_goodput
 from projections.tasks_read import PageCursor, summarize
 
@@ -116,27 +117,29 @@ class TasksController(Controller):
     tags = ["tasks"]
 
     @post("/", operation_class=_SubmitOperation, status_code=201, responses=errors(409, 415, 429))
-    async def submit(self, request: Request[Any, Any, Any], state: State, who: Principal) -> SubmitOut:
+    async def submit(self, request: Request[Any, Any, Any], state: State, commands: Commands,
+                     who: Principal) -> SubmitOut:
         """Submit a TaskSpec (YAML text or JSON). Returns the new task's id and warnings."""
         wait_s = state.submit_limit.take(who.user_id)
         if wait_s:
             detail, headers = state.submit_limit.refusal(wait_s)
             raise HTTPException(status_code=429, detail=detail, headers=headers)
         document = await read_document(request)
-        result = await state.commands.submit(who, document, request_id(request))
+        result = await commands.submit(who, document, request_id(request))
         return SubmitOut(task_id=result.task_id, state=result.state, warnings=result.warnings)
 
     @post("/validate", operation_class=_SubmitOperation, status_code=200, responses=errors(415))
-    async def validate(self, request: Request[Any, Any, Any], state: State, who: Principal) -> ValidateOut:
+    async def validate(self, request: Request[Any, Any, Any], commands: Commands, etas: EtaBoard,
+                       who: Principal) -> ValidateOut:
         """Check a TaskSpec without submitting it (nothing is written): were it submitted now,
         would it be accepted, where would it wait, and when would it start (a dry run)."""
         document = await read_document(request)
         # A refused spec is this endpoint's answer (200, ok=False), not an HTTP error:
         # caught here, before the app's CommandError handler would turn it into a 4xx.
         try:
-            _, prepared = await state.commands.prepare_admissible(
+            _, prepared = await commands.prepare_admissible(
                 document, who.user_id, task_id=f"{who.user_id}-validate")
-            await state.commands.check_limits(who, prepared)
+            await commands.check_limits(who, prepared)
         except CommandError as exc:
             errors = exc.extra.get("errors") or [{"field": "", "message": exc.detail}]
             # A YAML body that is no YAML mapping is not what the operation declares: a 400,
@@ -145,7 +148,7 @@ class TasksController(Controller):
                     e.get("field") == "document" for e in errors):
                 raise
             return ValidateOut(ok=False, warnings=[], errors=[ValidateError(**e) for e in errors])
-        dry = await state.etas.dry_run(who.user_id, prepared.workload, prepared.demand,
+        dry = await etas.dry_run(who.user_id, prepared.workload, prepared.demand,
                                        prepared.priority, prepared.time_limit_s)
         span = dry.start_range
         return ValidateOut(ok=True, warnings=list(prepared.warnings), errors=[], position=dry.position,
@@ -154,7 +157,7 @@ class TasksController(Controller):
 
     @get("/")
     async def list_tasks(
-        self, state: State, reads: Reads, who: Principal,
+        self, etas: EtaBoard, reads: Reads, who: Principal,
         task_state: Annotated[str | None, Parameter(
             query="state", description="filter: task states, comma-separated, in any case "
             "(e.g. RUNNING,queued)", schema_extra={"pattern": STATES_PATTERN})] = None,
@@ -188,42 +191,43 @@ class TasksController(Controller):
         hide = await redactor_for(reads, who)
         items = [summarize(v) for v in views]
         if any(v.state.is_waiting() for v in views):
-            etas = await state.etas.estimates()
-            items = [with_estimates(item, etas) for item in items]
+            estimates = await etas.estimates()
+            items = [with_estimates(item, estimates) for item in items]
         items = [redacted(hide, item) for item in items]
         return TaskList(items=items, total=total, limit=limit, offset=offset,
                         next_cursor=next_page.encode() if next_page else None)
 
     @get("/{task_id:str}", responses=errors(404))
-    async def show(self, state: State, reads: Reads, who: Principal, task_id: str) -> TaskDetail:
+    async def show(self, commands: Commands, etas: EtaBoard, reads: Reads, who: Principal,
+                   task_id: str) -> TaskDetail:
         """State, attempts, failure reason, queue position, why it waits, and its goodput
         (the GPU time it held and where it went, up to now)."""
-        v = await state.commands.load_task(who, task_id)
+        v = await commands.load_task(who, task_id)
         detail = TaskDetail(**{**msgspec.structs.asdict(v), "expected_start": None}, goodput=task_goodput(v, time.time()))
         if v.state.is_waiting():  # its start as the list and the queue show it (with_estimates)
             detail = with_estimates(msgspec.structs.replace(detail, queue_position=await reads.queue_position(task_id)),
-                                    await state.etas.estimates())
+                                    await etas.estimates())
         return redacted(await redactor_for(reads, who), detail)
 
     @get("/{task_id:str}/spec", responses=errors(404))
-    async def spec(self, state: State, reads: Reads, who: Principal, task_id: str) -> SpecOut:
+    async def spec(self, commands: Commands, reads: Reads, who: Principal, task_id: str) -> SpecOut:
         """The spec as sent (raw) and as run (expanded command)."""
-        first = await reads.submitted(await state.commands.load_task(who, task_id))
+        first = await reads.submitted(await commands.load_task(who, task_id))
         return SpecOut(task_id=task_id, kind=first.kind, workload=first.workload,
                        spec_raw=first.spec_raw, spec=first.spec, command_raw=first.command_raw,
                        command=first.command, warnings=list(first.warnings))
 
     @post("/{task_id:str}/cancel", status_code=200, responses=errors(404, 409))
-    async def cancel(self, request: Request[Any, Any, Any], state: State, who: Principal,
+    async def cancel(self, request: Request[Any, Any, Any], commands: Commands, who: Principal,
                      task_id: str) -> TaskStateOut:
         """Cancel: at once while queued; a running task is stopped by the reactor."""
-        new_state = await state.commands.cancel(who, task_id, request_id(request))
+        new_state = await commands.cancel(who, task_id, request_id(request))
         return TaskStateOut(task_id=task_id, state=new_state)
 
     @get("/{task_id:str}/timeline", responses=errors(404))
-    async def timeline(self, state: State, reads: Reads, who: Principal, task_id: str) -> list[TimelineEntry]:
+    async def timeline(self, commands: Commands, reads: Reads, who: Principal, task_id: str) -> list[TimelineEntry]:
         """Every event of the task, in order."""
-        await state.commands.load_task(who, task_id)  # 404 unless the caller may see it
+        await commands.load_task(who, task_id)  # 404 unless the caller may see it
         hide = await redactor_for(reads, who)
         return [TimelineEntry(position=r.position, version=r.version, type=r.type,
                               recorded_at=r.recorded_at, actor=r.meta.actor,
@@ -234,7 +238,7 @@ class TasksController(Controller):
     @get("/{task_id:str}/logs", media_type=MediaType.TEXT, responses=errors(400, 403, 404, 409, 429),
          opt={**also_returns("text/event-stream"), **sse_events(LOG_EVENTS)})
     async def logs(
-        self, state: State, who: Principal, task_id: str,
+        self, state: State, commands: Commands, broadcaster: Broadcaster, who: Principal, task_id: str,
         tail: Annotated[int, Parameter(ge=0, le=100_000)] = 200,
         attempt: Annotated[int | None, Parameter(ge=1, le=1000)] = None,
         follow: Annotated[bool, Parameter(description="stream as SSE 'log' events")] = False,
@@ -242,22 +246,22 @@ class TasksController(Controller):
         """The tail of an attempt's driver log (latest attempt by default): read backwards
         from its end, at most 16 MiB; a line over 64 KiB is shown by its end after a marker.
         A log (or folder) a job replaced with a symlink is a 400 that names it."""
-        v = await state.commands.load_task(who, task_id)
+        v = await commands.load_task(who, task_id)
         path = _log_path(state, v, attempt)
         # Read before answering: a driver.log a job replaced with a link is a 400 naming it.
         text, offset = await _tail(path, tail)
         if not follow:
             return text
         slot = state.stream_slots.take(who)  # a 429 beyond the caps on open streams
-        return EventStream(held(slot, _follow(state, who, task_id, path, text, offset, attempt)))
+        return EventStream(held(slot, _follow(state, commands, broadcaster, who, task_id, path, text, offset, attempt)))
 
     @get("/{task_id:str}/stacks", media_type=MediaType.TEXT, responses=errors(404))
-    async def stacks(self, state: State, who: Principal, task_id: str,
+    async def stacks(self, state: State, commands: Commands, who: Principal, task_id: str,
                      attempt: Annotated[int | None, Parameter(ge=1, le=1000)] = None) -> str:
         """The Python stacks of a stalled attempt's processes, dumped by its driver before
         the stall watchdog stopped it (the latest attempt that has them by default; at most
         512 KiB, from the control plane's folder, which no job can write)."""
-        v = await state.commands.load_task(who, task_id)
+        v = await commands.load_task(who, task_id)
         taken = [a for a in v.attempts if a.stacks_at is not None and (attempt is None or a.attempt_no == attempt)]
         if attempt is not None:
             _chosen_attempt(v, attempt)  # a 404 naming an attempt that does not exist
@@ -269,11 +273,11 @@ class TasksController(Controller):
         return text
 
     @get("/{task_id:str}/progress", responses=errors(400, 403, 404, 409))
-    async def progress(self, state: State, reads: Reads, who: Principal, task_id: str,
+    async def progress(self, state: State, commands: Commands, reads: Reads, who: Principal, task_id: str,
                        attempt: Annotated[int | None, Parameter(ge=1, le=1000)] = None) -> ProgressOut:
         """Training steps and metrics parsed from the attempt's metrics / driver log (the
         last 32 MiB in all; symlinks and non-regular files are skipped, never read)."""
-        v = await state.commands.load_task(who, task_id)
+        v = await commands.load_task(who, task_id)
         chosen = _chosen_attempt(v, attempt)
         path = _log_path(state, v, attempt)
         try:
@@ -319,8 +323,8 @@ async def _tail(path: Path | None, n: int) -> tuple[str, int]:
         raise HTTPException(status_code=exc.status, detail=exc.detail) from exc
 
 
-async def _follow(state: State, who: Principal, task_id: str, path: Path | None, text: str,
-                  offset: int, attempt: int | None) -> AsyncIterator[ServerSentEventMessage]:
+async def _follow(state: State, commands: Commands, broadcaster: Broadcaster, who: Principal, task_id: str,
+                  path: Path | None, text: str, offset: int, attempt: int | None) -> AsyncIterator[ServerSentEventMessage]:
     """Stream the log: its tail (``text``, ending at ``offset``), then new lines, until the
     task ended and the log is quiet. Without ``attempt``, a new attempt's log is followed
     from its start."""
@@ -329,9 +333,9 @@ async def _follow(state: State, who: Principal, task_id: str, path: Path | None,
     quiet = 0
     # Ends when the server shuts down, or when the caller's token is revoked or their user
     # disabled meanwhile (the reconnect is then refused).
-    while not state.broadcaster.closing and not state.broadcaster.cut_off(who):
+    while not broadcaster.closing and not broadcaster.cut_off(who):
         await asyncio.sleep(0.5)
-        view = await state.commands.load_task(who, task_id)
+        view = await commands.load_task(who, task_id)
         new_path = _log_path(state, view, attempt)
         if new_path != path:  # a new attempt started: follow its log from the start
             path, offset = new_path, 0

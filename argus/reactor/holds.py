@@ -39,8 +39,8 @@ def withhold(capacity: Sequence[NodeCapacity] | None, held: Iterable[str]) -> li
     return [msgspec.structs.replace(n, free_gpus=0.0, free_cpus=0.0) if n.node_id in nodes else n for n in capacity]
 
 
-def describe_holds(plan: AdmissionPlan, holds: Mapping[tuple[str, HoldKind], NodeHold],
-                   capacity: Sequence[NodeCapacity]) -> AdmissionPlan:
+def describe_holds(plan: AdmissionPlan[TaskView], holds: Mapping[tuple[str, HoldKind], NodeHold],
+                   capacity: Sequence[NodeCapacity]) -> AdmissionPlan[TaskView]:
     """The plan, with every wait for room that a held node could have ended naming that
     node and why it is held."""
     if not holds or not plan.deferrals:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sqlite3
 from collections.abc import Callable, Mapping
 
 from argus.nodepool.keeper import (CHECK_S, LIVE_HEARTBEAT_S, LiveAttempts, NodeReport, read_node_report,
@@ -18,7 +17,7 @@ from argus.reactor.clearing import REPORT_FRESH_S, EndedAttempt, clearing_nodes
 from argus.reactor.state import ReactorState
 from argus.store import EventStore
 from projections import TaskView
-from projections.tasks_read import task_view
+from projections.reads import ProjectionReads
 
 __all__ = ["NodeWatch"]
 
@@ -102,9 +101,7 @@ class NodeWatch:
         views = {tid: state.tasks[tid] for tid in named if tid in state.tasks}
         missing = sorted(named - views.keys())
         if missing:
-            def load(db: sqlite3.Connection) -> dict[str, TaskView]:
-                return {tid: v for tid in missing if (v := task_view(db, tid)) is not None}
-            views.update(await store.read_snapshot(load))
+            views.update(await ProjectionReads(store).tasks(missing))
         return reports, views
 
 

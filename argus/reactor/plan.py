@@ -27,7 +27,8 @@ __all__ = ["Classify", "attempt_step", "plan_turn", "wait_news"]
 
 
 def plan_turn(state: ReactorState, capacity: Sequence[NodeCapacity] | None, now: float, sched: SchedulerConfig,
-              driver_cpus: float, waits: bool = True, clearing: Mapping[str, str] | None = None) -> AdmissionPlan | None:
+              driver_cpus: float, waits: bool = True,
+              clearing: Mapping[str, str] | None = None) -> AdmissionPlan[TaskView] | None:
     """The turn's admission plan from what the log says (``state``) and Ray's count just
     taken (``capacity``; None: unreachable); None when nothing waits. ``waits`` False:
     why each task waits is not worked out (the simulator, which does not record it).
@@ -54,7 +55,7 @@ def plan_turn(state: ReactorState, capacity: Sequence[NodeCapacity] | None, now:
     return describe_holds(plan, state.holds, capacity) if waits and capacity is not None else plan
 
 
-def wait_news(plan: AdmissionPlan, now: float, limit: int | None = None) -> list[tuple[TaskView, TaskDeferred]]:
+def wait_news(plan: AdmissionPlan[TaskView], now: float, limit: int | None = None) -> list[tuple[TaskView, TaskDeferred]]:
     """The deferrals worth recording: only a changed reason or message is news. ``limit``:
     the first that many (the rest are news again next turn; an event is made only for
     those recorded: after 20,000 arrivals all are news, and a turn records 10,000)."""

@@ -19,7 +19,6 @@ import logging
 import os
 import signal
 import socket
-import sqlite3
 import time
 import uuid
 from typing import Callable, Literal
@@ -42,6 +41,7 @@ from argus.reactor.submitting import Submitting
 from argus.reactor.turn import Append, Observations, TurnMemory, TurnPlan, awaiting_stacks, decide_turn, followed
 from argus.reactor.watchdog import PlacementWatchdog
 from argus.store import AppendBatch, ConcurrencyConflict, EventStore, InvariantViolation, LogUnreachable
+from argus.views.reads import ViewReads
 from projections import AttemptView, TaskView
 
 __all__ = ["CRASH_POINTS", "Reactor"]
@@ -71,6 +71,7 @@ class Reactor(Submitting):
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
+        self.reads = ViewReads(store, config)
         self.gateway = gateway
         self.config = config
         self.sched = config.v2.scheduler
@@ -111,8 +112,10 @@ class Reactor(Submitting):
     async def stop(self) -> None:
         self._stopping.set()
 
-    def _load_state(self, db: sqlite3.Connection) -> ReactorState:
-        return ReactorState.load(db, self.sched.fairshare.half_life_s, self.config.entrypoint_num_cpus)
+    async def _load_state(self) -> ReactorState:
+        """What the log's projections say now (``argus.views.reactor_start``)."""
+        return ReactorState.load(await self.reads.reactor_start(), self.sched.fairshare.half_life_s,
+                                 self.config.entrypoint_num_cpus)
 
     async def _claim(self) -> bool:
         now = self.clock()
@@ -136,7 +139,7 @@ class Reactor(Submitting):
     async def _lead(self) -> None:
         self.is_leader = True
         log.info("reactor %s leads", self.reactor_id)
-        self.state = await self.store.read_snapshot(self._load_state)
+        self.state = await self._load_state()
         # Unknown until the first turn observes the cluster; that turn then settles the
         # intents a crashed leader left (as it does whenever Ray comes back).
         self.capacity = None
@@ -153,7 +156,7 @@ class Reactor(Submitting):
             except Exception:  # a bug or a surprise from Ray must not end the leader: the
                 # next turn starts from the log again (the reactor keeps no other state)
                 log.exception("reactor turn failed; trying again after %.1f s", self.sched.poll_interval_s)
-                self.state = await self.store.read_snapshot(self._load_state)
+                self.state = await self._load_state()
                 self.capacity = None
                 self.memory.forget()
             await self._wait_for_news(signal_)

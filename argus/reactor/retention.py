@@ -32,7 +32,7 @@ from argus.events import AttemptOutputsRemoved, task_stream
 from argus.rayjobs.submission import attempt_of
 from argus.store import AppendBatch, EventStore
 from projections import TaskView
-from projections.tasks_read import task_views
+from projections.reads import ProjectionReads
 
 __all__ = ["Planned", "Retention", "plan_removals"]
 
@@ -211,11 +211,11 @@ class Retention:
 
     async def apply(self, store: EventStore, now: float) -> list[AppendBatch]:
         """One pass: every user's ``jobs/``, their tasks' views from the log's projections
-        (``store.read_snapshot``), the deletions, and their events (not yet recorded)."""
+        (``ProjectionReads.tasks``), the deletions, and their events (not yet recorded)."""
         self.next_at = now + self.policy.interval_s
         folders = await asyncio.to_thread(_jobs_folders, self.users)
         ids = sorted({attempt_of(f)[0] for names in folders.values() for f in names})
-        views: dict[str, TaskView] = await store.read_snapshot(lambda db: task_views(db, ids)) if ids else {}
+        views: dict[str, TaskView] = await ProjectionReads(store).tasks(ids)
 
         def work() -> list[AppendBatch]:
             plans = [p for user, names in sorted(folders.items())

@@ -2,13 +2,12 @@
 
 The reactor keeps nothing that the log cannot rebuild. On start it reads the ``tasks``
 projection (itself the fold of the log) together with that projection's checkpoint in one
-read transaction, then folds every later event from its subscription.
+read transaction (``argus.views.reactor_start``), then folds every later event from its
+subscription.
 """
 
 from __future__ import annotations
 
-import sqlite3
-import time
 from bisect import bisect_left
 
 from argus.events import (
@@ -16,16 +15,14 @@ from argus.events import (
     UserCreated, UserLimitsSet,
 )
 from argus.lifecycle import AttemptStatus, TaskState
+from argus.scheduler.history import RuntimeHistory, run_key, run_seconds
 from argus.scheduler.inputs import QueueMemo, with_driver
 from argus.scheduler.ledger import Commitment
-from argus.store.dbfile import read_transaction
-from projections import TaskView, evolve_task, projection_checkpoint
-from projections.cluster import NodeHold, read_cluster
-from projections.runtime_stats import RuntimeHistory, read_runtime_history, run_key, run_seconds
+from argus.views.reactor_start import ReactorStart
+from projections import TaskView, evolve_task
+from projections.cluster import NodeHold
 from projections.tasks import TASK_EVENT_TYPES
-from projections.tasks_read import unfinished_tasks
-from projections.users import admin_ids, gpu_caps
-from projections.usage import UsageLedger, ended_usage, read_usage
+from projections.usage import UsageLedger, ended_usage
 
 __all__ = ["ReactorState"]
 
@@ -83,25 +80,24 @@ class ReactorState:
         self.holds: dict[tuple[str, HoldKind], NodeHold] = {}
 
     @classmethod
-    def load(cls, db: sqlite3.Connection, half_life_s: float, driver_cpus: float = 0.0) -> "ReactorState":
-        """Snapshot the unfinished tasks and the last cluster observation, consistently.
-        (Ended attempts awaiting release are not kept across a restart: the first
-        observation of the new leader comes after every end it could have missed.)"""
+    def load(cls, start: ReactorStart, half_life_s: float, driver_cpus: float = 0.0) -> "ReactorState":
+        """The state from the projections' snapshot (``argus.views.reactor_start``). (Ended
+        attempts awaiting release are not kept across a restart: the first observation of
+        the new leader comes after every end it could have missed.)"""
         state = cls(half_life_s, driver_cpus)
-        with read_transaction(db):
-            state.usage = read_usage(db, half_life_s, now=time.time())
-            state.position = projection_checkpoint(db, "tasks")
-            for task in unfinished_tasks(db):
-                state._set(task)
-            state.runtimes = read_runtime_history(db)
-            state.gpu_caps, state._admins = gpu_caps(db), admin_ids(db)
-            cluster = read_cluster(db)
-            if cluster is not None:
-                state.cluster_reachable = cluster.reachable
-                state.last_capacity = cluster.nodes
-                state.holds = {(h.node_id, h.kind): h for h in cluster.holds}
-                if cluster.reachable:  # since at least then (conservative: maybe earlier)
-                    state.seen_since = {n.node_id: cluster.observed_at for n in cluster.nodes}
+        state.usage = start.usage
+        state.position = start.position
+        for task in start.tasks:
+            state._set(task)
+        state.runtimes = start.runtimes
+        state.gpu_caps, state._admins = start.gpu_caps, start.admins
+        cluster = start.cluster
+        if cluster is not None:
+            state.cluster_reachable = cluster.reachable
+            state.last_capacity = cluster.nodes
+            state.holds = {(h.node_id, h.kind): h for h in cluster.holds}
+            if cluster.reachable:  # since at least then (conservative: maybe earlier)
+                state.seen_since = {n.node_id: cluster.observed_at for n in cluster.nodes}
         return state
 
     def fold(self, rec: Recorded) -> None:

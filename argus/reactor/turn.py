@@ -107,7 +107,7 @@ class TurnPlan(msgspec.Struct, kw_only=True):
     stops: list[str] = []
     read_logs: list[str] = []
     starts: list[Start] = []
-    admission: AdmissionPlan | None = None  # the policy's plan, on the stage that made it
+    admission: AdmissionPlan[TaskView] | None = None  # the policy's plan, on the stage that made it
 
 
 class TurnMemory:
@@ -416,7 +416,7 @@ def _admit(state: ReactorState, obs: Observations, now: float, sched: SchedulerC
                    admission=plan)
 
 
-def _queue_order_news(plan: AdmissionPlan, now: float) -> list[tuple[TaskView, TaskDeferred]]:
+def _queue_order_news(plan: AdmissionPlan[TaskView], now: float) -> list[tuple[TaskView, TaskDeferred]]:
     """Without wait reasons, only entering or leaving ``preempting``: it orders the queue."""
     return [(task, TaskDeferred(task_id=task.task_id, reason=d.reason, message=d.message, needed=task.demand,
                                 decided_at=now))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
+from typing import Generic
 
 import msgspec
 
@@ -21,8 +22,8 @@ from argus.scheduler.inputs import QueueMemo, policy_inputs
 from argus.scheduler.ledger import Commitment
 from argus.scheduler.model import Admit, Defer, PolicyConfig, Preempt, QueuedTask, RunningTask
 from argus.scheduler.policy import decide, ends_matter
-from projections import TaskView
-from projections.runtime_stats import RuntimeHistory
+from argus.scheduler.task import TaskT
+from argus.scheduler.history import RuntimeHistory
 
 __all__ = ["AdmissionPlan", "Observed", "plan_admissions", "plan_expires_at", "waited_spans"]
 
@@ -37,11 +38,13 @@ class Observed(msgspec.Struct, frozen=True, kw_only=True):
     made: QueueMemo | None = None  # the caller's queue entries from earlier plans (reused)
 
 
-class AdmissionPlan(msgspec.Struct, frozen=True):
-    admitted: list[TaskView]
-    deferrals: list[tuple[TaskView, Defer]]
+class AdmissionPlan(msgspec.Struct, Generic[TaskT], frozen=True):
+    """What ``plan_admissions`` decided, on the caller's own tasks."""
+
+    admitted: list[TaskT]
+    deferrals: list[tuple[TaskT, Defer]]
     notes: dict[str, str] = {}  # task id -> why an admitted task may pass a reservation
-    preemptions: list[tuple[TaskView, Preempt]] = []  # running tasks to stop, and for whom
+    preemptions: list[tuple[TaskT, Preempt]] = []  # running tasks to stop, and for whom
     expires_at: float = float("inf")  # plan_expires_at: until then the same inputs give this plan
     placed: dict[str, tuple[str, ...]] = {}  # task id -> the nodes its gang was admitted onto
 
@@ -86,8 +89,8 @@ def waited_spans(config: SchedulerConfig) -> list[float]:
 
 def plan_admissions(
     *,
-    waiting: Sequence[TaskView],
-    active: Sequence[TaskView],
+    waiting: Sequence[TaskT],
+    active: Sequence[TaskT],
     capacity: Sequence[NodeCapacity] | None,
     now: float,
     config: SchedulerConfig,
@@ -97,7 +100,7 @@ def plan_admissions(
     observed: Observed | None = None,
     waits: bool = True,
     gpu_caps: Mapping[str, float] | None = None,
-) -> AdmissionPlan:
+) -> AdmissionPlan[TaskT]:
     """Run the configured policy over the waiting tasks (in its ``queue_order``) and sort its decisions
     into admissions and deferrals. ``driver_cpus`` (the job driver's ``entrypoint_num_cpus``)
     is added to every task's per-node CPUs: the driver lands on one of the task's nodes,
@@ -113,10 +116,10 @@ def plan_admissions(
         runtimes=runtimes, releasing=seen.releasing, seen_since=seen.seen_since, made=seen.made)
     policy_config = PolicyConfig.from_scheduler(config, usage=usage or {}, waits=waits, gpu_caps=dict(gpu_caps or {}))
     decisions = decide(queue, running, snapshot, now, policy_config)
-    admitted: list[TaskView] = []
-    deferrals: list[tuple[TaskView, Defer]] = []
+    admitted: list[TaskT] = []
+    deferrals: list[tuple[TaskT, Defer]] = []
     notes: dict[str, str] = {}
-    preemptions: list[tuple[TaskView, Preempt]] = []
+    preemptions: list[tuple[TaskT, Preempt]] = []
     placed: dict[str, tuple[str, ...]] = {}
     # Made only when there is something to sort: in a simulation most plans decide nothing.
     by_id = {t.task_id: t for t in waiting} if decisions else {}

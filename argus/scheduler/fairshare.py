@@ -27,12 +27,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
+from typing import NamedTuple
+
 import msgspec
 
 from argus.scheduler.model import PolicyConfig, QueuedTask, RunningTask
 from argus.scheduler.order import queue_order
 
-__all__ = ["FairShares", "fair_line", "fair_order", "fair_shares", "share_of"]
+__all__ = ["FairPass", "FairShares", "fair_order", "fair_pass", "fair_shares", "share_of"]
 
 _USER = attrgetter("user")
 
@@ -87,15 +89,30 @@ def fair_shares(queue: Sequence[QueuedTask], running: Sequence[RunningTask], tot
     return FairShares(held=held, quota={u: float(q) for u, q in quotas.items()}, fair=fair)
 
 
-def fair_line(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now: float, config: PolicyConfig,
-              shares: FairShares | None, *, in_line_order: bool = False) -> list[QueuedTask]:
-    """``fair_order`` with the policy's settings (``config``; ``shares``: the fair shares of
-    the cluster's GPUs, None while its size is unknown): the one order the policy passes
-    in, the queue users are shown, and a dry run's place are made by."""
-    return fair_order(queue, running, now, usage=config.usage, shares=config.shares, quotas=config.quotas,
-                      default_runtime_s=config.default_runtime_s, max_wait_s=config.max_wait_s,
-                      fair=shares.fair if config.preemption and shares is not None else None,
-                      in_line_order=in_line_order, held=dict(shares.held) if shares is not None else None)
+class FairPass(NamedTuple):
+    """One pass's fair-share order and the shares it was made with (``FairShares``: the
+    ``fairshare`` policy then grants and preempts against them)."""
+
+    order: list[QueuedTask]
+    shares: FairShares
+
+
+def fair_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now: float, config: PolicyConfig,
+              total_gpus: float | None, *, in_line_order: bool = False) -> FairPass:
+    """The one fair-share order: what the ``fairshare`` policy passes in, the queue users
+    are shown (``argus.views.queue``), the ETAs and a dry run's place (``argus.views.eta``),
+    and each user's standing (``argus.views.standing``, ``GET /shares``) are all made by it.
+    ``config``: the policy's settings (usage, shares, quotas, preemption, max wait);
+    ``total_gpus``: the cluster's GPUs, None while its size is unknown (then no fair share
+    of it orders the line). ``in_line_order``: ``queue`` is already in
+    ``queue_order("fairshare")``."""
+    shares = fair_shares(queue, running, total_gpus or 0.0, config.shares, config.quotas)
+    known = shares if total_gpus is not None else None
+    order = fair_order(queue, running, now, usage=config.usage, shares=config.shares, quotas=config.quotas,
+                       default_runtime_s=config.default_runtime_s, max_wait_s=config.max_wait_s,
+                       fair=known.fair if config.preemption and known is not None else None,
+                       in_line_order=in_line_order, held=dict(known.held) if known is not None else None)
+    return FairPass(order=order, shares=shares)
 
 
 def fair_order(queue: Sequence[QueuedTask], running: Sequence[RunningTask], now: float, *,

@@ -28,8 +28,8 @@ from argus.scheduler.guards import min_run_by_user
 from argus.scheduler.ledger import Commitment, CommittedSums, committed_per_node, node_ledgers, ready_nodes
 from argus.scheduler.model import Capacity, QueuedTask, RunningTask
 from argus.scheduler.running_end import running_end
-from projections import TaskView
-from projections.runtime_stats import RuntimeHistory
+from argus.scheduler.task import TaskFacts
+from argus.scheduler.history import RuntimeHistory
 
 __all__ = ["SETTLE_S", "QueueMemo", "settles_at", "commitments", "ledger_capacity", "policy_inputs", "with_driver"]
 
@@ -43,7 +43,7 @@ SETTLE_S = 15.0
 E = TypeVar("E", QueuedTask, RunningTask)
 
 
-def commitments(active: Sequence[TaskView], driver_cpus: float,
+def commitments(active: Sequence[TaskFacts], driver_cpus: float,
                 releasing: Sequence[Commitment] = ()) -> list[Commitment]:
     """What the ledger holds: the gang of every task with a live attempt (intent recorded,
     not ended), on the nodes it was admitted onto, plus ``releasing`` (ended attempts not
@@ -52,7 +52,7 @@ def commitments(active: Sequence[TaskView], driver_cpus: float,
     return [*held, *releasing]
 
 
-def _commitment(t: TaskView, driver_cpus: float) -> Commitment | None:
+def _commitment(t: TaskFacts, driver_cpus: float) -> Commitment | None:
     """The gang ``t``'s live attempt holds (None: no attempt, or it ended)."""
     a = t.latest_attempt
     if a is None or a.ended:
@@ -96,24 +96,24 @@ class QueueMemo:
     the same views (and the same observation) come in."""
 
     def __init__(self) -> None:
-        self.queued: dict[str, tuple[TaskView, int, float, QueuedTask]] = {}
+        self.queued: dict[str, tuple[TaskFacts, int, float, QueuedTask]] = {}
         # by task id: (view, history version, driver CPUs, when it settles, entry)
-        self.running: dict[str, tuple[TaskView, int, tuple[float, float], float | None, RunningTask]] = {}
+        self.running: dict[str, tuple[TaskFacts, int, tuple[float, float], float | None, RunningTask]] = {}
         # The whole lists as last handed out: the views, what they were made with, the
         # history's version, the entries (running: and until when they hold), and each
         # entry by its view's id (entries are looked up by view: mostly a task or two came,
         # went or changed since, and a history change affects only its user's tasks).
-        self._queue: tuple[list[TaskView], object, int, list[QueuedTask]] = ([], None, -1, [])
+        self._queue: tuple[list[TaskFacts], object, int, list[QueuedTask]] = ([], None, -1, [])
         self._by_view: dict[int, QueuedTask] = {}
-        self._running: tuple[list[TaskView], object, int, list[RunningTask], float] = ([], None, -1, [], -1.0)
+        self._running: tuple[list[TaskFacts], object, int, list[RunningTask], float] = ([], None, -1, [], -1.0)
         self._by_view_running: dict[int, RunningTask] = {}
-        self._held: dict[str, tuple[TaskView, float, Commitment | None]] = {}  # by task id
-        self._capacity: tuple[list[TaskView], list[Commitment], tuple[NodeCapacity, ...], object, Capacity] | None = None
-        self._sums: tuple[CommittedSums | None, dict[int, TaskView], float] = (None, {}, 0.0)
+        self._held: dict[str, tuple[TaskFacts, float, Commitment | None]] = {}  # by task id
+        self._capacity: tuple[list[TaskFacts], list[Commitment], tuple[NodeCapacity, ...], object, Capacity] | None = None
+        self._sums: tuple[CommittedSums | None, dict[int, TaskFacts], float] = (None, {}, 0.0)
         # node id -> (the node as observed, its commitments, ready, as the policy may use it)
         self._nodes: dict[str, tuple[NodeCapacity, tuple[float, float], bool, NodeCapacity]] = {}
 
-    def queue(self, waiting: Sequence[TaskView], history: RuntimeHistory, default: float,
+    def queue(self, waiting: Sequence[TaskFacts], history: RuntimeHistory, default: float,
               driver_cpus: float) -> list[QueuedTask]:
         key = (id(history), driver_cpus, default)
         views, made_on, version, entries = self._queue
@@ -130,7 +130,7 @@ class QueueMemo:
         self._queue = (list(waiting), key, history.version, entries)  # (keeps the views: their ids stay theirs)
         return list(entries)
 
-    def running_list(self, active: Sequence[TaskView], history: RuntimeHistory, default: float, driver_cpus: float,
+    def running_list(self, active: Sequence[TaskFacts], history: RuntimeHistory, default: float, driver_cpus: float,
                      now: float, min_run_s: float = SETTLE_S,
                      min_run_by_user: Mapping[str, float] | None = None) -> list[RunningTask]:
         """``min_run_by_user``: users whose minimum run is not ``min_run_s`` (argus.scheduler.guards)."""
@@ -160,7 +160,7 @@ class QueueMemo:
         self._running = (list(active), key, history.version, entries, until)
         return list(entries)
 
-    def capacity(self, capacity: Sequence[NodeCapacity], active: Sequence[TaskView], releasing: Sequence[Commitment],
+    def capacity(self, capacity: Sequence[NodeCapacity], active: Sequence[TaskFacts], releasing: Sequence[Commitment],
                  *, now: float, driver_cpus: float, seen_since: Mapping[str, float] | None, settle_s: float) -> Capacity:
         """``ledger_capacity`` of the live attempts of ``active`` and of ``releasing``."""
         ready = None if seen_since is None else ready_nodes(seen_since, capacity, now, settle_s)
@@ -193,7 +193,7 @@ class QueueMemo:
             out.append(hit[3])
         return tuple(out)
 
-    def _committed(self, observed: Sequence[NodeCapacity], active: Sequence[TaskView],
+    def _committed(self, observed: Sequence[NodeCapacity], active: Sequence[TaskFacts],
                    driver_cpus: float) -> CommittedSums:
         """The live attempts' commitments, counted again only for views that changed."""
         node_ids = frozenset(n.node_id for n in observed)
@@ -213,7 +213,7 @@ class QueueMemo:
         self._sums = (sums, views, driver_cpus)  # (keeps the views: their ids stay theirs)
         return sums
 
-    def _commitments(self, active: Sequence[TaskView], driver_cpus: float) -> list[Commitment]:
+    def _commitments(self, active: Sequence[TaskFacts], driver_cpus: float) -> list[Commitment]:
         """``commitments(active, driver_cpus)``, each made again only when its view changed."""
         made, out = self._held, []
         for t in active:
@@ -226,7 +226,7 @@ class QueueMemo:
             self._held = {t.task_id: made[t.task_id] for t in active}
         return out
 
-    def queued_entry(self, t: TaskView, history: RuntimeHistory, default: float, driver_cpus: float) -> QueuedTask:
+    def queued_entry(self, t: TaskFacts, history: RuntimeHistory, default: float, driver_cpus: float) -> QueuedTask:
         hit = self.queued.get(t.task_id)
         if hit is not None and hit[0] is t and hit[2] == driver_cpus:
             if hit[1] == history.version:
@@ -242,7 +242,7 @@ class QueueMemo:
         self.queued[t.task_id] = (t, history.version, driver_cpus, q)
         return q
 
-    def running_entry(self, t: TaskView, history: RuntimeHistory, default: float, driver_cpus: float,
+    def running_entry(self, t: TaskFacts, history: RuntimeHistory, default: float, driver_cpus: float,
                       now: float, min_run_s: float = SETTLE_S) -> RunningTask:
         hit = self.running.get(t.task_id)
         if hit is not None and hit[0] is t and hit[2] == (driver_cpus, min_run_s) and t.latest_attempt is not None:
@@ -281,7 +281,7 @@ _SETTLES = operator.attrgetter("settles_at")
 _USER = operator.attrgetter("user")
 
 
-def _stale_users(found: list[E | None], users: set[str] | None, views: Sequence[TaskView]) -> list[E | None]:
+def _stale_users(found: list[E | None], users: set[str] | None, views: Sequence[TaskFacts]) -> list[E | None]:
     """``found`` (the entries of ``views``, in order) less those of ``users`` (whose estimates
     may have changed; None: anyone's may have)."""
     if users is None:
@@ -312,8 +312,8 @@ def _missing(found: list[E | None]) -> list[int]:
 
 def policy_inputs(
     *,
-    waiting: Sequence[TaskView],
-    active: Sequence[TaskView],
+    waiting: Sequence[TaskFacts],
+    active: Sequence[TaskFacts],
     capacity: Sequence[NodeCapacity] | None,
     now: float,
     config: SchedulerConfig,
@@ -342,7 +342,7 @@ def policy_inputs(
     return queue, running, snapshot
 
 
-def settles_at(task: TaskView, min_run_s: float = SETTLE_S) -> float | None:
+def settles_at(task: TaskFacts, min_run_s: float = SETTLE_S) -> float | None:
     """When the task's running attempt may be preempted (seen running for ``min_run_s``);
     None: it is not running."""
     attempt = task.latest_attempt
@@ -352,13 +352,13 @@ def settles_at(task: TaskView, min_run_s: float = SETTLE_S) -> float | None:
     return None if seen is None else seen + min_run_s
 
 
-def _stopping(task: TaskView) -> bool:
+def _stopping(task: TaskFacts) -> bool:
     """Its Ray job is being stopped (preempted, time limit, watchdog, cancel)."""
     attempt = task.latest_attempt
     return task.state is TaskState.CANCELING or (attempt is not None and bool(attempt.stop_reason))
 
 
-def _began(task: TaskView, now: float) -> float:
+def _began(task: TaskFacts, now: float) -> float:
     """When the task's current attempt began, as far as the log knows."""
     attempt = task.latest_attempt
     if attempt is None:
@@ -366,6 +366,6 @@ def _began(task: TaskView, now: float) -> float:
     return attempt.started_at or attempt.submitted_at or attempt.decided_at
 
 
-def _interrupted(t: TaskView) -> bool:
+def _interrupted(t: TaskFacts) -> bool:
     """Its last attempt was stopped by the operator (``INTERRUPTED``): it resumes first."""
     return t.latest_attempt is not None and t.latest_attempt.failure_kind is FailureKind.INTERRUPTED

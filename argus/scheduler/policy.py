@@ -43,7 +43,7 @@ from collections.abc import Callable, Hashable, Sequence
 
 import msgspec
 
-from argus.scheduler.fairshare import FairShares, fair_line, fair_shares
+from argus.scheduler.fairshare import FairShares, fair_pass
 from argus.scheduler.model import (
     Admit, Capacity, Decision, Defer, PolicyConfig, Preempt, QueuedTask, Reason, RunningTask,
 )
@@ -177,11 +177,11 @@ def fairshare(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capac
     reservations and backfill as ``reserve-backfill``. With ``preemption``, a task that
     does not fit stops preemptible tasks of users beyond their quota (for a user within
     theirs) or beyond their fair share (for one within theirs)."""
-    total = sum(n.total_gpus for n in capacity.nodes) if capacity is not None else 0.0
-    shares = fair_shares(queue, running, total, config.shares, config.quotas)
-    ordered = resumed_first(fair_line(queue, running, now, config, shares if capacity is not None else None,
-                                      in_line_order=True))
-    return run_pass(ordered, running, capacity, now, msgspec.structs.replace(config, reserve=True), _ByShare(shares))
+    total = sum(n.total_gpus for n in capacity.nodes) if capacity is not None else None
+    line = fair_pass(queue, running, now, config, total, in_line_order=True)
+    ordered = resumed_first(line.order)
+    return run_pass(ordered, running, capacity, now, msgspec.structs.replace(config, reserve=True),
+                    _ByShare(line.shares))
 
 
 class _ByShare:

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import msgspec
 
-from projections import TaskView
-from projections.runtime_stats import RuntimeHistory
+from argus.scheduler.task import TaskFacts
+from argus.scheduler.history import RuntimeHistory
 
 __all__ = ["RunningEnd", "progress_end", "running_end"]
 
@@ -44,7 +44,7 @@ class RunningEnd(msgspec.Struct, frozen=True, kw_only=True):
     by_progress: bool = False
 
 
-def progress_end(task: TaskView) -> float | None:
+def progress_end(task: TaskFacts) -> float | None:
     """When the running attempt's steps are done, by its own progress: the time its last
     step was seen plus (total steps - that step) x its recent step time; None where any
     of them is unknown (no step printed yet, no total announced, no step time)."""
@@ -58,7 +58,7 @@ def progress_end(task: TaskView) -> float | None:
     return seen + max(0, total - step) * each  # (past its total: no steps left, never negative)
 
 
-def running_end(task: TaskView, history: RuntimeHistory, default_s: float, began: float) -> RunningEnd:
+def running_end(task: TaskFacts, history: RuntimeHistory, default_s: float, began: float) -> RunningEnd:
     """``task``'s expected end (module docstring): its progress, else its time limit, else
     its history or ``default_s``, counted from ``began`` (its attempt's start)."""
     by_progress = progress_end(task)

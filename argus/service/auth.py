@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from projections.users import token_holder
+from projections.reads import ProjectionReads
 
 if TYPE_CHECKING:
     from argus.store import EventStore
@@ -53,6 +53,7 @@ class AuthCache:
 
     def __init__(self, store: "EventStore", max_entries: int = 10_000) -> None:
         self._store = store
+        self._reads = ProjectionReads(store)
         self._cache: dict[str, Principal | None] = {}
         self._max = max_entries
         self._generation = 0
@@ -66,11 +67,11 @@ class AuthCache:
         if digest in self._cache:
             return self._cache[digest]
         generation = self._generation
-        holder = await self._store.read_snapshot(lambda db: token_holder(db, digest))
+        holder = await self._reads.token_holder(digest)
         # Not found on a copy of a shared log: the token may have been issued on another
         # host a moment ago, before this copy followed it. One look at the log settles it.
         if holder is None and await self._store.catch_up():
-            holder = await self._store.read_snapshot(lambda db: token_holder(db, digest))
+            holder = await self._reads.token_holder(digest)
         principal = None
         if holder is not None:
             principal = Principal(

@@ -46,9 +46,8 @@ from argus.service.taskdir import TaskDirs
 from argus.store import (
     AppendBatch, ConcurrencyConflict, GroupCommitLog, InvariantViolation, LimitReached, PayloadTooLarge,
 )
-from projections.cluster import ClusterView, read_cluster
-from projections.tasks_read import task_view, waiting_count
-from projections.users import token_holder, token_summary, user_summary
+from projections.cluster import ClusterView
+from projections.reads import ProjectionReads
 
 if TYPE_CHECKING:
     from argus.config import ArgusConfig
@@ -107,6 +106,7 @@ class Commands:
         *, group_commit: bool = True, observe: Callable[[float, int], None] | None = None,
     ) -> None:
         self.store = store
+        self.reads = ProjectionReads(store)
         self.config = config
         self.auth = auth
         self.shared_root = Path(config.shared_root)
@@ -195,10 +195,10 @@ class Commands:
         now = time.monotonic()
         fresh = now - self._cluster_read_at > CLUSTER_MEMO_S
         if fresh:
-            self._cluster, self._cluster_read_at = await self.store.read_snapshot(read_cluster), now
+            self._cluster, self._cluster_read_at = await self.reads.cluster(), now
         unfit = self._unfit(demand, self._cluster)
         if unfit is not None and not fresh:
-            self._cluster, self._cluster_read_at = await self.store.read_snapshot(read_cluster), now
+            self._cluster, self._cluster_read_at = await self.reads.cluster(), now
             unfit = self._unfit(demand, self._cluster)
         if unfit is not None:
             field, reason = unfit
@@ -243,7 +243,7 @@ class Commands:
             raise CommandError(403, message, {"errors": [{"field": field, "message": message}]})
         cap = self.queue_cap(who)
         if cap > 0:
-            waiting = await self.store.read_snapshot(lambda db: waiting_count(db, who.user_id))
+            waiting = await self.reads.waiting_count(who.user_id)
             if waiting >= cap:
                 raise CommandError(409, queue_full(waiting, cap, who))
 
@@ -301,11 +301,11 @@ class Commands:
 
     async def load_task(self, who: Principal, task_id: str) -> "TaskView":
         """The task if ``who`` may see it; else NotFound (never 403: ids must not leak)."""
-        view = await self.store.read_snapshot(lambda db: task_view(db, task_id))
+        view = await self.reads.task(task_id)
         # Not on a copy of a shared log: it may have been submitted through another host a
         # moment ago (behind one load balancer); one look at the log settles it.
         if view is None and await self.store.catch_up():
-            view = await self.store.read_snapshot(lambda db: task_view(db, task_id))
+            view = await self.reads.task(task_id)
         if view is None or (view.user != who.user_id and not who.is_admin):
             raise NotFound("task")  # no echo: another user's id must look like a typo
         return view
@@ -340,7 +340,7 @@ class Commands:
             (home / name).mkdir(parents=True, exist_ok=True)
 
     async def user_exists(self, user_id: str) -> tuple[bool, bool]:
-        user = await self.store.read_snapshot(lambda db: user_summary(db, user_id))
+        user = await self.reads.user(user_id)
         return (user is not None, user.disabled if user is not None else False)
 
     async def _user_append(self, user_id: str, events: list[Any], who: str, request_id: str,
@@ -404,7 +404,7 @@ class Commands:
 
     async def revoke_token(self, who: Principal, user_id: str, token_id: str,
                            request_id: str = "") -> None:
-        token = await self.store.read_snapshot(lambda db: token_summary(db, user_id, token_id))
+        token = await self.reads.token(user_id, token_id)
         if token is None:
             raise NotFound(f"token {token_id!r}")
         if token.revoked:
@@ -416,7 +416,7 @@ class Commands:
                         request_id: str = "") -> ClusterView:
         """Drain a node (``drain``: it admits no new attempt; its running ones go on) or
         undrain it (admin). Idempotent: a drained node drained again keeps its first reason."""
-        cluster = await self.store.read_snapshot(read_cluster)
+        cluster = await self.reads.cluster()
         node = next((n for n in cluster.nodes if n.node_id == node_id), None) if cluster else None
         if cluster is None or node is None:
             raise NotFound(f"node {node_id!r} (argus cluster lists the nodes; use the full node id)")
@@ -431,7 +431,7 @@ class Commands:
             return cluster
         await self._append([AppendBatch(stream=cluster_stream, expected_version=None, events=[event])],
                            EventMeta(actor=who.actor, request_id=request_id))
-        return await self.store.read_snapshot(read_cluster) or cluster
+        return await self.reads.cluster() or cluster
 
     async def bootstrap_admin(self, token: str) -> None:
         """Make sure the admin user exists and ``token`` is one of its tokens (idempotent)."""
@@ -440,6 +440,6 @@ class Commands:
         if not exists:
             await self.create_user("system", admin, "bootstrap admin", True)
         digest = hash_token(token)
-        if await self.store.read_snapshot(lambda db: token_holder(db, digest, revoked=True)) is None:
+        if await self.reads.token_holder(digest, revoked=True) is None:
             await self.issue_token("system", admin, "bootstrap", token=token)
         self.ensure_user_dirs(admin)

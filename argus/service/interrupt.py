@@ -13,7 +13,7 @@ import time
 from argus.events import AttemptInterrupted, EventMeta, task_stream
 from argus.store import AppendBatch, ConcurrencyConflict, EventStore
 from projections import TaskView
-from projections.tasks_read import unfinished_tasks
+from projections.reads import ProjectionReads
 
 __all__ = ["interrupt_running"]
 
@@ -23,7 +23,7 @@ async def interrupt_running(store: EventStore, by: str, reason: str) -> list[Tas
     interrupted; returns their tasks as they were. A task that moved on meanwhile (its
     stream is past the version read) is left as it is."""
     now = time.time()
-    tasks = [t for t in await store.read_snapshot(unfinished_tasks)
+    tasks = [t for t in await ProjectionReads(store).unfinished_tasks()
              if (a := t.latest_attempt) is not None and not a.ended and a.interrupted_at is None]
     stopped = []
     for task in tasks:

@@ -23,7 +23,7 @@ from argus.service.auth import Principal
 from argus.service.commands import Commands
 from argus.store import AppendBatch
 from projections import TaskView
-from projections.tasks_read import task_view
+from projections.reads import ProjectionReads
 
 __all__ = ["MAX_ENTRIES", "outputs_event", "remove_output"]
 
@@ -64,7 +64,7 @@ async def remove_output(commands: Commands, who: Principal, parts: list[str], re
     users = commands.shared_root / layout.USERS
     folder = parts[0]
     task_id, attempt_no = attempt_of(folder)
-    view = _owned(await store.read_snapshot(lambda db: task_view(db, task_id)), who, folder, attempt_no)
+    view = _owned(await ProjectionReads(store).task(task_id), who, folder, attempt_no)
     names = [who.user_id, layout.JOBS, *parts]
     fd, st = await asyncio.to_thread(safefs.walk, users, names)
     os.close(fd)

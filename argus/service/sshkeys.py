@@ -13,8 +13,7 @@ from argus.events import EventMeta, SshKeyAdded, SshKeyRevoked, user_stream
 from argus.service.auth import Principal
 from argus.service.commands import CommandError, Commands, NotFound
 from argus.store import AppendBatch, InvariantViolation
-from projections.ssh_keys import SshKeySummary, user_ssh_keys
-from projections.users import user_summary
+from projections.ssh_keys import SshKeySummary
 
 __all__ = ["KeyRefused", "MAX_KEY_TEXT", "ParsedKey", "SshKeyCommands", "parse_public_key"]
 
@@ -74,9 +73,10 @@ class SshKeyCommands:
     def __init__(self, commands: Commands) -> None:
         self.commands = commands
         self.store = commands.store
+        self.reads = commands.reads
 
     async def keys(self, user_id: str) -> list[SshKeySummary]:
-        return await self.store.read_snapshot(lambda db: user_ssh_keys(db, user_id))
+        return await self.reads.ssh_keys(user_id)
 
     async def _append(self, who: Principal, user_id: str, event: SshKeyAdded | SshKeyRevoked,
                       request_id: str) -> None:
@@ -89,7 +89,7 @@ class SshKeyCommands:
     async def add(self, who: Principal, user_id: str, text: str, label: str = "",
                   request_id: str = "") -> SshKeySummary:
         """Record ``text``'s key for ``user_id``; 400 for a bad key, 409 for one in use."""
-        if await self.store.read_snapshot(lambda db: user_summary(db, user_id)) is None:
+        if await self.reads.user(user_id) is None:
             raise NotFound(f"user {user_id!r}")
         try:
             parsed = parse_public_key(text)

@@ -18,8 +18,8 @@ from argus.events import (
 from argus.service.auth import Principal
 from argus.service.commands import CommandError, NotFound
 from argus.store import AppendBatch, ConcurrencyConflict, InvariantViolation
-from projections.teams import TeamModel, read_team_model
-from projections.users import user_summary
+from projections.reads import ProjectionReads
+from projections.teams import TeamModel
 
 if TYPE_CHECKING:
     from argus.config import TeamSeed
@@ -94,7 +94,7 @@ class TeamCommands:
         self.store = commands.store
 
     async def model(self) -> TeamModel:
-        return await self.store.read_snapshot(read_team_model)
+        return await ProjectionReads(self.store).team_model()
 
     async def _append(self, events: list[EventBase], actor: str, request_id: str) -> None:
         batch = AppendBatch(stream=teams_stream, expected_version=None, events=events)
@@ -104,7 +104,7 @@ class TeamCommands:
             raise CommandError(409, str(exc)) from exc
 
     async def _user_exists(self, user_id: str) -> bool:
-        return await self.store.read_snapshot(lambda db: user_summary(db, user_id)) is not None
+        return await ProjectionReads(self.store).user(user_id) is not None
 
     async def _require_team(self, team_id: str) -> TeamModel:
         model = await self.model()

@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import sqlite3
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, cast
@@ -28,8 +27,7 @@ import asyncssh
 
 from argus.service.auth import hash_token
 from argus.sftp.server import ArgusSFTPServer
-from projections.ssh_keys import ssh_key_login
-from projections.users import token_holder, user_summary
+from projections.reads import ProjectionReads
 
 if TYPE_CHECKING:
     from argus.config import ArgusConfig
@@ -58,16 +56,16 @@ class Session:
         if self.closed:
             raise asyncssh.SFTPPermissionDenied(self.closed)
 
-    def allowed(self, db: sqlite3.Connection) -> str:
+    async def allowed(self, reads: ProjectionReads) -> str:
         """"" while the credential still lets this user in, else why not."""
-        user = user_summary(db, self.user_id)
+        user = await reads.user(self.user_id)
         if user is None or user.disabled:
             return f"user {self.user_id} is disabled"
         if self.key_fingerprint:
-            login = ssh_key_login(db, self.key_fingerprint)
+            login = await reads.ssh_key_login(self.key_fingerprint)
             if login is None or login.user_id != self.user_id:
                 return f"the SSH key {self.key_fingerprint} was revoked"
-        elif token_holder(db, self.token_hash) is None:
+        elif await reads.token_holder(self.token_hash) is None:
             return "the token used as password was revoked"
         return ""
 
@@ -98,11 +96,11 @@ class _Auth(asyncssh.SSHServer):
 
     async def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
         fingerprint = key.get_fingerprint("sha256")
-        login = await self.door.store.read_snapshot(lambda db: ssh_key_login(db, fingerprint))
+        login = await self.door.reads.ssh_key_login(fingerprint)
         # Not found on a copy of a shared log: the key may have been added on another host
         # a moment ago. One look at the log settles it (as the API's AuthCache does).
         if login is None and await self.door.store.catch_up():
-            login = await self.door.store.read_snapshot(lambda db: ssh_key_login(db, fingerprint))
+            login = await self.door.reads.ssh_key_login(fingerprint)
         if login is None or login.user_id != username or login.disabled:
             return False
         mine = asyncssh.import_public_key(login.public_key).export_public_key("openssh").split()[:2]
@@ -115,9 +113,9 @@ class _Auth(asyncssh.SSHServer):
         if not self.door.password_auth or not password:
             return False
         digest = hash_token(password)
-        holder = await self.door.store.read_snapshot(lambda db: token_holder(db, digest))
+        holder = await self.door.reads.token_holder(digest)
         if holder is None and await self.door.store.catch_up():
-            holder = await self.door.store.read_snapshot(lambda db: token_holder(db, digest))
+            holder = await self.door.reads.token_holder(digest)
         if holder is None or holder.user_id != username or holder.disabled:
             return False
         self.pending = {"user_id": username, "is_admin": holder.is_admin, "token_hash": digest}
@@ -157,6 +155,7 @@ class SftpDoor:
 
     def __init__(self, config: "ArgusConfig", store: "EventStore") -> None:
         self.config, self.store = config, store
+        self.reads = ProjectionReads(store)
         self.password_auth = config.v2.sftp.password_auth
         self.sessions: dict[asyncssh.SSHServerConnection, Session] = {}
         self.port = 0
@@ -202,7 +201,7 @@ class SftpDoor:
         sessions = list(self.sessions.values())
         if not sessions:
             return 0
-        verdicts = await self.store.read_snapshot(lambda db: [s.allowed(db) for s in sessions])
+        verdicts = [await s.allowed(self.reads) for s in sessions]
         closed = 0
         for session, why in zip(sessions, verdicts):
             if why and not session.closed:

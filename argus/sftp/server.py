@@ -22,7 +22,6 @@ from argus import safefs
 from argus.lifecycle import AttemptStatus
 from argus.sftp import fs
 from argus.sftp.view import Target, normalize, resolve
-from projections.tasks_read import task_view
 
 
 class SessionLike(Protocol):
@@ -188,7 +187,7 @@ class ArgusSFTPServer(asyncssh.SFTPServer):
         task_id, sep, number = sid.rpartition("--a")
         if not sep or not number.isdigit():
             return False
-        view = await self.session.door.store.read_snapshot(lambda db: task_view(db, task_id))
+        view = await self.session.door.reads.task(task_id)
         if view is None or view.user != self.session.user_id:
             return False
         attempt = next((a for a in view.attempts if a.submission_id == sid), None)

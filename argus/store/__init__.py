@@ -30,7 +30,7 @@ from argus.store.group import GroupCommitLog
 from argus.store.integrity import Damage, LogDamaged
 from argus.store.hooks import ReadModels
 from argus.store.log import EVENT_COLUMNS, Share, decode_row, head_position, iter_log, log_rows, read_stream
-from argus.store.protocol import EventLog
+from argus.store.protocol import EventLog, Snapshots
 from argus.store.migrate import MigrationError, available_migrations, current_version, migrate
 from argus.store.sqlite import SYNCHRONOUS_MODES, AppendBatch, EventStore
 
@@ -58,6 +58,7 @@ __all__ = [
     "SYNCHRONOUS_MODES",
     "StorageFull",
     "Share",
+    "Snapshots",
     "StoreError",
     "UnknownEventType",
     "available_migrations",

@@ -6,13 +6,14 @@ read, subscribe, lease; nothing about read models."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 from argus.events import EventBase, EventMeta, Recorded
 from argus.store.append import AppendBatch
 
-__all__ = ["EventLog"]
+__all__ = ["EventLog", "Snapshots"]
 
 
 @runtime_checkable
@@ -73,9 +74,24 @@ class EventLog(Protocol):
         ...
 
 
+T = TypeVar("T")
+
+
+class Snapshots(Protocol):
+    """A log whose read models are kept beside it in SQLite (``EventStore``,
+    ``MirroredStore``): one read transaction of them at a time. Only the read models'
+    typed faces use it (``projections.reads``, ``argus.views.reads``)."""
+
+    async def read_snapshot(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``fn``'s answer, run on a reader's connection inside one read transaction."""
+        ...
+
+
 if TYPE_CHECKING:  # mypy holds every backend to the interface (tests/test_types.py runs it)
     from argus.store.mirror import MirroredStore
     from argus.store.postgres import PostgresEventLog
     from argus.store.sqlite import EventStore
 
     _backends: tuple[type[EventLog], ...] = (EventStore, MirroredStore, PostgresEventLog)
+    _with_read_models: tuple[type[Snapshots], ...] = (EventStore, MirroredStore)
+

@@ -1,11 +1,13 @@
-"""Read-side queries that need the scheduler's pure functions: the queue in policy order
-(``queue``), each user's fair-share standing (``standing``), and the fair-share inputs
-both are computed from (``fair_inputs``).
+"""The read side's assembly: queries that put the projections through the scheduler's pure
+functions. The queue in policy order (``queue``), each user's fair-share standing
+(``standing``), the fair-share inputs both are computed from (``fair_inputs``), the
+estimated starts and dry runs (``eta``), the cluster with its ledger (``cluster``), and
+what a reactor starts from (``reactor_start``).
 
 They read the projections and the clock, so they cannot live in ``argus.scheduler``
-(which reads neither: docs/design.md §5); they call ``fair_order`` and ``fair_shares``, so
-they cannot live in ``projections`` (a layer below the scheduler). Hence a layer of their
-own, above the scheduler and below the API, the reactor and replay.
+(which reads neither: docs/design.md §5, and sits below ``projections``); they put the
+projections' views through the scheduler's pure functions. Hence a layer of their own,
+above the projections and below the API, the reactor and replay.
 """
 
 from argus.views.fair_inputs import FairInputs, read_fair_inputs

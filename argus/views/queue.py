@@ -8,7 +8,7 @@ page is a walk down the order's index from a cursor (keyset), so page 100 of a q
 
 Under ``fairshare`` which user goes next depends on usage and on what runs, so no index
 holds the order: it is computed from the projections with the policy's own
-``fair_order`` (O(waiting) per page), and pages continue from the last position shown.
+``fair_pass`` (O(waiting) per page), and pages continue from the last position shown.
 
 It lives on the read side (``argus.views``), not in ``argus.scheduler``: it reads the
 projections and, where no time is given, the clock; the scheduler reads neither.
@@ -24,7 +24,7 @@ import msgspec
 
 from argus.config import ArgusConfig, SchedulerConfig
 from argus.scheduler import PolicyConfig
-from argus.scheduler.fairshare import fair_line, fair_shares
+from argus.scheduler.fairshare import fair_pass
 from argus.scheduler.order import ORDERS
 from argus.views.fair_inputs import read_fair_inputs
 from projections.cluster import read_cluster
@@ -85,13 +85,11 @@ def fair_queue(db: sqlite3.Connection, fair: FairView | None = None) -> list[Que
     fair = fair or FairView(SchedulerConfig(policy="fairshare"), time.time())
     sched, now = fair.sched, fair.now
     inputs = read_fair_inputs(db, sched, now, fair.driver_cpus)
-    shares = None
-    if sched.preemption:  # as the policy: work within its user's fair share of the cluster first
-        cluster = read_cluster(db)
-        total = sum(n.total_gpus for n in cluster.nodes) if cluster is not None else 0.0
-        shares = fair_shares(inputs.queue, inputs.running, total, sched.fairshare.shares, sched.fairshare.quotas)
-    ordered = fair_line(inputs.queue, inputs.running, now, PolicyConfig.from_scheduler(sched, usage=inputs.usage),
-                        shares)
+    # As the policy: with preemption, work within its user's fair share of the cluster first.
+    cluster = read_cluster(db) if sched.preemption else None
+    total = sum(n.total_gpus for n in cluster.nodes) if cluster is not None else 0.0
+    ordered = fair_pass(inputs.queue, inputs.running, now, PolicyConfig.from_scheduler(sched, usage=inputs.usage),
+                        total).order
     entries = {e.task_id: e for e in waiting_page(db, _order(FAIRSHARE), limit=len(inputs.waiting) + 1)}
     return [msgspec.structs.replace(entries[t.task_id], position=i)
             for i, t in enumerate((t for t in ordered if t.task_id in entries), start=1)]

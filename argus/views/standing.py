@@ -10,7 +10,8 @@ import sqlite3
 import msgspec
 
 from argus.config import SchedulerConfig
-from argus.scheduler.fairshare import fair_shares, share_of
+from argus.scheduler import PolicyConfig
+from argus.scheduler.fairshare import fair_pass, share_of
 from argus.views.fair_inputs import read_fair_inputs
 from projections.cluster import read_cluster
 
@@ -42,7 +43,7 @@ def read_standing(db: sqlite3.Connection, sched: SchedulerConfig, now: float) ->
     cluster = read_cluster(db)
     total = sum(n.total_gpus for n in cluster.nodes) if cluster is not None else 0.0
     fair = sched.fairshare
-    shares = fair_shares(queue, running, total, fair.shares, fair.quotas)
+    shares = fair_pass(queue, running, now, PolicyConfig.from_scheduler(sched, usage=usage), total).shares
     users = sorted({t.user for t in waiting} | {t.user for t in active} | set(fair.shares) | set(fair.quotas)
                    | {u for u, v in usage.items() if v >= 1.0})
     return Standing(policy=sched.policy, half_life_s=fair.half_life_s, total_gpus=total, at=now, users=[

@@ -22,7 +22,7 @@ async def test_waiting_tasks_show_when_they_are_expected_to_start(env: Env, hori
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """With a horizon of one, the second and third waiting tasks get the coarse estimate
     (GPUs alone, in line): on one node it is the policy's own."""
-    monkeypatch.setattr("argus.api.eta.DEFAULT_HORIZON", horizon)
+    monkeypatch.setattr("argus.views.eta.DEFAULT_HORIZON", horizon)
     now = time.time()
     running = [f"alice-ppo-20260101-00000{i}-run{i}" for i in range(2)]
     waiting = ["alice-ppo-20260101-000010-wai0", "alice-ppo-20260101-000011-wai1", "alice-ppo-20260101-000012-wai2"]
@@ -73,7 +73,7 @@ async def test_a_request_gets_the_last_estimates_while_the_next_are_made() -> No
     once while the next run goes on in the background (a run takes ~0.1 s on a long queue)."""
     import asyncio
 
-    from argus.api.eta import Estimates, EtaBoard
+    from argus.views.eta import Estimates, EtaBoard
     from argus.config import ArgusConfig
 
     class Log:  # the two store calls the board makes, the second held until released

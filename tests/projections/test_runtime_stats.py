@@ -12,7 +12,8 @@ import pytest
 from argus.events import task_stream
 from argus.store import AppendBatch
 from projections import load_task, open_store
-from projections.runtime_stats import RunKey, RuntimeHistory, bucket_of, read_runtime_history, run_key
+from argus.scheduler.history import RunKey, RuntimeHistory, bucket_of, run_key
+from projections.runtime_stats import read_runtime_history
 from tests.events import factories as f
 
 

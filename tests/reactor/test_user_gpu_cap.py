@@ -18,6 +18,7 @@ from argus.reactor.state import ReactorState
 from argus.service.auth import Principal
 from argus.service.commands import CommandError
 from argus.service.limits import UserLimits
+from argus.views.reactor_start import read_reactor_start
 from tests.reactor.test_turn_on_fake import World, make_world
 
 ADMIN = Principal(user_id="admin", is_admin=True, disabled=False)
@@ -56,7 +57,7 @@ async def test_a_capped_users_task_waits_while_others_go_and_starts_when_the_cap
     assert (await w.view(second)).state is TaskState.PENDING_RESOURCES
 
     # A reactor started now (a restart) reads the cap from the users projection.
-    state = await w.store.read_snapshot(lambda db: ReactorState.load(db, 3600.0))
+    state = ReactorState.load(await w.store.read_snapshot(lambda db: read_reactor_start(db, 3600.0)), 3600.0)
     assert state.gpu_caps == {"bob": 3.0}
 
     await w.commands.set_limits(ADMIN, "bob", UserLimits(max_gpus=0))  # no cap

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from argus.config import FairShareConfig
 from argus.events import Demand, NodeCapacity
 from argus.scheduler import POLICIES, Admit, Decision, Capacity, Defer, PolicyConfig, Preempt, QueuedTask, Reason, RunningTask, decide
-from argus.scheduler.fairshare import fair_order, fair_shares
+from argus.scheduler.fairshare import fair_order, fair_pass, fair_shares
 from argus.sim import SimSettings, simulate
 from argus.sim.trace import SimNode, SimTask, Trace
 
@@ -42,6 +42,24 @@ def cluster(*free: float, total: float = 4) -> Capacity:
 
 
 # --------------------------------------------------------------------------- the order
+
+
+def test_fair_pass_orders_by_the_fair_share_only_when_the_cluster_is_known() -> None:
+    """The one fair order (``fair_pass``): with preemption and a known cluster, a user
+    within its fair share goes before one beyond it, whatever their usage; with the
+    cluster's size unknown (None) the order is by usage alone; its shares are those the
+    policy grants against."""
+    queue = [q("a1", "alice", seq=1), q("b1", "bob", seq=2)]
+    running = [run("a0", "alice", 2), run("b0", "bob", 6)]
+    config = PolicyConfig(policy="fairshare", preemption=True, usage={"alice": 1e9}, default_runtime_s=3600)
+    known = fair_pass(queue, running, NOW, config, 8.0)
+    assert [t.task_id for t in known.order] == ["a1", "b1"]  # alice holds 2 of her 4, bob 6 of his
+    assert known.shares.fair == {"alice": 4.0, "bob": 4.0} and known.shares.held == {"alice": 2.0, "bob": 6.0}
+    unknown = fair_pass(queue, running, NOW, config, None)
+    assert [t.task_id for t in unknown.order] == ["b1", "a1"]  # alice's usage puts her behind
+    no_preemption = msgspec.structs.replace(config, preemption=False)
+    assert [t.task_id for t in fair_pass(queue, running, NOW, no_preemption, 8.0).order] == ["b1", "a1"]
+
 
 
 def test_users_with_equal_shares_and_no_history_alternate() -> None:

@@ -17,7 +17,7 @@ from argus.scheduler.model import Defer
 from argus.scheduler.reserve import expected_end
 from argus.scheduler.running_end import BY_PROGRESS, progress_end, running_end
 from projections import TaskView
-from projections.runtime_stats import RunKey, RuntimeHistory
+from argus.scheduler.history import RunKey, RuntimeHistory
 from projections.task_view import AttemptView
 
 NOW = 1_000_000.0

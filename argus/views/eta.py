@@ -7,6 +7,8 @@ moved and ``min_interval_s`` has passed. It reads whole views only of what the p
 forward: the first ``DEFAULT_HORIZON`` waiting tasks in the shown order and the tasks
 holding Ray jobs. The rest of the line, up to ``DEFAULT_LIMIT`` (1,000), gets the coarse
 estimate (``argus.scheduler.eta``) from its queue entries and workloads.
+
+Read-side assembly, hence in ``argus.views`` (the API serves what it gives).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from argus.lifecycle import TaskState
 from argus.scheduler import Capacity, PolicyConfig, RunningTask, queue_order
 from argus.scheduler.eta import DEFAULT_HORIZON, DEFAULT_LIMIT, estimate_starts
 from argus.scheduler.eta_calibration import EtaCalibration, StartRange
-from argus.scheduler.fairshare import fair_line, fair_shares
+from argus.scheduler.fairshare import fair_pass
+from argus.scheduler.history import RunKey, RuntimeHistory
 from argus.scheduler.inputs import policy_inputs, with_driver
 from argus.scheduler.model import QueuedTask
 from argus.store import EventStore
@@ -34,7 +37,8 @@ from argus.views.fair_inputs import read_fair_inputs
 from argus.views.queue import fair_view, queue_page
 from projections.cluster import read_cluster
 from projections.queue import QueueEntry
-from projections.runtime_stats import RunKey, RuntimeHistory, read_runtime_history
+from projections.reads import ProjectionReads
+from projections.runtime_stats import read_runtime_history
 from projections.tasks import TASK_FOLD
 from projections.tasks_read import TaskDetail, TaskSummary, task_workloads, tasks_in_states
 from projections.users import gpu_caps
@@ -89,6 +93,7 @@ class EtaBoard:
 
     def __init__(self, store: EventStore, config: ArgusConfig, min_interval_s: float = 5.0) -> None:
         self.store, self.config, self.min_interval_s = store, config, min_interval_s
+        self.reads = ProjectionReads(store)
         self._estimates = Estimates(starts={}, ranges={})
         self._head = -1
         self._at = -float("inf")
@@ -107,7 +112,7 @@ class EtaBoard:
 
     async def _run(self, head: int) -> None:
         try:
-            self._estimates = await self.store.read_snapshot(self._compute)
+            self._estimates = await self.reads.read_view(self._compute)
             self._head = head
         except Exception:  # noqa: BLE001 - estimates are a convenience: keep the last ones
             log.exception("estimating start times failed; keeping the last estimates")
@@ -175,7 +180,7 @@ class EtaBoard:
         and when it would start, with its interval, as this board estimates the others
         (``sbatch --test-only``); None where not known (no cluster seen; past the first
         ``DEFAULT_LIMIT`` in line)."""
-        return await self.store.read_snapshot(
+        return await self.reads.read_view(
             lambda db: self._dry_run(db, user, workload, demand, priority, time_limit_s))
 
     def _dry_run(self, db: sqlite3.Connection, user: str, workload: str, demand: Demand, priority: int,
@@ -190,10 +195,8 @@ class EtaBoard:
                          estimate_s=estimate, limited=time_limit_s is not None)
         if sched.policy == "fairshare":
             total = sum(n.total_gpus for n in line.capacity.nodes) if line.capacity is not None else 0.0
-            shares = fair_shares([*line.queue, new], line.running, total, sched.fairshare.shares,
-                                 sched.fairshare.quotas)
-            ordered = fair_line([*line.queue, new], line.running, now, PolicyConfig.from_scheduler(
-                sched, usage=line.usage), shares)
+            ordered = fair_pass([*line.queue, new], line.running, now, PolicyConfig.from_scheduler(
+                sched, usage=line.usage), total).order
         else:
             ordered = queue_order(sched.policy, [*line.queue, new])
         place = ordered.index(new) + 1
