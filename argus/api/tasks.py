@@ -36,7 +36,7 @@ from argus.service import CommandError, Principal
 from argus.taskspec import TaskSpecError
 from argus.taskspec.document import decode_json
 from projections.goodput import task_goodput
-from projections.tasks_read import PageCursor, summarize
+from projections.tasks_read import PageCursor, summarize, task_detail
 
 __all__ = ["TasksController", "read_document"]
 
@@ -199,7 +199,8 @@ class TasksController(Controller):
         """State, attempts, failure reason, queue position, why it waits, and its goodput
         (the GPU time it held and where it went, up to now)."""
         v = await state.commands.load_task(who, task_id)
-        detail = TaskDetail(**{**msgspec.structs.asdict(v), "expected_start": None}, goodput=task_goodput(v, time.time()))
+        first = await reads.submitted(v)
+        detail = task_detail(v, jobspec=first.spec_raw, expected_start=None, goodput=task_goodput(v, time.time()))
         if v.state.is_waiting():  # its start as the list and the queue show it (with_estimates)
             detail = with_estimates(msgspec.structs.replace(detail, queue_position=await reads.queue_position(task_id)),
                                     await state.etas.estimates())

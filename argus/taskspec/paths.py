@@ -16,7 +16,8 @@ Rules:
 - ``data.train_files`` / ``data.val_files``: under ``<shared>/users/<me>/datasets/``,
   ``<shared>/datasets/`` or the legacy ``<shared>/common/datasets/``.
 - ``custom_reward_function.path``: under ``<shared>/users/<me>/code/``.
-- Model paths: under ``<shared>/users/<me>/models/``, ``<shared>/hf/``, or a hub id.
+- Model paths: under ``<shared>/users/<me>/models/``, ``<shared>/hf/`` (or the legacy
+  ``<shared>/common/hf/``), or a hub id.
 - ``${ARGUS_JOB_DIR}`` (and the other ``ARGUS_*`` runtime variables) stand for the
   server-computed job directory inside the user's home, so they are allowed prefixes.
 - Percent-encoded characters (``%2e%2e``), control characters and relative paths with
@@ -150,7 +151,9 @@ class PathPolicy:
             f"{self.root}/datasets",
             f"{self.root}/common/datasets",
         )
-        self.model_roots = (f"{self.home}/models", f"{self.root}/hf")
+        # <shared>/common/hf: the seed platform's (v3.0) path of the shared cache, accepted
+        # as the legacy common/datasets is, for specs written then.
+        self.model_roots = (f"{self.home}/models", f"{self.root}/hf", f"{self.root}/common/hf")
         self.reward_roots = (f"{self.home}/code",)
 
     @functools.cached_property
