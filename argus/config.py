@@ -265,10 +265,22 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     assumed_node_gpu_type: str = ""
 
 
+EXAMPLES_VARIABLE = "ARGUS_V2__TASKSPEC__ALLOW_EXAMPLES"
+
+
+def _examples_default() -> bool:
+    """Off, unless the environment turns it on (as load_config would read it): the tests
+    set it once for every config they build, in their process and in the stacks they start."""
+    return os.environ.get(EXAMPLES_VARIABLE, "").strip().lower() in ("1", "true", "yes")
+
+
 class TaskSpecConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    allowed_modules: list[str] = msgspec.field(
-        default_factory=lambda: ["verl.trainer.", "argus.examples."]
-    )
+    # Modules an advanced command may run (a prefix ending in "." allows its submodules):
+    # verl's trainers, no other program (docs/taskspec.md, "Why one command").
+    allowed_modules: list[str] = msgspec.field(default_factory=lambda: ["verl.trainer."])
+    # Also argus.examples.* (the CPU-only example trainer): `argus up` and the tests turn
+    # it on; a production service runs only what allowed_modules lists.
+    allow_examples: bool = msgspec.field(default_factory=_examples_default)
     max_document_bytes: int = 65_536
     max_command_bytes: int = 16_384
     # The interpreter that runs a task's ``python3`` and Argus's job driver on the workers.
@@ -278,6 +290,10 @@ class TaskSpecConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # The failure kinds a spec's retry_on may name (docs/taskspec.md, Retries): by default the
     # ones whose cause Argus cannot tell, never retried by its own rule.
     retry_on_kinds: list[str] = msgspec.field(default_factory=lambda: ["RUNTIME_ERROR", "UNKNOWN"])
+
+    def modules(self) -> list[str]:
+        """The modules a command may run: ``allowed_modules``, and the examples when allowed."""
+        return [*self.allowed_modules, *(["argus.examples."] if self.allow_examples else [])]
 
 
 class SandboxConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -335,6 +335,7 @@ def up(config_path: str | None, data_dir: Path, gpus: int, cpus: int | None, gpu
     config.v2.sqlite.db_path = str(data_dir / "argus.sqlite3")
     if config.v2.taskspec.python == "python3":  # the default: jobs use Argus's own Python
         config.v2.taskspec.python = sys.executable
+    config.v2.taskspec.allow_examples = True  # the walkthrough and the WebUI's tour run the example trainer
     port = port or config.v2.api.port
     config.v2.api.host, config.v2.api.port = host, port
     token, token_file = admin_token_for(data_dir, config.v2.auth.token_env)

@@ -203,7 +203,7 @@ def prepare_task(
             nnodes=values.get("nnodes"),
             n_gpus_per_node=values.get("n_gpus_per_node"),
             workload=values.get("workload"),
-            allowed_modules=config.allowed_modules,
+            allowed_modules=config.modules(),
         )
     spec = checked.spec
     if problems or policy.missing or spec is None:
