@@ -330,8 +330,10 @@ class PathPolicy:
                     "Data page), or correct the path")
         for folder, area in (("datasets", "common/datasets"), ("hf", "common/hf")):
             if _inside(path, f"{self.root}/{folder}"):
-                own = "use a hub id" if model else "upload your own copy to datasets/"
-                return f"`argus files ls {area}` lists what is there; correct the path, or {own}"
+                own = ("use a hub id" if model else
+                       "upload your own copy to datasets/ on the Data page and name $HOME/datasets/...")
+                return (f"the WebUI's Data page shows what {area} holds (so does `argus files ls {area}`; "
+                        f"an admin adds files there); correct the path, or {own}")
         return "correct the path, or ask an admin to add the file"
 
     @staticmethod
