@@ -223,10 +223,12 @@ def _watch_claims(ctx: DriverContext, command_pid: int, secret: str, log: Any) -
         try:
             request_claim(registry, ClaimRequest(submission_id=ctx.submission_id, user=ctx.user, secret=secret,
                                                  command_pid=command_pid, made_at=time.time()))
-            say("its Ray job is claimed by this host's claim desk (the node's log says when)")
+            say("the Ray workers this job starts are confined to your files by this node's "
+                "watchdog (the node's log says when)")
             return _DeskRequest(registry, ctx.submission_id)
         except OSError as exc:  # the desk's folder is not writable: watch for ourselves
-            say(f"cannot hand the claim to this host's claim desk ({exc}); watching Ray's jobs itself")
+            say(f"this node's watchdog cannot take this job ({exc}); the driver confines the "
+                "Ray workers it starts itself")
     watcher = ClaimWatcher(registry=registry, gcs_address=address,
                            judge=claim_judge(ctx, command_pid, secret, say),
                            submission_id=ctx.submission_id, on_error=say)
