@@ -52,6 +52,9 @@ class TaskDetail(TaskView, frozen=True, kw_only=True, omit_defaults=False):
     # spec as it was sent (``GET /tasks/{id}/spec``'s ``spec_raw``).
     latest_attempt: AttemptDetail | None = None  # type: ignore[assignment]
     jobspec: str = ""
+    # The CPUs its job driver takes (entrypoint_num_cpus): the scheduler, its wait reasons
+    # and the cluster page count demand.cpus_per_node + driver_cpus on each node.
+    driver_cpus: float = 0.0
 
     queue_position: int | None = None
     # While it waits: the 80 % interval of its start (argus.scheduler.eta_range; latest

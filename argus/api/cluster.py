@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Annotated, Any
@@ -17,7 +18,8 @@ from argus.api.eta import with_estimates
 from argus.api.openapi import errors
 from argus.api.reads import Reads
 from argus.api.redact import redacted, redactor_for
-from argus.api.schemas import ClusterOut, DrainIn, NodeLedgerOut, QueuePage
+from argus.api.schemas import ClusterOut, DrainIn, NodeLedgerOut, NodeSeenOut, QueuePage
+from argus.nodepool.keeper import read_node_reports
 from argus.scheduler.inputs import commitments
 from argus.scheduler.ledger import admissible
 from argus.service import Principal
@@ -95,8 +97,12 @@ async def cluster_view(state: State, reads: Reads, who: Principal) -> ClusterOut
     ledger = [NodeLedgerOut(node_id=n.node.node_id, committed_gpus=n.committed_gpus, committed_cpus=n.committed_cpus,
                             admissible_gpus=n.free_gpus, admissible_cpus=n.free_cpus)
               for n in admissible(seen.nodes, held, None)]
+    alive = {n.node_id for n in seen.nodes}
+    reports = await asyncio.to_thread(read_node_reports, state.config.shared_root)
+    last = [NodeSeenOut(node_id=r.node_id, hostname=r.hostname, checked_at=r.checked_at)
+            for r in reports if r.node_id in alive]
     return ClusterOut(reachable=seen.reachable, error=seen.error or None, observed_at=seen.observed_at,
-                      nodes=list(seen.nodes), head=_head(state), ledger=ledger, holds=list(seen.holds))
+                      nodes=list(seen.nodes), head=_head(state), ledger=ledger, holds=list(seen.holds), seen=last)
 
 
 @post("/cluster/nodes/{node_id:str}/drain", tags=["cluster"], status_code=200, responses=errors(403, 404))

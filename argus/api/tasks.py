@@ -200,7 +200,8 @@ class TasksController(Controller):
         (the GPU time it held and where it went, up to now)."""
         v = await state.commands.load_task(who, task_id)
         first = await reads.submitted(v)
-        detail = task_detail(v, jobspec=first.spec_raw, expected_start=None, goodput=task_goodput(v, time.time()))
+        detail = task_detail(v, jobspec=first.spec_raw, expected_start=None, goodput=task_goodput(v, time.time()),
+                             driver_cpus=state.config.entrypoint_num_cpus)
         if v.state.is_waiting():  # its start as the list and the queue show it (with_estimates)
             detail = with_estimates(msgspec.structs.replace(detail, queue_position=await reads.queue_position(task_id)),
                                     await state.etas.estimates())

@@ -41,3 +41,5 @@ async def test_seed_names_mean_what_argus_names_mean(env: Env) -> None:
         assert attempt["message"] == attempt["evidence"] == "ZeroDivisionError: division by zero"
         assert body["latest_attempt"] == attempt
         assert body["error_summary"] == "boom" and body["jobspec"] == ADVANCED
+        # The task page counts the driver's CPUs with the demand, as wait reasons do.
+        assert body["driver_cpus"] == env.config.entrypoint_num_cpus == 1

@@ -268,6 +268,7 @@ def test_submit_advanced_task_and_follow_it_live(pages: Pages, stack: Stack) -> 
     page.wait_for_selector("#progress svg.chart polyline")
     assert "Step 20" in page.inner_text("#steps")
     assert "toy_trainer" in page.inner_text("#spec-raw")
+    assert "for its driver)" in page.inner_text("#main")  # CPUs per node as wait reasons count them
     assert str(stack.shared_root) in page.inner_text("#spec-command")  # $HOME expanded
     assert page.locator("#attempts-table tbody tr").count() >= 1
     # Goodput: the GPU time it held and where it went, a bar and a row per category.
@@ -278,6 +279,8 @@ def test_submit_advanced_task_and_follow_it_live(pages: Pages, stack: Stack) -> 
 
     page.click("a[data-route=cluster]")
     page.wait_for_selector("#nodes-table tbody tr[data-node-id]")
+    # Capacity is recorded when it changes: said as such, not as the last look.
+    assert "Capacity changed" in page.inner_text("#main") and "Observed" not in page.inner_text("#main")
     # Goodput per user (alice sees her own row) and the cluster's.
     page.wait_for_selector('#goodput-table tr[data-user="alice"]')
     assert page.locator('#goodput-table tr[data-user="all users"]').count() == 1
