@@ -84,11 +84,13 @@ def _assignments(words: list[Word], problems: Problems, pasted: bool) -> list[tu
     return assignments
 
 
-def _program(words: list[Word], i: int, problems: Problems, pasted: bool) -> int | None:
+def _program(words: list[Word], i: int, problems: Problems, pasted: bool, whole: bool) -> int | None:
     """Check ``python3 [flags] -m`` from ``words[i]``; the index of the module word, or
-    None when there is none to read."""
+    None when there is none to read. ``whole`` False: the words stop at a refused
+    construct, so a part not among them is not said to be missing."""
     if i == len(words):
-        problems.add("command", f"has only variable assignments and no program; {ONE_COMMAND}")
+        if whole:
+            problems.add("command", f"has only variable assignments and no program; {ONE_COMMAND}")
         return None
     program = words[i]
     if program.value != "python3":
@@ -105,7 +107,8 @@ def _program(words: list[Word], i: int, problems: Problems, pasted: bool) -> int
             return None
         i += 1
     if i + 1 >= len(words):
-        problems.add("command[-m]", f"python3 must be followed by -m <module>; {ONE_COMMAND}")
+        if whole:
+            problems.add("command[-m]", f"python3 must be followed by -m <module>; {ONE_COMMAND}")
         return None
     return i + 1
 
@@ -124,17 +127,17 @@ def parse_command(command: str, *, allowed_modules: list[str]) -> ParsedCommand:
     once."""
     problems = Problems()
     script = reduce_script(command, problems)
-    words, pasted = script.words, "\n" in command.strip()
-    if not words and command.strip() and not problems:
-        problems.add("command", f"is empty; {ONE_COMMAND}")
-    elif not command.strip():
+    pasted, cut = "\n" in command.strip(), script.refused_at
+    # Only the words before a refused construct are read as bash would read them.
+    words = [w for w in script.words if cut is None or w.offset < cut]
+    if not command.strip() or (not script.words and not problems):
         problems.add("command", f"is empty; {ONE_COMMAND}")
     assignments = _assignments(words, problems, pasted)
-    at = _program(words, len(assignments), problems, pasted) if words else None
+    at = _program(words, len(assignments), problems, pasted, cut is None) if words else None
     if at is not None:
         _check_module(words[at].value, allowed_modules, problems)
     problems.raise_if_any()
-    assert at is not None  # no problem: the words hold a module
+    assert at is not None  # no problem: the words hold a module (and none was cut)
     # Positions in the one command that runs (the interpreter is replaced there).
     program = split_command(script.command)[len(assignments)]
     return ParsedCommand(

@@ -92,6 +92,7 @@ class Lexer:
         # Given: a refused construct is recorded there and lexing goes on after its word,
         # so one validation names every one (an unclosed quote still ends it).
         self.problems = problems
+        self.refused_at: int | None = None  # where the first refused construct stands
 
     def _begin(self, pos: int) -> None:
         if self.start is None:
@@ -183,6 +184,8 @@ class Lexer:
                 if self.problems is None:
                     raise
                 self.problems.items.extend(exc.problems)
+                if self.refused_at is None:
+                    self.refused_at = i if self.start is None else self.start
                 if exc.field in _FINAL:
                     break
                 i = self._skip_word(i)

@@ -36,6 +36,9 @@ class Script(msgspec.Struct, frozen=True, kw_only=True):
     # The command's words as lexed where they stand in the pasted text (exports first;
     # those of a refused construct left out): what its checks read and name lines by.
     words: list[Word] = []
+    # Where the first refused construct inside the command stands (None: none): the words
+    # from there on are not the command's as bash would read them.
+    refused_at: int | None = None
 
 
 def _lines(text: str) -> list[tuple[int, int, int]]:
@@ -153,8 +156,9 @@ def reduce_script(text: str, problems: Problems) -> Script:
     if where is None:
         return Script(command=text, notes=state.notes)
     start, end = where
-    words = [*state.exports, *Lexer(text, start, end, problems=problems).run()]
-    if not state.exports and not text[:start].strip() and not text[end:].strip():
-        return Script(command=text, notes=state.notes, words=words)
-    command = " ".join([*(w.raw for w in state.exports), text[start:end]])
-    return Script(command=command, notes=state.notes, words=words)
+    lexer = Lexer(text, start, end, problems=problems)
+    words = [*state.exports, *lexer.run()]
+    command = text
+    if state.exports or text[:start].strip() or text[end:].strip():
+        command = " ".join([*(w.raw for w in state.exports), text[start:end]])
+    return Script(command=command, notes=state.notes, words=words, refused_at=lexer.refused_at)

@@ -96,3 +96,11 @@ def test_every_problem_of_the_shape_at_once_with_its_line_as_written() -> None:
     assert "(line 5, column 20) in 'trainer.nnodes=1 | tee log'" in got["command[|]"]
     assert "(line 6, column 15) in 'trainer.x=1 > out.txt'" in got["command[>]"]
     assert got["command[LD_PRELOAD]"].startswith("line 2: ")
+
+
+def test_words_after_a_refused_construct_are_not_judged_as_the_command() -> None:
+    """``python3;x -m ...``: only the ';' is named; no second problem about a program or
+    module read from words bash would not run as this command."""
+    with pytest.raises(TaskSpecError) as info:
+        parse_command("python3;x -m verl.trainer.main_ppo a=1", allowed_modules=ALLOWED)
+    assert [p.field for p in info.value.problems] == ["command[;]"]
