@@ -18,6 +18,7 @@ import yaml
 
 from argus import layout
 from argus.config_teams import TeamQuotaSeed, TeamSeed
+from argus.config_seed import drop_seed_keys, seed_key_of_variable
 from argus.config_data import MIN_OUTPUT_BUDGET, FilesConfig, HubConfig, OutputConfig, RetentionConfig, SftpConfig
 
 __all__ = [
@@ -294,10 +295,22 @@ class SchedulerConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     assumed_node_gpu_type: str = ""
 
 
+EXAMPLES_VARIABLE = "ARGUS_V2__TASKSPEC__ALLOW_EXAMPLES"
+
+
+def _examples_default() -> bool:
+    """Off, unless the environment turns it on (as load_config would read it): the tests
+    set it once for every config they build, in their process and in the stacks they start."""
+    return os.environ.get(EXAMPLES_VARIABLE, "").strip().lower() in ("1", "true", "yes")
+
+
 class TaskSpecConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    allowed_modules: list[str] = msgspec.field(
-        default_factory=lambda: ["verl.trainer.", "argus.examples."]
-    )
+    # Modules an advanced command may run (a prefix ending in "." allows its submodules):
+    # verl's trainers, no other program (docs/taskspec.md, "Why one command").
+    allowed_modules: list[str] = msgspec.field(default_factory=lambda: ["verl.trainer."])
+    # Also argus.examples.* (the CPU-only example trainer): `argus up` and the tests turn
+    # it on; a production service runs only what allowed_modules lists.
+    allow_examples: bool = msgspec.field(default_factory=_examples_default)
     max_document_bytes: int = 65_536
     max_command_bytes: int = 16_384
     # The interpreter that runs a task's ``python3`` and Argus's job driver on the workers.
@@ -307,6 +320,10 @@ class TaskSpecConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # The failure kinds a spec's retry_on may name (docs/taskspec.md, Retries): by default the
     # ones whose cause Argus cannot tell, never retried by its own rule.
     retry_on_kinds: list[str] = msgspec.field(default_factory=lambda: ["RUNTIME_ERROR", "UNKNOWN"])
+
+    def modules(self) -> list[str]:
+        """The modules a command may run: ``allowed_modules``, and the examples when allowed."""
+        return [*self.allowed_modules, *(["argus.examples."] if self.allow_examples else [])]
 
 
 class SandboxConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -380,36 +397,22 @@ class ArgusConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         return Path(layout.discovery_file(self.shared_root, self.cluster_name))
 
 
-# Keys that were accepted once and no longer do anything: refused with what replaced them.
-REMOVED_KEYS: dict[str, str] = {
-    "v2.scheduler.tick_s": "the reactor acts on every new event and follows Ray every "
-                           "v2.scheduler.poll_interval_s seconds; set that instead",
-}
-
-
-def _check_removed(doc: dict[str, Any], where: str) -> None:
-    for dotted, why in REMOVED_KEYS.items():
-        node: Any = doc
-        for part in dotted.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        if node is not None:
-            raise ConfigError(f"{dotted} (in {where}) was removed: {why}")
-
-
-def _apply_env(doc: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+def _apply_env(doc: dict[str, Any], environ: Mapping[str, str], said: list[str]) -> dict[str, Any]:
     """Overlay ``ARGUS_A__B__C=value`` onto ``doc['a']['b']['c']``; values are parsed as YAML
     scalars so that numbers and booleans keep their type. A variable under a section of
     the configuration (``ARGUS_V2__…``) must name a real key: a typo is refused, not
-    ignored. Other ``ARGUS_*`` variables (``ARGUS_ROLE``, the node pool's) are not ours."""
+    ignored (a key of the seed platform that Argus replaced: a warning in ``said``). Other
+    ``ARGUS_*`` variables (``ARGUS_ROLE``, the node pool's) are not ours."""
     for key, raw in environ.items():
         if not key.startswith(ENV_PREFIX) or key == "ARGUS_CONFIG":
             continue
         path = [part.lower() for part in key[len(ENV_PREFIX):].split("__") if part]
         if not path:
             continue
-        if ".".join(path) in REMOVED_KEYS:
-            raise ConfigError(f"{key} sets {'.'.join(path)}, which was removed: "
-                              f"{REMOVED_KEYS['.'.join(path)]}")
+        seed = seed_key_of_variable(key, path)
+        if seed is not None:  # the seed platform's key: ignored, with a warning
+            said.append(seed)
+            continue
         if not _is_config_path(path):
             if len(path) > 1 and _is_section(path[0]):
                 raise ConfigError(f"{key} names no configuration key ({'.'.join(path)}); "
@@ -449,10 +452,14 @@ def _is_config_path(path: list[str]) -> bool:
 
 
 def load_config(
-    path: str | Path | None = None, environ: Mapping[str, str] | None = None
+    path: str | Path | None = None, environ: Mapping[str, str] | None = None,
+    warnings: list[str] | None = None,
 ) -> ArgusConfig:
     """Read the YAML file (``path``, else ``$ARGUS_CONFIG``, else defaults), then overlay
-    environment overrides. Raises ConfigError naming the offending key."""
+    environment overrides. Raises ConfigError naming the offending key. A key of the seed
+    platform that Argus replaced (``argus.config_seed``) is ignored with a warning, logged
+    and appended to ``warnings``."""
+    said = warnings if warnings is not None else []
     environ = os.environ if environ is None else environ
     path = path or environ.get("ARGUS_CONFIG")
     doc: dict[str, Any] = {}
@@ -464,8 +471,8 @@ def load_config(
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"config file {path} must hold a mapping at the top level")
         doc = loaded or {}
-        _check_removed(doc, str(path))
-    doc = _apply_env(doc, environ)
+        said.extend(drop_seed_keys(doc, str(path)))
+    doc = _apply_env(doc, environ, said)
     try:
         return msgspec.convert(doc, ArgusConfig, strict=False)
     except msgspec.ValidationError as exc:

@@ -17,10 +17,11 @@ import msgspec
 from argus.lifecycle import TaskState
 from projections.cursor import Cursor
 from projections.goodput import Goodput
+from projections.task_view import AttemptView
 from projections.tasks import TASK_FOLD, TaskView, load_task
 
 __all__ = [
-    "PageCursor", "RunningAttempt", "TaskAt", "TaskCounts", "all_tasks", "TaskDetail", "TaskPage", "TaskSummary",
+    "AttemptDetail", "PageCursor", "RunningAttempt", "task_detail", "TaskAt", "TaskCounts", "all_tasks", "TaskDetail", "TaskPage", "TaskSummary",
     "running_attempts", "summarize", "task_counts", "task_page", "task_view", "task_views", "task_workloads", "tasks_at",
     "tasks_in_states", "unfinished_tasks", "waiting_count",
 ]
@@ -28,8 +29,32 @@ __all__ = [
 _decode_view = msgspec.json.Decoder(TaskView).decode
 
 
+class AttemptDetail(AttemptView, frozen=True, kw_only=True):
+    """One attempt in ``GET /tasks/{id}``: its view, and the seed platform's names for the
+    same facts, always present (docs/api.md, "The seed platform's names")."""
+
+    ray_submission_id: str  # = submission_id (the Ray job's submission id)
+    start_time: float | None  # = started_at
+    end_time: float | None  # = ended_at
+    message: str  # = evidence: the words its end was judged by ("" while it runs)
+
+
+def _attempt_detail(a: AttemptView) -> AttemptDetail:
+    return AttemptDetail(**msgspec.structs.asdict(a), ray_submission_id=a.submission_id,
+                         start_time=a.started_at, end_time=a.ended_at, message=a.evidence)
+
+
 class TaskDetail(TaskView, frozen=True, kw_only=True, omit_defaults=False):
     """One task whole (``GET /tasks/{id}``): its view, and its place in line while it waits."""
+
+    attempts: tuple[AttemptDetail, ...] = ()
+    # The seed platform's names: its latest attempt (the last of ``attempts``), and its
+    # spec as it was sent (``GET /tasks/{id}/spec``'s ``spec_raw``).
+    latest_attempt: AttemptDetail | None = None  # type: ignore[assignment]
+    jobspec: str = ""
+    # The CPUs its job driver takes (entrypoint_num_cpus): the scheduler, its wait reasons
+    # and the cluster page count demand.cpus_per_node + driver_cpus on each node.
+    driver_cpus: float = 0.0
 
     queue_position: int | None = None
     # While it waits: the 80 % interval of its start (argus.scheduler.eta_range; latest
@@ -78,6 +103,13 @@ class TaskPage(msgspec.Struct, kw_only=True):
     limit: int
     offset: int = 0
     next_cursor: str | None = None
+
+
+def task_detail(v: TaskView, *, jobspec: str, **extra: Any) -> TaskDetail:
+    """``v`` as ``GET /tasks/{id}`` serves it, with ``extra`` fields of TaskDetail."""
+    attempts = tuple(_attempt_detail(a) for a in v.attempts)
+    fields = {**msgspec.structs.asdict(v), "attempts": attempts, **extra}
+    return TaskDetail(**fields, latest_attempt=attempts[-1] if attempts else None, jobspec=jobspec)
 
 
 def summarize(v: TaskView) -> TaskSummary:

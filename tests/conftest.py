@@ -1,6 +1,12 @@
 """Shared test configuration. Fixture modules live in tests/support/ and are listed here."""
 
+import os
+
 import pytest
+
+# The tests run argus.examples' CPU trainer, as `argus up` does: allowed in every config
+# they build, here and in the stacks they start (production: off; argus.config).
+os.environ.setdefault("ARGUS_V2__TASKSPEC__ALLOW_EXAMPLES", "true")
 
 pytest_plugins: list[str] = ["tests.support.ray_cluster", "tests.support.stack", "tests.support.postgres"]
 

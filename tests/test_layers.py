@@ -25,7 +25,7 @@ import pytest
 # Lowest first. Packages in one layer may import each other only where ALLOWED_SIDEWAYS says.
 LAYERS: list[set[str]] = [
     {"argus.layout"},  # the shared root's layout: stdlib only (tests/test_layout.py)
-    {"argus.lifecycle", "argus.config", "argus.config_data", "argus.config_teams", "argus.procs", "argus.ui", "argus.confine", "argus.safefs",
+    {"argus.lifecycle", "argus.config", "argus.config_data", "argus.config_seed", "argus.config_teams", "argus.procs", "argus.ui", "argus.confine", "argus.safefs",
      "argus.gcpause", "argus.proctable"},
     {"argus.events"},
     # The pure decision core owns its input model (argus.scheduler.task, .history): the read
@@ -44,6 +44,7 @@ LAYERS: list[set[str]] = [
 ALLOWED_SIDEWAYS = {
     ("argus.config", "argus.config_data"),  # the whole configuration, re-exported in one place
     ("argus.config", "argus.config_teams"),
+    ("argus.config", "argus.config_seed"),  # the seed platform's keys, ignored with a warning
     # the simulator runs the reactor's own state fold and decision core (one decision core)
     ("argus.sim", "argus.reactor"),
     # the SFTP door serves the REST files API's areas, by the same names and limits

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Annotated, Any
@@ -16,7 +17,8 @@ from argus.api.auth import request_id, require_admin
 from argus.api.openapi import errors
 from argus.api.reads import Reads
 from argus.api.redact import redacted, redactor_for
-from argus.api.schemas import ClusterOut, DrainIn, QueuePage
+from argus.api.schemas import ClusterOut, DrainIn, NodeSeenOut, QueuePage
+from argus.nodepool.keeper import read_node_reports
 from argus.service import Commands, Principal
 from argus.views.eta import EtaBoard, with_estimates
 from argus.views.queue import QueueCursor
@@ -89,8 +91,12 @@ async def cluster_view(state: State, reads: Reads, who: Principal) -> ClusterOut
     seen, ledger = await reads.cluster_ledger()
     if seen is None:  # never observed yet
         return ClusterOut(reachable=None, error=None, observed_at=None, nodes=[], head=_head(state))
+    alive = {n.node_id for n in seen.nodes}
+    reports = await asyncio.to_thread(read_node_reports, state.config.shared_root)
+    last = [NodeSeenOut(node_id=r.node_id, hostname=r.hostname, checked_at=r.checked_at)
+            for r in reports if r.node_id in alive]
     return ClusterOut(reachable=seen.reachable, error=seen.error or None, observed_at=seen.observed_at,
-                      nodes=list(seen.nodes), head=_head(state), ledger=ledger, holds=list(seen.holds))
+                      nodes=list(seen.nodes), head=_head(state), ledger=ledger, holds=list(seen.holds), seen=last)
 
 
 @post("/cluster/nodes/{node_id:str}/drain", tags=["cluster"], status_code=200, responses=errors(403, 404))

@@ -26,7 +26,7 @@ __all__ = [
     "AddSshKeyIn", "SftpOut", "CreateTeam", "MoveMemberIn", "SetQuota", "SetShare",
     "ClusterOut", "CreateUserIn", "FileEntry", "FileListing", "FileOpIn", "FilesOverview", "IssueTokenIn", "LoginIn",
     "DrainIn", "MeOut", "NodeCapacity", "NodeHold", "ProgressOut", "ProgressPoint", "QueueEntry", "QueuePage", "SpecOut",
-    "SubmitIn", "SubmitOut", "TaskDetail", "TaskList", "TaskStateOut", "TaskSummary",
+    "NodeSeenOut", "SubmitIn", "SubmitOut", "TaskDetail", "TaskList", "TaskStateOut", "TaskSummary",
     "TimelineEntry", "TokenOut", "TokenIssuedOut", "UserLimits", "UserOut", "ValidateError", "ValidateOut",
 ]
 
@@ -129,6 +129,15 @@ class ProgressOut(msgspec.Struct, kw_only=True):
     points: list[ProgressPoint]
 
 
+class NodeSeenOut(msgspec.Struct, kw_only=True):
+    """A worker node's own watchdog's last report (``argus.nodepool.keeper``, every few
+    seconds while the node lives): when it last looked, and the host it runs on."""
+
+    node_id: str
+    hostname: str
+    checked_at: float
+
+
 class ClusterOut(msgspec.Struct, kw_only=True):
     """The cluster as the reactor last saw it (``projections.cluster``), the ledger of
     committed demand on each node, and the head's discovery record."""
@@ -140,6 +149,9 @@ class ClusterOut(msgspec.Struct, kw_only=True):
     head: dict[str, Any] | None = None
     ledger: list[NodeLedgerOut] = []
     holds: list[NodeHold] = []  # nodes that admit no new attempt: drained, or quarantined
+    # When each node was last seen alive (its watchdog's report): ``observed_at`` is the
+    # last *change* of capacity (an unchanged cluster records nothing new).
+    seen: list[NodeSeenOut] = []
 
 
 class DrainIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -37,7 +37,7 @@ from argus.taskspec import TaskSpecError
 from argus.taskspec.document import decode_json
 from argus.views.eta import EtaBoard, with_estimates
 from projections.goodput import task_goodput
-from projections.tasks_read import PageCursor, summarize
+from projections.tasks_read import PageCursor, summarize, task_detail
 
 __all__ = ["TasksController", "read_document"]
 
@@ -198,12 +198,14 @@ class TasksController(Controller):
                         next_cursor=next_page.encode() if next_page else None)
 
     @get("/{task_id:str}", responses=errors(404))
-    async def show(self, commands: Commands, etas: EtaBoard, reads: Reads, who: Principal,
+    async def show(self, state: State, commands: Commands, etas: EtaBoard, reads: Reads, who: Principal,
                    task_id: str) -> TaskDetail:
         """State, attempts, failure reason, queue position, why it waits, and its goodput
         (the GPU time it held and where it went, up to now)."""
         v = await commands.load_task(who, task_id)
-        detail = TaskDetail(**{**msgspec.structs.asdict(v), "expected_start": None}, goodput=task_goodput(v, time.time()))
+        first = await reads.submitted(v)
+        detail = task_detail(v, jobspec=first.spec_raw, expected_start=None, goodput=task_goodput(v, time.time()),
+                             driver_cpus=state.config.entrypoint_num_cpus)
         if v.state.is_waiting():  # its start as the list and the queue show it (with_estimates)
             detail = with_estimates(msgspec.structs.replace(detail, queue_position=await reads.queue_position(task_id)),
                                     await etas.estimates())

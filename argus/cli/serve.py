@@ -380,6 +380,7 @@ def _up_config(config_path: str | None, data_dir: Path, host: str, port: int | N
     config.v2.sqlite.db_path = str(data_dir / "argus.sqlite3")
     if config.v2.taskspec.python == "python3":  # the default: jobs use Argus's own Python
         config.v2.taskspec.python = sys.executable
+    config.v2.taskspec.allow_examples = True  # the walkthrough and the WebUI's tour run the example trainer
     config.v2.api.host, config.v2.api.port = host, port or config.v2.api.port
     return config
 

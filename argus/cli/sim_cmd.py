@@ -11,7 +11,7 @@ import msgspec
 
 if TYPE_CHECKING:
     from argus.sim import GangMix, PolicyMetrics
-    from argus.sim.trace import Marks, Trace
+    from argus.sim.trace import Marks, ModelMix, Trace
 
 __all__ = ["sim"]
 

@@ -137,7 +137,7 @@ def show(client: Client, task_id: str) -> None:
             click.echo(f"waiting   {d['wait_reason']}: {d['wait_message']}")
         lost = sum(1 for a in d["attempts"] if a.get("failure_kind") == "CLUSTER_LOST")
         click.echo(f"retries   {lost} of {d['max_attempts']} attempts lost to the cluster; resource "
-                   "races retried until v2.scheduler.max_pending_s (docs/taskspec.md, Retries)")
+                   "races retried until the cluster's longest wait (docs/taskspec.md, Retries)")
         if d.get("next_run_at") and d["next_run_at"] > time.time() and d["state"] in _WAITING:
             click.echo(f"retry at  {fmt_time(d['next_run_at'])}")  # (a time past is no news)
         if d.get("failure_kind"):

@@ -146,10 +146,12 @@ def watch_claims(*, shared_root: str, user: str, submission_id: str, command_pid
         try:
             request_claim(registry, ClaimRequest(submission_id=submission_id, user=user, secret=secret,
                                                  command_pid=command_pid, made_at=time.time()))
-            say("its Ray job is claimed by this host's claim desk (the node's log says when)")
+            say("the Ray workers this job starts are confined to your files by this node's "
+                "watchdog (the node's log says when)")
             return DeskRequest(registry, submission_id)
         except OSError as exc:  # the desk's folder is not writable: watch for ourselves
-            say(f"cannot hand the claim to this host's claim desk ({exc}); watching Ray's jobs itself")
+            say(f"this node's watchdog cannot take this job ({exc}); the driver confines the "
+                "Ray workers it starts itself")
     judge = first_job_judge(submission_id=submission_id, user=user, command_pid=command_pid,
                             secret=secret, say=say)
     watcher = ClaimWatcher(registry=registry, gcs_address=address, judge=judge,

@@ -163,8 +163,9 @@ def _why_final(task: TaskView, kind: FailureKind, evidence: str, now: float,
                config: SchedulerConfig, step: int | None = None) -> str:
     """The evidence, prefixed with the limit that ended the retries, if one did."""
     if kind is FailureKind.INSUFFICIENT_RESOURCES:
-        return (f"gave up after waiting {now - task.created_at:.0f} s for resources "
-                f"(v2.scheduler.max_pending_s={config.max_pending_s:g}): {evidence}")
+        # Said in the user's words; the setting's name is for the admin (docs/taskspec.md).
+        return (f"gave up after waiting {now - task.created_at:.0f} s for resources (this cluster "
+                f"lets a task wait at most {config.max_pending_s:g} s for them): {evidence}")
     if kind is FailureKind.CLUSTER_LOST:
         return f"cluster lost on {task.max_attempts} attempt(s) (max_attempts): {evidence}"
     if kind.is_transient():

@@ -19,6 +19,7 @@ from argus.events import EventBase, HoldKind, NodeCapacity, NodeHeld, NodeReleas
 from argus.nodepool.keeper import NodeReport
 from argus.scheduler import Reason
 from argus.scheduler.core import AdmissionPlan
+from argus.scheduler.placement import node_label
 from projections import TaskView
 from projections.cluster import NodeHold
 
@@ -50,7 +51,7 @@ def describe_holds(plan: AdmissionPlan[TaskView], holds: Mapping[tuple[str, Hold
     for task, d in plan.deferrals:
         could = [h for h in holds.values() if total.get(h.node_id, 0.0) >= task.demand.n_gpus_per_node]
         if d.reason in _ROOM and could:
-            said = "; ".join(f"node {h.node_id} ({h.ip or '?'}) is {_held_as(h)}" for h in could)
+            said = "; ".join(f"{node_label(h.node_id, h.ip)} is {_held_as(h)}" for h in could)
             d = msgspec.structs.replace(d, message=f"{d.message}; {said}")
         deferrals.append((task, d))
     return msgspec.structs.replace(plan, deferrals=deferrals)

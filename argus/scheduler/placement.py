@@ -13,7 +13,7 @@ from argus.scheduler.model import Defer, QueuedTask, Reason
 from argus.scheduler.per_model import scarce_nodes
 from argus.scheduler.reserve import Endings, Reservation, earliest_start
 
-__all__ = ["Pool", "fmt_amount", "needs"]
+__all__ = ["Pool", "fmt_amount", "needs", "node_label"]
 
 
 def fmt_amount(x: float) -> str:
@@ -92,6 +92,13 @@ def rare_nodes(totals: tuple[tuple[float, float], ...], types: tuple[str, ...]) 
                      if sum(1 for j, (g2, c2) in enumerate(totals) if g2 >= g and c2 >= c and types[j] == types[i]) <= few)
 
 
+def node_label(node_id: str, ip: str) -> str:
+    """A node as a message names it: its address and the first 8 characters of Ray's
+    56-character id (the cluster page shows the id's start beside the address)."""
+    short = node_id[:8] if len(node_id) > 16 else node_id
+    return f"{ip} (node {short})" if ip else f"node {short}"
+
+
 def needs(d: Demand) -> str:
     model = f"{models_of(d)} " if d.gpu_types else ""
     return (f"needs {d.nnodes} node{'s' if d.nnodes != 1 else ''} × {d.n_gpus_per_node} {model}GPUs "
@@ -113,6 +120,7 @@ class Pool:
                  waiting: Callable[[], Iterable[Demand]] | None = None, minor_last: bool = True) -> None:
         ordered = sorted(nodes, key=lambda n: n.node_id)
         self.ids = [n.node_id for n in ordered]
+        self.labels = [node_label(n.node_id, n.ip) for n in ordered]  # how messages name them
         self.gpus = [max(0.0, n.free_gpus) for n in ordered]
         self.cpus = [max(0.0, n.free_cpus) for n in ordered]
         # placements by shape (and nodes to avoid), forgotten when resources are taken

@@ -48,16 +48,33 @@ def unfit_reason(demand: Demand, nodes: Sequence[NodeCapacity], where: str) -> t
                f"{fmt_amount(max_gpus)} GPUs and {fmt_amount(max(n.total_cpus for n in nodes))} CPUs")
     need = (f"the task needs {demand.nnodes} node(s) with {demand.n_gpus_per_node} {model}GPUs and "
             f"{fmt_amount(demand.cpus_per_node)} CPUs each")
+    field = "n_gpus_per_node"
     if max_gpus < demand.n_gpus_per_node:
-        fix = f"ask for n_gpus_per_node ≤ {fmt_amount(max_gpus)}"
-        if max_gpus >= 1:
-            per_node = int(max_gpus)
-            fix += (f" (e.g. nnodes={-(-demand.total_gpus // per_node)}, "
-                    f"n_gpus_per_node={per_node} for {demand.total_gpus} GPUs)")
+        fix = f"ask for n_gpus_per_node ≤ {fmt_amount(max_gpus)}{_reshaped(demand, nodes)}"
     elif not big_enough:
         fix = "ask for fewer GPUs per node (verl reserves CPUs with each GPU)"
     else:
-        fix = f"ask for nnodes ≤ {len(big_enough)}"
+        field, fix = "nnodes", f"ask for nnodes ≤ {len(big_enough)}{_reshaped(demand, nodes)}"
     if demand.gpu_types:
         fix += ", or accept more GPU models (gpu_type)"
-    return "n_gpus_per_node", f"{need}, but {cluster}: it could never start; {fix}"
+    return field, f"{need}, but {cluster}: it could never start; {fix}"
+
+
+def _reshaped(demand: Demand, nodes: Sequence[NodeCapacity]) -> str:
+    """The same number of GPUs in a shape that fits ``nodes`` (the most GPUs per node
+    first), said as an example; or, when none does, the most GPUs one task can have."""
+    total = demand.total_gpus
+    per_gpu_cpus = (demand.cpus_per_node - 1) / demand.n_gpus_per_node  # verl's CPUs per GPU bundle
+
+    def hosts(per_node: int) -> int:
+        return sum(1 for n in nodes if n.total_gpus >= per_node and n.total_cpus >= per_node * per_gpu_cpus + 1)
+
+    sizes = range(int(max(n.total_gpus for n in nodes)), 0, -1)
+    for per_node in sizes:
+        if per_node != demand.n_gpus_per_node and total % per_node == 0 and hosts(per_node) >= total // per_node:
+            return f" (e.g. nnodes={total // per_node}, n_gpus_per_node={per_node} for {total} GPUs)"
+    best = max(sizes, key=lambda g: (g * hosts(g), g), default=0)
+    if best == 0 or hosts(best) == 0:
+        return ""
+    return (f" (no shape of {total} GPUs fits: at most nnodes={hosts(best)}, n_gpus_per_node={best}, "
+            f"{best * hosts(best)} GPUs)")

@@ -325,7 +325,8 @@ class _Pass:
                 message = ""
                 if self.config.waits:
                     bound = f", at the latest ~{fmt_clock(latest)} (the time limits it waits for)" if latest else ""
-                    message = f"{why.message}; reserved nodes {', '.join(nodes)} from ~{fmt_clock(reserved.start)}{bound}"
+                    names = ", ".join(self.pool.labels[i] for i in reserved.nodes)
+                    message = f"{why.message}; reserved nodes {names} from ~{fmt_clock(reserved.start)}{bound}"
                 self.out.append(Defer(
                     task_id=t.task_id, reason=why.reason, free_gpus_per_node=why.free_gpus_per_node, message=message,
                     reserved_from=reserved.start, reserved_nodes=nodes, reserved_latest=latest))
@@ -394,9 +395,9 @@ def _over_gpu_cap(t: QueuedTask, held: float, cap: float) -> Defer:
 
 def _keeps_off(d: Demand, pool: Pool, off: frozenset[int], config: PolicyConfig) -> Defer:
     """A task that may not be preempted fits now only on rare nodes it does not need."""
-    words, nodes = config.waits, ", ".join(pool.ids[i] for i in sorted(off))
+    words, nodes = config.waits, ", ".join(pool.labels[i] for i in sorted(off))
     unless = ("a preemptible task may use them now" if config.preemption else
-              f"it takes one once it has waited {config.move_after_s:g} s, v2.scheduler.move_after_s")
+              f"it takes one once it has waited {config.move_after_s:g} s")
     return Defer(task_id="", reason=Reason.KEEPS_OFF_RARE, free_gpus_per_node=pool.free_gpus(), message=(
         f"{needs(d)}; it fits now only on {nodes}, which few nodes match and larger tasks need: a task that may "
         f"not be preempted keeps off them while other nodes could hold it, and starts when one of those has room "
@@ -480,7 +481,7 @@ def _behind(t: QueuedTask, pool: Pool, reserved: Reservation) -> Defer:
     """Why ``t``, which fits now, waits: only on the reservation's nodes, and it may delay it."""
     # No times in these messages: they would change with the clock, and be recorded again,
     # for every task behind the reservation.
-    nodes = ", ".join(pool.ids[i] for i in reserved.nodes)
+    nodes = ", ".join(pool.labels[i] for i in reserved.nodes)
     why = ("its time limit would still run" if t.limited else
            "without a time_limit its run time is only an estimate (set one to let it start before the "
            "reservation when it ends in time), and it would run")

@@ -122,53 +122,43 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
-def build_overrides(spec: BasicTaskSpec, *, user: str, task_id: str) -> dict[str, str | None]:
-    """The Hydra overrides for ``spec`` as an ordered ``key -> value`` map (keys with their
-    ``+`` prefix; None for a bare ``~key``). ``extra_overrides`` replace generated keys in
-    place or are appended."""
-    rl = spec.workload in ("ppo", "grpo")
-    lr = spec.learning_rate if spec.learning_rate is not None else LEARNING_RATE[spec.workload]
-    val = spec.val_file if spec.val_file is not None else ("null" if not rl else spec.train_file)
-    o: dict[str, object] = {}
-    if rl:
-        o["algorithm.adv_estimator"] = "grpo" if spec.workload == "grpo" else "gae"
-    o["data.train_files"] = spec.train_file
-    o["data.val_files"] = val
-    o["data.train_batch_size"] = spec.train_batch_size
-    if rl:
-        def pick(name: str) -> object:
-            value = getattr(spec, name)
-            return RL_DEFAULTS[name] if value is None else value
+def _rl_overrides(spec: BasicTaskSpec, lr: float) -> dict[str, object]:
+    """What a PPO or GRPO spec's fields set in verl's main_ppo config."""
+    def pick(name: str) -> object:
+        value = getattr(spec, name)
+        return RL_DEFAULTS[name] if value is None else value
 
-        mbs = spec.micro_batch_size_per_gpu
-        o["data.max_prompt_length"] = pick("max_prompt_length")
-        o["data.max_response_length"] = pick("max_response_length")
-        o["actor_rollout_ref.model.path"] = spec.model_id
-        o["actor_rollout_ref.actor.optim.lr"] = lr
-        o["actor_rollout_ref.actor.ppo_mini_batch_size"] = pick("ppo_mini_batch_size")
-        o["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"] = mbs
-        o["actor_rollout_ref.rollout.name"] = pick("rollout_engine")
-        o["actor_rollout_ref.rollout.tensor_model_parallel_size"] = pick("rollout_tp")
-        o["actor_rollout_ref.rollout.n"] = spec.rollout_n or ROLLOUT_N[spec.workload]
-        o["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"] = mbs
-        o["actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"] = mbs
-        if spec.workload == "grpo":
-            # GRPO regularises with a KL loss against the reference, not a KL reward.
-            o["actor_rollout_ref.actor.use_kl_loss"] = True
-            o["actor_rollout_ref.actor.kl_loss_coef"] = 0.001
-            o["actor_rollout_ref.actor.kl_loss_type"] = "low_var_kl"
-            o["algorithm.use_kl_in_reward"] = False
-        else:
-            o["critic.model.path"] = spec.model_id
-            o["critic.optim.lr"] = CRITIC_LR
-            o["critic.ppo_micro_batch_size_per_gpu"] = mbs
+    mbs = spec.micro_batch_size_per_gpu
+    o: dict[str, object] = {
+        "data.max_prompt_length": pick("max_prompt_length"),
+        "data.max_response_length": pick("max_response_length"),
+        "actor_rollout_ref.model.path": spec.model_id,
+        "actor_rollout_ref.actor.optim.lr": lr,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": pick("ppo_mini_batch_size"),
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": mbs,
+        "actor_rollout_ref.rollout.name": pick("rollout_engine"),
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": pick("rollout_tp"),
+        "actor_rollout_ref.rollout.n": spec.rollout_n or ROLLOUT_N[spec.workload],
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": mbs,
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": mbs,
+    }
+    if spec.workload == "grpo":
+        # GRPO regularises with a KL loss against the reference, not a KL reward.
+        o["actor_rollout_ref.actor.use_kl_loss"] = True
+        o["actor_rollout_ref.actor.kl_loss_coef"] = 0.001
+        o["actor_rollout_ref.actor.kl_loss_type"] = "low_var_kl"
+        o["algorithm.use_kl_in_reward"] = False
     else:
-        o["data.micro_batch_size_per_gpu"] = spec.micro_batch_size_per_gpu
-        o["model.path"] = spec.model_id
-        o["optim.lr"] = lr
-    o["trainer.nnodes"] = spec.nnodes
-    o["trainer.n_gpus_per_node"] = spec.n_gpus_per_node
-    o["trainer.total_epochs"] = spec.total_epochs
+        o["critic.model.path"] = spec.model_id
+        o["critic.optim.lr"] = CRITIC_LR
+        o["critic.ppo_micro_batch_size_per_gpu"] = mbs
+    return o
+
+
+def _trainer_overrides(spec: BasicTaskSpec, *, user: str, task_id: str, rl: bool) -> dict[str, object]:
+    """The ``trainer.*`` keys, and for PPO/GRPO how it joins and resumes on the cluster."""
+    o: dict[str, object] = {"trainer.nnodes": spec.nnodes, "trainer.n_gpus_per_node": spec.n_gpus_per_node,
+                            "trainer.total_epochs": spec.total_epochs}
     if spec.total_training_steps is not None:
         o["trainer.total_training_steps"] = spec.total_training_steps
     o["trainer.save_freq"] = spec.save_freq
@@ -190,6 +180,29 @@ def build_overrides(spec: BasicTaskSpec, *, user: str, task_id: str) -> dict[str
         # driver's environment; pass the path through the Ray runtime env as well.
         env_key = "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"
         o[env_key] = f"{JOB_DIR}/{PROGRESS_FILE}"
+    return o
+
+
+def build_overrides(spec: BasicTaskSpec, *, user: str, task_id: str) -> dict[str, str | None]:
+    """The Hydra overrides for ``spec`` as an ordered ``key -> value`` map (keys with their
+    ``+`` prefix; None for a bare ``~key``). ``extra_overrides`` replace generated keys in
+    place or are appended."""
+    rl = spec.workload in ("ppo", "grpo")
+    lr = spec.learning_rate if spec.learning_rate is not None else LEARNING_RATE[spec.workload]
+    val = spec.val_file if spec.val_file is not None else ("null" if not rl else spec.train_file)
+    o: dict[str, object] = {}
+    if rl:
+        o["algorithm.adv_estimator"] = "grpo" if spec.workload == "grpo" else "gae"
+    o["data.train_files"] = spec.train_file
+    o["data.val_files"] = val
+    o["data.train_batch_size"] = spec.train_batch_size
+    if rl:
+        o.update(_rl_overrides(spec, lr))
+    else:
+        o["data.micro_batch_size_per_gpu"] = spec.micro_batch_size_per_gpu
+        o["model.path"] = spec.model_id
+        o["optim.lr"] = lr
+    o.update(_trainer_overrides(spec, user=user, task_id=task_id, rl=rl))
     out: dict[str, str | None] = {key: _fmt(value) for key, value in o.items()}
     for extra in spec.extra_overrides:
         key, _sep, value = extra.partition("=")

@@ -88,20 +88,10 @@ def _check_gang(key: str, value: str, expected: int, spec_field: str) -> None:
         )
 
 
-def check_command(
-    command: str,
-    *,
-    policy: PathPolicy,
-    nnodes: int | None,
-    n_gpus_per_node: int | None,
-    workload: str | None,
-    allowed_modules: list[str],
-) -> tuple[ParsedCommand, list[str]]:
-    """Check an expanded command; return its parts and the soft warnings. The shape of the
-    command is checked first (nothing else can be read from a malformed one); then each
-    word on its own, and all their problems are raised together. ``None`` for a spec
-    field that is itself invalid skips the checks against it."""
-    parsed = parse_command(command, allowed_modules=allowed_modules)
+def _check_words(parsed: ParsedCommand, policy: PathPolicy, nnodes: int | None,
+                 n_gpus_per_node: int | None) -> tuple[Problems, set[str]]:
+    """Each word of an accepted command on its own: its problems, and the override keys
+    it sets."""
     problems = Problems()
     for name, value in parsed.assignments:
         with problems.catch():
@@ -128,13 +118,12 @@ def check_command(
                 _check_gang(key, given, nnodes, "nnodes")
             elif key == "trainer.n_gpus_per_node" and n_gpus_per_node is not None:
                 _check_gang(key, given, n_gpus_per_node, "n_gpus_per_node")
-    if not problems:
-        # The backstop over the whole text; after a word's own problem it would only
-        # repeat that problem.
-        with problems.catch():
-            policy.scan_text(parsed.text, "command")
-    problems.raise_if_any()
+    return problems, seen
 
+
+def _soft_warnings(parsed: ParsedCommand, seen: set[str], nnodes: int | None, n_gpus_per_node: int | None,
+                   workload: str | None) -> list[str]:
+    """What is accepted but likely not meant (docs/taskspec.md, "Soft")."""
     warnings: list[str] = list(parsed.notes)
     if "data.train_files" not in seen:
         warnings.append(
@@ -161,4 +150,28 @@ def check_command(
         warnings.append("workload: sft, but the command runs verl.trainer.main_ppo (ppo/grpo)")
     elif is_sft_module and workload in ("ppo", "grpo"):
         warnings.append(f"workload: {workload}, but the command runs {parsed.module} (sft)")
-    return parsed, warnings
+    return warnings
+
+
+def check_command(
+    command: str,
+    *,
+    policy: PathPolicy,
+    nnodes: int | None,
+    n_gpus_per_node: int | None,
+    workload: str | None,
+    allowed_modules: list[str],
+) -> tuple[ParsedCommand, list[str]]:
+    """Check an expanded command; return its parts and the soft warnings. The shape of the
+    command is checked first (nothing else can be read from a malformed one); then each
+    word on its own, and all their problems are raised together. ``None`` for a spec
+    field that is itself invalid skips the checks against it."""
+    parsed = parse_command(command, allowed_modules=allowed_modules)
+    problems, seen = _check_words(parsed, policy, nnodes, n_gpus_per_node)
+    if not problems:
+        # The backstop over the whole text; after a word's own problem it would only
+        # repeat that problem.
+        with problems.catch():
+            policy.scan_text(parsed.text, "command")
+    problems.raise_if_any()
+    return parsed, _soft_warnings(parsed, seen, nnodes, n_gpus_per_node, workload)

@@ -10,7 +10,7 @@ import re
 
 import msgspec
 
-from argus.taskspec.errors import TaskSpecError
+from argus.taskspec.errors import Problems, TaskSpecError
 from argus.taskspec.paths import RUNTIME_VARIABLES
 
 __all__ = ["ASSIGN_RE", "ONE_COMMAND", "Lexer", "Word", "split_command"]
@@ -26,6 +26,8 @@ ONE_COMMAND = (
     "python3 -m <module> with arguments. If the character is part of a value, "
     "put the value in single quotes"
 )
+# Refusals after which the rest cannot be read as the user meant it: lexing stops there.
+_FINAL = frozenset({"command[']", 'command["]', "command[newline]"})
 _OPERATORS: dict[str, str] = {
     "&&": "'&&' chains a second command",
     "||": "'||' chains a second command",
@@ -60,22 +62,37 @@ def _where(text: str, pos: int) -> tuple[int, int]:
     return line, col
 
 
+def _line_text(text: str, pos: int) -> str:
+    """The line holding ``pos``, as written (shortened)."""
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    line = text[start:] if end == -1 else text[start:end]
+    line = line.rstrip("\\").strip()
+    return line if len(line) <= 80 else line[:77] + "..."
+
+
 def _error(text: str, pos: int, token: str, why: str) -> TaskSpecError:
     line, col = _where(text, pos)
-    return TaskSpecError(f"command[{token}]", f"{why} (line {line}, column {col}); {ONE_COMMAND}")
+    written = f" in {_line_text(text, pos)!r}" if "\n" in text else ""
+    return TaskSpecError(f"command[{token}]", f"{why} (line {line}, column {col}){written}; {ONE_COMMAND}")
 
 
 class Lexer:
     """Splits ``text[start:end]`` into words; positions are counted in all of ``text`` so
     that a message names the line the user sees in a pasted script."""
 
-    def __init__(self, text: str, start: int = 0, end: int | None = None) -> None:
+    def __init__(self, text: str, start: int = 0, end: int | None = None,
+                 problems: Problems | None = None) -> None:
         self.text = text
         self.lo = start
         self.hi = len(text) if end is None else end
         self.words: list[Word] = []
         self.buf: list[str] = []
         self.start: int | None = None
+        # Given: a refused construct is recorded there and lexing goes on after its word,
+        # so one validation names every one (an unclosed quote still ends it).
+        self.problems = problems
+        self.refused_at: int | None = None  # where the first refused construct stands
 
     def _begin(self, pos: int) -> None:
         if self.start is None:
@@ -157,81 +174,103 @@ class Lexer:
         raise _error(text, i, '"', "this double quote is never closed")
 
     def run(self) -> list[Word]:
-        text, i, n = self.text, self.lo, self.hi
+        """The words of the range; raises TaskSpecError at the first refused construct,
+        or records each in ``problems`` and goes on (see ``__init__``)."""
+        i, n = self.lo, self.hi
         while i < n:
-            plain = _PLAIN_RUN.match(text, i, n)
-            if plain is not None:  # characters the branches below would append one by one
-                self._begin(i)
-                self.buf.append(plain.group())
-                i = plain.end()
-                continue
-            c = text[i]
-            if c == "\\":
-                if i + 1 < n and text[i + 1] == "\n":
-                    i += 2  # line continuation: bash removes both characters
-                    continue
-                raise _error(
-                    text, i, "\\",
-                    "a backslash is allowed only at the end of a line (line continuation)",
-                )
-            if c in " \t":
-                self._finish(i)
-                i += 1
-                continue
-            if c == "\n":
-                self._finish(i)
-                if text[i + 1:n].strip():
-                    raise _error(
-                        text, i + 1, "newline",
-                        "a line break without a trailing backslash starts a second command; "
-                        "end the previous line with \\ to continue it",
-                    )
-                break
-            if c == "'":
-                end = text.find("'", i + 1, n)
-                if end == -1:
-                    raise _error(text, i, "'", "this single quote is never closed")
-                self._begin(i)
-                self.buf.append(text[i + 1:end])
-                i = end + 1
-                continue
-            if c == '"':
-                self._begin(i)
-                i = self._double_quoted(i)
-                continue
-            if c == "$":
-                self._begin(i)
-                i = self._dollar(i)
-                continue
-            two = text[i:i + 2]
-            if two in _OPERATORS:
-                raise _error(text, i, two, _OPERATORS[two])
-            if c in _OPERATORS:
-                raise _error(text, i, c, _OPERATORS[c])
-            if c in "{}":
-                raise _error(text, i, c, f"an unquoted '{c}' can be brace expansion; quote "
-                             "values that contain braces, e.g. 'key={a: 1}'")
-            if c in "*?":
-                raise _error(text, i, c, f"an unquoted '{c}' is a filename pattern (glob); "
-                             "name files explicitly or quote the value")
-            if c == "[" and i > 0 and text[i - 1] not in "=[, \t\n" and self.start is not None:
-                # Hydra lists ("key=[a,b]") open a list; "/p/u[s]ers" would be a glob that
-                # bash may expand to another path than the one we checked.
-                raise _error(text, i, c, "an unquoted '[' inside a word is a filename pattern "
-                             "(glob); quote the value")
-            if c == "~":
-                raise _error(text, i, c, "an unquoted '~' is tilde expansion to the driver's "
-                             "home, not yours; write $HOME/... instead")
-            if c == "#" and self.start is None:
-                raise _error(text, i, "#", "'#' starts a comment; comments are not allowed "
-                             "inside the command")
-            if ord(c) < 32 or ord(c) == 127:
-                raise _error(text, i, repr(c), "control characters are not allowed")
-            self._begin(i)
-            self.buf.append(c)
-            i += 1
+            try:
+                i = self._step(i)
+            except TaskSpecError as exc:
+                if self.problems is None:
+                    raise
+                self.problems.items.extend(exc.problems)
+                if self.refused_at is None:
+                    self.refused_at = i if self.start is None else self.start
+                if exc.field in _FINAL:
+                    break
+                i = self._skip_word(i)
         self._finish(n)
         return self.words
+
+    def _skip_word(self, i: int) -> int:
+        """After a refused construct at ``i``: the next blank outside quotes, with the
+        word dropped."""
+        text, j = self.text, i
+        while j < self.hi and text[j] not in " \t\n":
+            if text[j] in "'\"":
+                close = text.find(text[j], j + 1, self.hi)
+                while close != -1 and text[j] == '"' and text[close - 1] == "\\":
+                    close = text.find('"', close + 1, self.hi)
+                j = self.hi if close == -1 else close
+            j += 1
+        self.buf, self.start = [], None
+        return max(j, i + 1)
+
+    def _step(self, i: int) -> int:
+        """Lex what starts at ``i``; return where the next step starts (``hi``: done)."""
+        text, n = self.text, self.hi
+        plain = _PLAIN_RUN.match(text, i, n)
+        if plain is not None:  # characters the branches below would append one by one
+            self._begin(i)
+            self.buf.append(plain.group())
+            return plain.end()
+        c = text[i]
+        if c == "\\":
+            if i + 1 < n and text[i + 1] == "\n":
+                return i + 2  # line continuation: bash removes both characters
+            raise _error(text, i, "\\", "a backslash is allowed only at the end of a line (line continuation)")
+        if c in " \t":
+            self._finish(i)
+            return i + 1
+        if c == "\n":
+            self._finish(i)
+            if text[i + 1:n].strip():
+                raise _error(text, i + 1, "newline",
+                             "a line break without a trailing backslash starts a second command; "
+                             "end the previous line with \\ to continue it")
+            return n
+        if c == "'":
+            end = text.find("'", i + 1, n)
+            if end == -1:
+                raise _error(text, i, "'", "this single quote is never closed")
+            self._begin(i)
+            self.buf.append(text[i + 1:end])
+            return end + 1
+        if c in "\"$":
+            self._begin(i)
+            return self._double_quoted(i) if c == '"' else self._dollar(i)
+        self._refuse(i)
+        self._begin(i)
+        self.buf.append(c)
+        return i + 1
+
+    def _refuse(self, i: int) -> None:
+        """Raise for a character bash would give a meaning at ``i`` (other characters pass)."""
+        text, c = self.text, self.text[i]
+        two = text[i:i + 2]
+        if two in _OPERATORS:
+            raise _error(text, i, two, _OPERATORS[two])
+        if c in _OPERATORS:
+            raise _error(text, i, c, _OPERATORS[c])
+        if c in "{}":
+            raise _error(text, i, c, f"an unquoted '{c}' can be brace expansion; quote "
+                         "values that contain braces, e.g. 'key={a: 1}'")
+        if c in "*?":
+            raise _error(text, i, c, f"an unquoted '{c}' is a filename pattern (glob); "
+                         "name files explicitly or quote the value")
+        if c == "[" and i > 0 and text[i - 1] not in "=[, \t\n" and self.start is not None:
+            # Hydra lists ("key=[a,b]") open a list; "/p/u[s]ers" would be a glob that
+            # bash may expand to another path than the one we checked.
+            raise _error(text, i, c, "an unquoted '[' inside a word is a filename pattern "
+                         "(glob); quote the value")
+        if c == "~":
+            raise _error(text, i, c, "an unquoted '~' is tilde expansion to the driver's "
+                         "home, not yours; write $HOME/... instead")
+        if c == "#" and self.start is None:
+            raise _error(text, i, "#", "'#' starts a comment; comments are not allowed "
+                         "inside the command")
+        if ord(c) < 32 or ord(c) == 127:
+            raise _error(text, i, repr(c), "control characters are not allowed")
 
 
 def split_command(command: str) -> list[Word]:

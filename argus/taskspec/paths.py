@@ -16,7 +16,8 @@ Rules:
 - ``data.train_files`` / ``data.val_files``: under ``<shared>/users/<me>/datasets/``,
   ``<shared>/datasets/`` or the legacy ``<shared>/common/datasets/``.
 - ``custom_reward_function.path``: under ``<shared>/users/<me>/code/``.
-- Model paths: under ``<shared>/users/<me>/models/``, ``<shared>/hf/``, or a hub id.
+- Model paths: under ``<shared>/users/<me>/models/``, ``<shared>/hf/`` (or the legacy
+  ``<shared>/common/hf/``), or a hub id.
 - ``${ARGUS_JOB_DIR}`` (and the other ``ARGUS_*`` runtime variables) stand for the
   server-computed job directory inside the user's home, so they are allowed prefixes.
 - Percent-encoded characters (``%2e%2e``), control characters and relative paths with
@@ -151,7 +152,9 @@ class PathPolicy:
             f"{self.root}/datasets",
             f"{self.root}/common/datasets",
         )
-        self.model_roots = (f"{self.home}/models", f"{self.root}/hf")
+        # <shared>/common/hf: the seed platform's (v3.0) path of the shared cache, accepted
+        # as the legacy common/datasets is, for specs written then.
+        self.model_roots = (f"{self.home}/models", f"{self.root}/hf", f"{self.root}/common/hf")
         self.reward_roots = (f"{self.home}/code",)
 
     @functools.cached_property
@@ -328,8 +331,10 @@ class PathPolicy:
                     "Data page), or correct the path")
         for area, folder in layout.COMMON_AREAS.items():
             if _inside(path, f"{self.root}/{folder}"):
-                own = "use a hub id" if model else "upload your own copy to datasets/"
-                return f"`argus files ls {area}` lists what is there; correct the path, or {own}"
+                own = ("use a hub id" if model else
+                       "upload your own copy to datasets/ on the Data page and name $HOME/datasets/...")
+                return (f"the WebUI's Data page shows what {area} holds (so does `argus files ls {area}`; "
+                        f"an admin adds files there); correct the path, or {own}")
         return "correct the path, or ask an admin to add the file"
 
     @staticmethod

@@ -147,6 +147,45 @@ def _size(field: str, value: str | int | None) -> int | None:
     return size
 
 
+def _check_ids(user: str, task_id: str, shared_root: Path) -> None:
+    _check_component(user, "user")
+    _check_component(task_id, "task_id")
+    if not _ROOT_RE.match(str(shared_root)):
+        raise TaskSpecError(
+            "shared_root", f"{str(shared_root)[:120]!r} must be an absolute path of letters, "
+            "digits, '_', '.', '/' and '-' (it is pasted into commands unquoted)",
+        )
+
+
+def _command_as_written(checked: CheckedSpec, policy: PathPolicy, expand: Callable[[str], str],
+                        problems: Problems, *, user: str, task_id: str) -> str:
+    """The command before expansion: a basic spec's generated one (after its fields'
+    checks), an advanced spec's own; raises with every problem when there is none."""
+    values = checked.values
+    if checked.kind == "basic":
+        _check_basic_fields(values, policy, expand, problems)
+        policy.require_files = False  # the generated command names the same files again
+        if problems or policy.missing or not isinstance(checked.spec, BasicTaskSpec):
+            _raise(problems, policy)
+        return build_basic_command(checked.spec, user=user, task_id=task_id)
+    written = values.get("command")
+    if written is None:
+        _raise(problems, policy)
+    policy.written.update(_written_forms(str(written), expand))
+    return str(written)
+
+
+def _runnable(kind: str, parsed_command: ParsedCommand, python: str) -> str:
+    """The command that runs: the deployment's interpreter, and for an advanced verl PPO
+    command what the basic builder adds (build_overrides): on Argus's CPU-less head verl's
+    TransferQueue storage would be unschedulable and the run would die in TaskRunner.
+    Both shown in the expanded command (docs/taskspec.md)."""
+    command = with_interpreter(parsed_command.text, parsed_command, python)
+    if kind == "advanced" and parsed_command.module == "verl.trainer.main_ppo" and TRANSFER_QUEUE_NODES not in command:
+        command = f"{command.rstrip()} ++{TRANSFER_QUEUE_NODES}={WORKER_RESOURCE}"
+    return command
+
+
 def prepare_task(
     document: str | bytes | Mapping[str, Any],
     *,
@@ -165,13 +204,7 @@ def prepare_task(
     look each hub id up in the shared model cache: not there, a problem when
     ``hub_offline`` (the cluster cannot reach the hub), else a warning."""
     config = config or TaskSpecConfig()
-    _check_component(user, "user")
-    _check_component(task_id, "task_id")
-    if not _ROOT_RE.match(str(shared_root)):
-        raise TaskSpecError(
-            "shared_root", f"{str(shared_root)[:120]!r} must be an absolute path of letters, "
-            "digits, '_', '.', '/' and '-' (it is pasted into commands unquoted)",
-        )
+    _check_ids(user, task_id, shared_root)
     checked = _checked(document, config, parsed)
     problems = Problems(checked.problems.items)
     values = checked.values
@@ -181,55 +214,29 @@ def prepare_task(
     def expand(text: str) -> str:
         return expand_home(text, user=user, shared_root=policy.root)
 
-    kind = checked.kind
-    if kind == "basic":
-        _check_basic_fields(values, policy, expand, problems)
-        policy.require_files = False  # the generated command names the same files again
-        if problems or policy.missing or not isinstance(checked.spec, BasicTaskSpec):
-            _raise(problems, policy)
-        command_raw = build_basic_command(checked.spec, user=user, task_id=task_id)
-    else:
-        written = values.get("command")
-        if written is None:
-            _raise(problems, policy)
-        command_raw = str(written)
-        policy.written.update(_written_forms(command_raw, expand))
-    command = expand(command_raw)
+    command_raw = _command_as_written(checked, policy, expand, problems, user=user, task_id=task_id)
     # The generated command goes through the same checks: one policy for every command.
     with problems.catch():
         parsed_command, command_warnings = check_command(
-            command,
-            policy=policy,
-            nnodes=values.get("nnodes"),
-            n_gpus_per_node=values.get("n_gpus_per_node"),
-            workload=values.get("workload"),
-            allowed_modules=config.allowed_modules,
+            expand(command_raw), policy=policy, nnodes=values.get("nnodes"),
+            n_gpus_per_node=values.get("n_gpus_per_node"), workload=values.get("workload"),
+            allowed_modules=config.modules(),
         )
     spec = checked.spec
     if problems or policy.missing or spec is None:
         _raise(problems, policy)
-    warnings = [*checked.warnings, *command_warnings, *policy.warnings]
-    time_limit_s = _duration("time_limit", spec.time_limit)
-    stall_timeout_s = _duration("stall_timeout", spec.stall_timeout)
-    output_budget_bytes = _size("output_budget", spec.output_budget)
-    command = with_interpreter(parsed_command.text, parsed_command, config.python)
-    if kind == "advanced" and parsed_command.module == "verl.trainer.main_ppo" and TRANSFER_QUEUE_NODES not in command:
-        # As the basic builder does (build_overrides): on Argus's CPU-less head verl's
-        # TransferQueue storage would be unschedulable and the run would die in TaskRunner.
-        # Shown in the expanded command, like the interpreter (docs/taskspec.md).
-        command = f"{command.rstrip()} ++{TRANSFER_QUEUE_NODES}={WORKER_RESOURCE}"
     return PreparedTask(
-        kind=kind,
+        kind=checked.kind,
         workload=spec.workload,
         spec=encode_taskspec(spec),
         command_raw=command_raw,
-        command=command,
+        command=_runnable(checked.kind, parsed_command, config.python),
         demand=demand_for(spec.nnodes, spec.n_gpus_per_node, workload=spec.workload, gpu_type=spec.gpu_type),
         priority=spec.priority,
         max_attempts=spec.max_attempts,
-        warnings=warnings,
-        time_limit_s=time_limit_s,
-        stall_timeout_s=stall_timeout_s,
+        warnings=[*checked.warnings, *command_warnings, *policy.warnings],
+        time_limit_s=_duration("time_limit", spec.time_limit),
+        stall_timeout_s=_duration("stall_timeout", spec.stall_timeout),
         preemptible=spec.preemptible,
-        output_budget_bytes=output_budget_bytes,
+        output_budget_bytes=_size("output_budget", spec.output_budget),
     )

@@ -6,7 +6,7 @@ lines with trailing backslashes, maybe ending in ``$@``.
 :func:`read_script` reduces such a text to the one simple command the lexer accepts
 (``NAME=value ... python3 -m <module> ...``): the exports become its assignments, the rest
 is dropped with a note. Every problem is reported at once, each with its line counted in
-the pasted text."""
+the pasted text and shown as written."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import re
 
 import msgspec
 
-from argus.taskspec.lexer import ASSIGN_RE, Lexer
+from argus.taskspec.lexer import ASSIGN_RE, Lexer, Word
 from argus.taskspec.errors import Problems, TaskSpecError
 
-__all__ = ["Script", "read_script"]
+__all__ = ["Script", "read_script", "reduce_script"]
 
 _SET_OPTION = r"(?:[-+][A-Za-z]+|-o|\+o|pipefail|errexit|nounset|xtrace|verbose|noglob)"
 _SET_RE = re.compile(rf"^set(?:[ \t]+{_SET_OPTION})+[ \t]*$")
@@ -33,6 +33,12 @@ class Script(msgspec.Struct, frozen=True, kw_only=True):
 
     command: str  # exports as NAME=value prefixes, then the command as written
     notes: list[str]
+    # The command's words as lexed where they stand in the pasted text (exports first;
+    # those of a refused construct left out): what its checks read and name lines by.
+    words: list[Word] = []
+    # Where the first refused construct inside the command stands (None: none): the words
+    # from there on are not the command's as bash would read them.
+    refused_at: int | None = None
 
 
 def _lines(text: str) -> list[tuple[int, int, int]]:
@@ -48,7 +54,7 @@ def _shown(line: str) -> str:
     return line.strip()[:60]
 
 
-def _export(text: str, start: int, end: int, number: int) -> list[str]:
+def _export(text: str, start: int, end: int, number: int) -> list[Word]:
     """The ``NAME=value`` words of an export line, as written."""
     begin = _EXPORT_RE.match(text, start, end).end()  # type: ignore[union-attr]
     words = Lexer(text, begin, end).run()
@@ -60,7 +66,7 @@ def _export(text: str, start: int, end: int, number: int) -> list[str]:
             f"line {number}: {shown!r} is not export NAME=value; write each variable as "
             "export NAME=value (it goes to the job's environment)",
         )
-    return [w.raw for w in words]
+    return words
 
 
 def _prelude_line(text: str, start: int, end: int, number: int, script: _State) -> bool:
@@ -96,24 +102,30 @@ def _safe_words(text: str, start: int, end: int) -> list[str]:
 
 
 class _State:
-    def __init__(self) -> None:
-        self.problems = Problems()
+    def __init__(self, problems: Problems) -> None:
+        self.problems = problems
         self.notes: list[str] = []
-        self.exports: list[str] = []
+        self.exports: list[Word] = []
 
 
 def read_script(text: str) -> Script:
     """The one command of ``text`` (a one-line command comes back unchanged), or a
     TaskSpecError with every problem found."""
-    if not text.strip():
-        return Script(command=text, notes=[])
-    state, lines = _State(), _lines(text)
+    problems = Problems()
+    script = reduce_script(text, problems)
+    problems.raise_if_any()
+    return script
+
+
+def _command_lines(text: str, lines: list[tuple[int, int, int]], state: _State) -> tuple[int, int] | None:
+    """Where the command stands in ``text`` (after the prelude, over its continued lines,
+    without a trailing ``$@``); every line after it is a problem. None: there is none."""
     k = 0
     while k < len(lines) and _prelude_line(text, lines[k][1], lines[k][2], lines[k][0], state):
         k += 1
     if k == len(lines):
         state.problems.add("command", f"has no python3 -m <module> command; {_ONLY_ONE}")
-        state.problems.raise_if_any()
+        return None
     first = k
     while k + 1 < len(lines) and text[lines[k][1]:lines[k][2]].endswith("\\"):
         k += 1
@@ -131,10 +143,22 @@ def read_script(text: str) -> Script:
                 f"line {number}: {_shown(line)!r} is a second statement after the command "
                 f"(a line break without a trailing backslash ends the command); {_ONLY_ONE}",
             )
-    with state.problems.catch():
-        Lexer(text, start, end).run()
-    state.problems.raise_if_any()
-    if not state.exports and not text[:start].strip() and not text[end:].strip():
+    return start, end
+
+
+def reduce_script(text: str, problems: Problems) -> Script:
+    """The one command of ``text`` (a one-line command comes back unchanged) and its
+    words; every problem found is added to ``problems``."""
+    if not text.strip():
+        return Script(command=text, notes=[])
+    state = _State(problems)
+    where = _command_lines(text, _lines(text), state)
+    if where is None:
         return Script(command=text, notes=state.notes)
-    command = " ".join([*state.exports, text[start:end]])
-    return Script(command=command, notes=state.notes)
+    start, end = where
+    lexer = Lexer(text, start, end, problems=problems)
+    words = [*state.exports, *lexer.run()]
+    command = text
+    if state.exports or text[:start].strip() or text[end:].strip():
+        command = " ".join([*(w.raw for w in state.exports), text[start:end]])
+    return Script(command=command, notes=state.notes, words=words, refused_at=lexer.refused_at)

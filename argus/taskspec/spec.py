@@ -218,6 +218,63 @@ def _infer_workload(command: Any) -> str | None:
         return "grpo" if _GRPO_RE.search(command) else "ppo"
     return None
 
+def _spec_class(data: dict[str, Any]) -> type[msgspec.Struct]:
+    """The spec class a document's ``kind`` names (raises when no field can be checked)."""
+    kind = data.get("kind")
+    if kind is None or kind == "basic":
+        if "command" in data:
+            raise TaskSpecError(
+                "kind", "a spec with a 'command' must say 'kind: advanced'; a basic spec "
+                "has model_id/train_file instead of a command"
+            )
+        return BasicTaskSpec
+    if kind == "advanced":
+        return AdvancedTaskSpec
+    raise TaskSpecError("kind", f"{str(kind)[:80]!r} is unknown; accepted: {_ACCEPTS['kind']}")
+
+
+def _workload_of_command(known: dict[str, Any], warnings: list[str], misspelt: set[str],
+                         problems: Problems) -> None:
+    """An advanced spec without ``workload``: read it off the command, or say it is needed."""
+    inferred = _infer_workload(known.get("command"))
+    if inferred is None:
+        known.pop("workload", None)
+        if "workload" not in misspelt:
+            problems.add(
+                "workload", "is required when it cannot be read off the command "
+                f"(a verl.trainer.main_ppo or *sft* module); accepted: {_ACCEPTS['workload']}"
+            )
+        misspelt.add("workload")  # reported just above, or as the misspelt key
+    else:
+        known["workload"] = inferred
+        warnings.append(f"workload: not set; {inferred} inferred from the command")
+
+
+def _check_command_size(values: dict[str, Any], config: TaskSpecConfig, problems: Problems) -> None:
+    command = values.get("command")
+    if command is None:
+        return
+    size = len(command.encode("utf-8", "surrogatepass"))
+    if size > config.max_command_bytes:
+        problems.add("command", f"is {size} bytes; the limit is {config.max_command_bytes} bytes")
+        del values["command"]
+    elif not command.strip():
+        problems.add("command", "is empty; accepted: " + _ACCEPTS["command"])
+        del values["command"]
+
+
+def _check_common(values: dict[str, Any], config: TaskSpecConfig, problems: Problems) -> None:
+    """The fields both kinds have that need more than a type: ``gpu_type``, ``retry_on``."""
+    problem = _gpu_type_problem(values.get("gpu_type"))
+    if problem is not None:
+        problems.add("gpu_type", f"{problem}; accepted: {_ACCEPTS['gpu_type']}")
+        del values["gpu_type"]
+    problem = _retry_on_problem(values.get("retry_on"), config.retry_on_kinds)
+    if problem is not None:
+        problems.add("retry_on", f"{problem}; accepted: {_ACCEPTS['retry_on']}")
+        del values["retry_on"]
+
+
 def check_taskspec(
     document: str | bytes | Mapping[str, Any], *, config: TaskSpecConfig | None = None
 ) -> CheckedSpec:
@@ -226,19 +283,7 @@ def check_taskspec(
     TaskSpecError at once: no field can be checked then)."""
     config = config or TaskSpecConfig()
     data = load_document(document, config)
-    kind = data.get("kind")
-    cls: type[msgspec.Struct]
-    if kind is None or kind == "basic":
-        if "command" in data:
-            raise TaskSpecError(
-                "kind", "a spec with a 'command' must say 'kind: advanced'; a basic spec "
-                "has model_id/train_file instead of a command"
-            )
-        cls = BasicTaskSpec
-    elif kind == "advanced":
-        cls = AdvancedTaskSpec
-    else:
-        raise TaskSpecError("kind", f"{str(kind)[:80]!r} is unknown; accepted: {_ACCEPTS['kind']}")
+    cls = _spec_class(data)
     data = {k: v for k, v in data.items() if not (cls is BasicTaskSpec and k == "kind")}
     problems = Problems()
     names = tuple(cls.__struct_fields__)
@@ -255,41 +300,13 @@ def check_taskspec(
         ignored=_IGNORED_KEYS, elsewhere=elsewhere, problems=problems,
     )
     if advanced and known.get("workload") is None:
-        inferred = _infer_workload(known.get("command"))
-        if inferred is None:
-            known.pop("workload", None)
-            if "workload" not in misspelt:
-                problems.add(
-                    "workload", "is required when it cannot be read off the command "
-                    f"(a verl.trainer.main_ppo or *sft* module); accepted: {_ACCEPTS['workload']}"
-                )
-            misspelt.add("workload")  # reported just above, or as the misspelt key
-        else:
-            known["workload"] = inferred
-            warnings.append(f"workload: not set; {inferred} inferred from the command")
+        _workload_of_command(known, warnings, misspelt, problems)
     spec, values = convert_fields(known, cls, problems, accepts=_accepts, skip_missing=misspelt)
     if advanced:
-        command = values.get("command")
-        if command is not None:
-            size = len(command.encode("utf-8", "surrogatepass"))
-            if size > config.max_command_bytes:
-                problems.add(
-                    "command", f"is {size} bytes; the limit is {config.max_command_bytes} bytes"
-                )
-                del values["command"]
-            elif not command.strip():
-                problems.add("command", "is empty; accepted: " + _ACCEPTS["command"])
-                del values["command"]
+        _check_command_size(values, config, problems)
     else:
         warnings.extend(_check_basic(values, problems))
-    problem = _gpu_type_problem(values.get("gpu_type"))
-    if problem is not None:
-        problems.add("gpu_type", f"{problem}; accepted: {_ACCEPTS['gpu_type']}")
-        del values["gpu_type"]
-    problem = _retry_on_problem(values.get("retry_on"), config.retry_on_kinds)
-    if problem is not None:
-        problems.add("retry_on", f"{problem}; accepted: {_ACCEPTS['retry_on']}")
-        del values["retry_on"]
+    _check_common(values, config, problems)
     return CheckedSpec(
         kind="advanced" if advanced else "basic",
         spec=None if problems else spec, values=values, warnings=warnings, problems=problems,

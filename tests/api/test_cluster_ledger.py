@@ -52,3 +52,25 @@ async def test_an_admin_drains_a_node_and_everyone_sees_it(env: Env) -> None:
     assert [(h["node_id"], h["kind"], h["reason"], h["ip"]) for h in holds] == [("n0", "drain", "fan failure", "10.0.0.9")]
     r = await env.client.post("/api/v2/cluster/nodes/n0/undrain", headers=env.h("admin"))
     assert r.status_code == 200 and r.json()["holds"] == []
+
+
+async def test_cluster_says_when_each_node_was_last_seen_not_only_when_capacity_changed(env: Env) -> None:
+    """An unchanged cluster records nothing new, so ``observed_at`` ages while every node
+    is fine: each node's watchdog's last report says when it was last seen, and its host."""
+    import msgspec
+
+    from argus.nodepool.keeper import NodeReport, report_path
+
+    changed = time.time() - 3600
+    nodes = [NodeCapacity(node_id=f"n{i}", ip=f"10.0.0.{i}", total_gpus=4, free_gpus=4, total_cpus=32,
+                          free_cpus=32) for i in range(2)]
+    await env.store.append_batches([AppendBatch(stream=cluster_stream, expected_version=None,
+                                                events=[CapacityObserved(nodes=nodes, observed_at=changed)])])
+    now = time.time()
+    for node_id, host in (("n0", "gpu-a"), ("gone", "gpu-z")):  # a report of a node no longer alive: left out
+        path = report_path(str(env.shared), node_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(msgspec.json.encode(NodeReport(node_id=node_id, hostname=host, checked_at=now)))
+    body = (await env.client.get("/api/v2/cluster", headers=env.h("bob"))).json()
+    assert body["observed_at"] == changed
+    assert body["seen"] == [{"node_id": "n0", "hostname": "gpu-a", "checked_at": now}]

@@ -115,6 +115,10 @@ async def test_missing_model_reward_and_val_file_of_a_basic_spec(env: Env) -> No
     assert set(errors) == {"model_id", "val_file", "extra_overrides[0]"}, errors
     assert "argus files put models/qwen/<file>" in errors["model_id"]
     assert "argus files ls common/datasets" in errors["val_file"]
+    # A fresh stack's shared datasets are empty: the message sends a WebUI user to the Data page.
+    assert errors["val_file"].startswith("'$HOME/common/datasets/toy/val.jsonl' does not exist")
+    assert "the WebUI's Data page shows what common/datasets holds" in errors["val_file"]
+    assert "upload your own copy to datasets/ on the Data page" in errors["val_file"]
     assert "argus files put code/reward.py" in errors["extra_overrides[0]"]
 
 

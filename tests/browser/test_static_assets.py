@@ -32,16 +32,24 @@ def test_template_is_a_valid_taskspec_without_warnings(path: Path, tmp_path: Pat
     assert f"{tmp_path}/users/alice" in prepared.command or f"{tmp_path}/datasets" in prepared.command
 
 
-def test_advanced_template_runs_the_toy_trainer_with_verl_overrides(tmp_path: Path) -> None:
+def test_advanced_template_is_verls_grpo_example_in_script_form(tmp_path: Path) -> None:
+    """The advanced template is a real verl GRPO command as verl publishes its examples
+    (comments, exports, one continued command), not the toy trainer: production allows
+    only verl.trainer.* (argus.examples off)."""
+    from argus.config import TaskSpecConfig
+
     text = (TEMPLATES_DIR / "advanced.yaml").read_text(encoding="utf-8")
-    prepared = prepare_task(text, user="alice", task_id="alice-ppo-20260101-000000-abcd",
-                            shared_root=tmp_path, require_files=False)
-    assert prepared.kind == "advanced"
-    for piece in ("python3 -m argus.examples.toy_trainer", "trainer.nnodes=",
-                  "trainer.n_gpus_per_node=", "trainer.total_training_steps=",
-                  f"data.train_files={tmp_path}/users/alice/datasets/",
-                  "+ray_kwargs.ray_init.address=auto"):
+    prepared = prepare_task(text, user="alice", task_id="alice-grpo-20260101-000000-abcd",
+                            shared_root=tmp_path, require_files=False,
+                            config=TaskSpecConfig(allow_examples=False))
+    assert prepared.kind == "advanced" and prepared.workload == "grpo"
+    assert "export VLLM_USE_V1=1" in prepared.command_raw and "\\\n" in prepared.command_raw
+    assert prepared.command.startswith("VLLM_USE_V1=1 PYTHONUNBUFFERED=1 ")
+    for piece in ("-m verl.trainer.main_ppo", "algorithm.adv_estimator=grpo", "trainer.nnodes=1",
+                  "trainer.n_gpus_per_node=4", f"data.train_files={tmp_path}/datasets/gsm8k/train.parquet",
+                  "actor_rollout_ref.rollout.n=5", "+ray_kwargs.ray_init.address=auto"):
         assert piece in prepared.command, piece
+    assert "argus.examples" not in text
 
 
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: str(p.relative_to(STATIC_DIR)))

@@ -106,7 +106,9 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
     copy_tree(workdir)
     port = free_ports(1)[0]
     env = clean_env(port)
-    first, second = (block.strip() for block in readme_blocks()[0].strip().splitlines())
+    # The block's commands; its comment (argus up blocks: the tests go in another terminal) aside.
+    first, second = (line.strip() for line in readme_blocks()[0].strip().splitlines()
+                     if not line.strip().startswith("#"))
     assert second == "./scripts/test.sh"
     console = workdir.parent / "console.log"
     with open(console, "wb") as out:

@@ -42,7 +42,8 @@ def test_resource_retries_end_at_max_pending_s_with_the_reason() -> None:
     assert isinstance(outcome(t, K.INSUFFICIENT_RESOURCES, after_s=3599, max_pending_s=3600), RetryScheduled)
     final = outcome(t, K.INSUFFICIENT_RESOURCES, after_s=3601, max_pending_s=3600)
     assert isinstance(final, TaskFailed) and final.failure_kind is K.INSUFFICIENT_RESOURCES
-    assert "max_pending_s=3600" in final.error_summary and "why" in final.error_summary
+    assert "wait at most 3600 s" in final.error_summary and "why" in final.error_summary
+    assert "max_pending_s" not in final.error_summary  # the setting's name is the admin's, not the user's
     assert isinstance(outcome(t, K.INSUFFICIENT_RESOURCES, after_s=10**7, max_pending_s=0), RetryScheduled)
 
 

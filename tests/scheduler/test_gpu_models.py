@@ -68,7 +68,7 @@ def test_the_submit_check_names_the_models_there_are() -> None:
     assert field == "gpu_type" and "none of the 2 worker node(s)" in message and "ask for one of A100" in message
     field, message = unfit_reason(Demand(nnodes=2, n_gpus_per_node=2, cpus_per_node=1, gpu_types=("A100",)),
                                   [*nodes[:1], node(1, "H100", 4)], "as last observed") or ("", "")
-    assert field == "n_gpus_per_node" and "ask for nnodes ≤ 1" in message and "accept more GPU models" in message
+    assert field == "nnodes" and "ask for nnodes ≤ 1" in message and "accept more GPU models" in message
     assert unfit_reason(Demand(nnodes=2, n_gpus_per_node=2, cpus_per_node=1, gpu_types=("a100",)), nodes, "") is None
 
 
@@ -167,3 +167,21 @@ def test_the_models_change_what_the_simulator_decides() -> None:
     only_h100 = simulate(Trace(tasks=tasks(("H100",)), nodes=nodes), "fifo")
     assert sorted(o.start or 0 for o in anywhere.outcomes) == [0.0, 10.0, 20.0, 1000.0]
     assert sorted(o.start or 0 for o in only_h100.outcomes) == [0.0, 1000.0, 2000.0, 3000.0]
+
+
+def test_a_suggested_shape_is_one_that_fits_and_the_field_is_the_one_to_change() -> None:
+    """1×8 on one 4-GPU node: suggesting nnodes=2 would only be refused next (there is one
+    node); a gang of too many nodes names nnodes, not n_gpus_per_node."""
+    def plain(i: int, gpus: float, cpus: float = 32) -> NodeCapacity:
+        return NodeCapacity(node_id=f"n{i}", ip="", total_gpus=gpus, free_gpus=gpus, total_cpus=cpus, free_cpus=cpus)
+
+    eight = Demand(nnodes=1, n_gpus_per_node=8, cpus_per_node=17)
+    field, message = unfit_reason(eight, [plain(0, 4)], "as last observed") or ("", "")
+    assert field == "n_gpus_per_node" and "nnodes=2" not in message
+    assert "no shape of 8 GPUs fits: at most nnodes=1, n_gpus_per_node=4, 4 GPUs" in message
+    field, message = unfit_reason(eight, [plain(0, 4), plain(1, 4)], "as last observed") or ("", "")
+    assert "e.g. nnodes=2, n_gpus_per_node=4 for 8 GPUs" in message
+    # Following the suggestion fits; asking for more nodes than there are is about nnodes.
+    assert unfit_reason(Demand(nnodes=2, n_gpus_per_node=4, cpus_per_node=9), [plain(0, 4), plain(1, 4)], "") is None
+    field, message = unfit_reason(Demand(nnodes=2, n_gpus_per_node=4, cpus_per_node=9), [plain(0, 8)], "") or ("", "")
+    assert field == "nnodes" and "ask for nnodes ≤ 1" in message and "e.g. nnodes=1, n_gpus_per_node=8" in message

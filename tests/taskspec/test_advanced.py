@@ -275,3 +275,21 @@ def test_shared_root_must_be_plain(shared_root: Path) -> None:
     with pytest.raises(TaskSpecError) as err:
         prepare_task(SEED_EXAMPLE, user="alice", task_id="t", shared_root=Path("/mnt/my share"))
     assert err.value.field == "shared_root"
+
+
+def test_the_example_trainer_runs_only_where_the_config_allows_it(
+        prepare: Prepare, monkeypatch: pytest.MonkeyPatch) -> None:
+    """argus.examples.* is not a production module: off by default, on where the config
+    (argus up, the tests' environment) says so."""
+    from argus.config import EXAMPLES_VARIABLE, TaskSpecConfig, load_config
+
+    toy = advanced("python3 -m argus.examples.toy_trainer data.train_files=$HOME/datasets/a.parquet",
+                   nnodes=1, n_gpus_per_node=1)
+    with pytest.raises(TaskSpecError) as err:
+        prepare(toy, config=TaskSpecConfig(allow_examples=False))
+    assert err.value.field == "command[argus.examples.toy_trainer]"
+    assert err.value.message.endswith("allowed: verl.trainer.*")
+    assert prepare(toy, config=TaskSpecConfig(allow_examples=True)).command
+    monkeypatch.delenv(EXAMPLES_VARIABLE, raising=False)
+    assert TaskSpecConfig().allow_examples is False and load_config(None, environ={}).v2.taskspec.allow_examples is False
+    assert load_config(None, environ={EXAMPLES_VARIABLE: "true"}).v2.taskspec.modules() == ["verl.trainer.", "argus.examples."]

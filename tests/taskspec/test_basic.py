@@ -147,9 +147,15 @@ def test_field_level_path_errors(prepare: Prepare, fields: dict[str, Any], field
     assert fragment in err.value.message, err.value.message
 
 
-def test_model_paths_under_models_and_hf(prepare: Prepare) -> None:
+def test_model_paths_under_models_and_hf(prepare: Prepare, shared_root: Path) -> None:
     prepare(basic(model_id="$HOME/models/m1"))
     prepare(basic(model_id="$HOME/common/hf/Qwen2.5"))
+    # The seed platform's (v3.0) real path of the shared cache, as its specs name it.
+    (shared_root / "common/hf/Qwen2.5").mkdir(parents=True)
+    task = prepare(basic(model_id=f"{shared_root}/common/hf/Qwen2.5"))
+    assert f"model.path={shared_root}/common/hf/Qwen2.5" in task.command
+    with pytest.raises(TaskSpecError, match="common/hf-x"):
+        prepare(basic(model_id=f"{shared_root}/common/hf-x/Qwen2.5"))
 
 
 def test_hostile_extra_override_values_stay_one_word(prepare: Prepare) -> None:

@@ -148,9 +148,12 @@ def test_advanced_command_checked_even_when_a_field_is_bad(prepare: Prepare) -> 
 
 
 def test_a_malformed_command_stops_at_its_shape(prepare: Prepare) -> None:
+    """Every shape problem is named (each ';' with its column), and no path check runs on
+    a command whose words cannot be read as bash would."""
     with pytest.raises(TaskSpecError) as err:
         prepare(advanced(f"{PPO} a=1 ; b=$HOME/../bob ; c=2"))
-    assert [p.field for p in err.value.problems] == ["command[;]"]
+    assert [p.field for p in err.value.problems] == ["command[;]", "command[;]"]
+    assert err.value.problems[0].message != err.value.problems[1].message  # two columns
 
 
 # -- YAML errors -----------------------------------------------------------------------

@@ -156,3 +156,15 @@ def test_seed_advanced_example_composes(shared_root: Path, tmp_path: Path) -> No
     cfg = compose_command(task.command, tmp_path)
     assert cfg.trainer.nnodes == 2 and cfg.trainer.save_freq == 10
     assert cfg.actor_rollout_ref.model.path == "Qwen/Qwen2.5-0.5B-Instruct"
+
+
+def test_the_webuis_advanced_template_composes(shared_root: Path, tmp_path: Path) -> None:
+    """The WebUI's advanced template (verl's GRPO example in script form) names only keys
+    verl's config has."""
+    from argus.ui import TEMPLATES_DIR
+
+    text = (TEMPLATES_DIR / "advanced.yaml").read_text(encoding="utf-8")
+    task = prepare_task(text, user="alice", task_id="t", shared_root=shared_root, require_files=False)
+    cfg = compose_command(task.command, tmp_path)
+    assert cfg.algorithm.adv_estimator == "grpo" and cfg.actor_rollout_ref.rollout.n == 5
+    assert cfg.trainer.n_gpus_per_node == 4

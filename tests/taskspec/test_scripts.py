@@ -80,3 +80,27 @@ def test_every_problem_at_once() -> None:
 def test_hub_ids_of_a_pasted_script() -> None:
     expanded = FIXTURE.read_text().replace("$HOME", "/private/users/alice")
     assert hub_ids(expanded) == ["Qwen/Qwen2-7B-Instruct"]
+
+
+def test_every_problem_of_the_shape_at_once_with_its_line_as_written() -> None:
+    """One validation names every refused construct (operators, redirections, a refused
+    variable, the wrong program), each with its line number and the line as pasted."""
+    script = ("set -x\nexport LD_PRELOAD=/x.so\npython -m verl.trainer.main_ppo \\\n"
+              "  data.train_files=a.parquet && \\\n  trainer.nnodes=1 | tee log \\\n  trainer.x=1 > out.txt\n")
+    with pytest.raises(TaskSpecError) as info:
+        parse_command(script, allowed_modules=ALLOWED)
+    got = {p.field: p.message for p in info.value.problems}
+    assert set(got) == {"command[LD_PRELOAD]", "command[python]", "command[&&]", "command[|]", "command[>]"}, got
+    assert got["command[python]"].startswith("line 3: the program must be python3") and "(write python3)" in got["command[python]"]
+    assert "(line 4, column 30) in 'data.train_files=a.parquet &&'" in got["command[&&]"]
+    assert "(line 5, column 20) in 'trainer.nnodes=1 | tee log'" in got["command[|]"]
+    assert "(line 6, column 15) in 'trainer.x=1 > out.txt'" in got["command[>]"]
+    assert got["command[LD_PRELOAD]"].startswith("line 2: ")
+
+
+def test_words_after_a_refused_construct_are_not_judged_as_the_command() -> None:
+    """``python3;x -m ...``: only the ';' is named; no second problem about a program or
+    module read from words bash would not run as this command."""
+    with pytest.raises(TaskSpecError) as info:
+        parse_command("python3;x -m verl.trainer.main_ppo a=1", allowed_modules=ALLOWED)
+    assert [p.field for p in info.value.problems] == ["command[;]"]

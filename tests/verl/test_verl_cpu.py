@@ -143,20 +143,30 @@ def test_basic_grpo_reaches_the_gpu_boundary_and_is_not_retried(stack: Stack) ->
 
 
 def test_advanced_ppo_with_a_custom_reward_reaches_the_gpu_boundary(stack: Stack) -> None:
+    # Pasted as verl publishes its example scripts: set -x, a comment, an export, one
+    # continued command ending in $@ (dropped with a warning).
     task_id = submit(stack, f"""\
 kind: advanced
 nnodes: 1
 n_gpus_per_node: 2
 command: |
+  set -x
+  # PPO with a custom reward, as in verl's examples/ppo_trainer
+  export VLLM_USE_V1=1
+
   python3 -m verl.trainer.main_ppo \\
     data.train_files=$HOME/datasets/tiny/train.parquet data.val_files=$HOME/datasets/tiny/val.parquet \\
     actor_rollout_ref.model.path=$HOME/models/tiny critic.model.path=$HOME/models/tiny \\
     critic.ppo_micro_batch_size_per_gpu=2 {SMALL} \\
     custom_reward_function.path=$HOME/code/reward.py custom_reward_function.name=compute_score \\
     trainer.nnodes=1 trainer.n_gpus_per_node=2 trainer.total_training_steps=2 trainer.logger=[console] \\
-    trainer.default_local_dir=${{ARGUS_JOB_DIR}}/checkpoints +ray_kwargs.ray_init.address=auto
+    trainer.default_local_dir=${{ARGUS_JOB_DIR}}/checkpoints +ray_kwargs.ray_init.address=auto $@
 """)
     assert_reached_the_gpu_boundary(stack, wait_ended(stack, task_id))
+    with stack.client("alice") as c:
+        spec = c.get(f"/api/v2/tasks/{task_id}/spec").json()
+    assert spec["command"].startswith("VLLM_USE_V1=1 ") and "$@" not in spec["command"], spec["command"]
+    assert any("trailing $@ was dropped" in w for w in spec["warnings"]), spec["warnings"]
 
 
 def test_sft_through_verls_sft_entry_point_reaches_the_gpu_boundary(stack: Stack) -> None:

@@ -123,11 +123,15 @@ export function stateBadge(state) {
 
 /** "2 × 4 GPU" (or "2 × 4 H100 GPU") from a demand object (nnodes, n_gpus_per_node[,
  * cpus_per_node, gpu_types]). */
-export function fmtDemand(d) {
+export function fmtDemand(d, driverCpus = 0) {
   if (!d) return "";
   const model = d.gpu_types && d.gpu_types.length ? `${d.gpu_types.join(" or ")} ` : "";
   const base = `${d.nnodes} × ${d.n_gpus_per_node} ${model}GPU`;
-  return d.cpus_per_node ? `${base}, ${d.cpus_per_node} CPU/node` : base;
+  if (!d.cpus_per_node) return base;
+  // Counted as the scheduler, its wait reasons and the cluster page count them: with the
+  // job driver's CPUs (the task detail says how many: driver_cpus).
+  if (driverCpus) return `${base}, ${+(d.cpus_per_node + driverCpus).toFixed(2)} CPU/node (${d.cpus_per_node} + ${driverCpus} for its driver)`;
+  return `${base}, ${d.cpus_per_node} CPU/node`;
 }
 
 /** A <dl> from [label, value] pairs; values may be nodes or text; empty ones are skipped. */

@@ -72,6 +72,8 @@ export async function render(main, _params, ctx) {
     const committedG = (c.ledger || []).reduce((s, l) => s + (l.committed_gpus || 0), 0);
     const admissibleG = (c.ledger || []).reduce((s, l) => s + (l.admissible_gpus || 0), 0);
     const totalG = nodes.reduce((s, n) => s + (n.total_gpus || 0), 0);
+    const seen = Object.fromEntries((c.seen || []).map((x) => [x.node_id, x]));
+    const lastCheck = (c.seen || []).reduce((m, x) => Math.max(m, x.checked_at || 0), 0);
     replace(summary,
       c.reachable === false
         ? notice("error", "Ray is not reachable", c.error ? `: ${c.error}` : ".")
@@ -81,7 +83,10 @@ export async function render(main, _params, ctx) {
         ["GPUs free (Ray)", `${fmtNum(freeG)} of ${fmtNum(totalG)}`],
         ["GPUs committed", fmtNum(committedG)],
         ["GPUs admissible", fmtNum(admissibleG)],
-        ["Observed", timeEl(c.observed_at)],
+        // Capacity is recorded when it changes; each node's watchdog reports every few
+        // seconds while it lives: that is when it was last seen.
+        ["Capacity changed", timeEl(c.observed_at)],
+        ["Last check", lastCheck ? timeEl(lastCheck) : ""],
       ], "facts facts-row"));
     const headIp = c.head && (c.head.ip || c.head.node_ip || c.head.host);
     const holds = {};
@@ -89,7 +94,9 @@ export async function render(main, _params, ctx) {
     const rows = nodes.map((n) => {
       const isHead = n.is_head || (headIp && n.ip === headIp && !n.total_gpus);
       return h("tr", { "data-node-id": n.node_id, class: isHead ? "is-head" : null },
-        h("td", { class: "mono" }, String(n.node_id || "").slice(0, 16), isHead ? h("span", { class: "tag tag-head" }, "head") : null),
+        h("td", { class: "mono" }, seen[n.node_id] ? `${seen[n.node_id].hostname} ` : "",
+          h("span", { class: "muted", title: n.node_id || "" }, String(n.node_id || "").slice(0, 8)),
+          isHead ? h("span", { class: "tag tag-head" }, "head") : null),
         h("td", { class: "mono" }, n.ip || ""),
         h("td", { class: "col-role" }, isHead ? "head (runs no training)" : n.gpu_type ? `worker (${n.gpu_type})` : "worker",
           // Held: it admits no new attempt (drained by an admin, or quarantined with the
@@ -101,7 +108,8 @@ export async function render(main, _params, ctx) {
         h("td", { class: "col-committed" }, ledger[n.node_id]
           ? `${fmtNum(ledger[n.node_id].committed_gpus)} GPUs, ${fmtNum(ledger[n.node_id].committed_cpus)} CPUs`
           : "—"),
-        h("td", { class: "col-seen" }, timeEl(n.last_seen ?? n.observed_at ?? c.observed_at)));
+        h("td", { class: "col-seen", title: seen[n.node_id] ? "its watchdog's last report" : "the last change of capacity (no report from its watchdog)" },
+          timeEl(seen[n.node_id]?.checked_at ?? n.last_seen ?? n.observed_at ?? c.observed_at)));
     });
     if (c.head && !nodes.some((n) => n.is_head)) {
       rows.unshift(h("tr", { class: "is-head" },

@@ -97,7 +97,7 @@ export async function render(main, params, ctx) {
     replace(summary, dl([
       ["User", t.user],
       ["Workload", [t.workload, t.kind ? ` (${t.kind})` : ""]],
-      ["Demand", fmtDemand(t.demand)],
+      ["Demand", fmtDemand(t.demand, t.driver_cpus || 0)],
       ["Priority", t.priority !== undefined ? String(t.priority) : ""],
       ["Attempts", t.attempts ? `${t.attempts.length} of at most ${t.max_attempts ?? "?"}` : ""],
       ["Submitted", timeEl(t.created_at ?? t.submitted_at)],
