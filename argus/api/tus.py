@@ -154,6 +154,24 @@ async def _load(state: State, who: Principal, upload_id: str) -> UploadInfo:
     return info
 
 
+def _chunk_headers(request: Request[Any, Any, Any]) -> tuple[str, tuple[str, bytes] | None, str | None]:
+    """A PATCH's headers, checked: its ``Upload-Offset`` (digits), its ``Upload-Checksum``
+    (algorithm, digest) if any, and the whole file's ``Argus-File-Sha256`` if sent."""
+    _check_version(request)
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/offset+octet-stream":
+        raise _error(415, "a PATCH body is Content-Type: application/offset+octet-stream")
+    sent = request.headers.get("upload-offset", "")
+    if not sent.isdigit():
+        raise _error(400, "send Upload-Offset: where this chunk starts (HEAD tells)")
+    checksum = None
+    if request.headers.get("upload-checksum"):
+        try:
+            checksum = parse_checksum(request.headers["upload-checksum"])
+        except ValueError as exc:
+            raise _error(400, str(exc)) from exc
+    return sent, checksum, _hex64(request.headers.get("argus-file-sha256"), "Argus-File-Sha256")
+
+
 async def _stream_chunk(request: Request[Any, Any, Any], writer: ChunkWriter, room: int) -> None:
     """The request body into ``writer``, at most ``room`` bytes (413 beyond). The pieces the
     HTTP server hands over are gathered, uncopied, into batches of ``BUFFER`` bytes; one
@@ -276,20 +294,7 @@ class TusController(Controller):
         """Append one chunk at ``Upload-Offset`` (``application/offset+octet-stream``;
         ``Upload-Checksum: <sha1|sha256|md5> <base64>`` checked, 460 if it differs; on the
         last chunk, ``Argus-File-Sha256: <64 hex>`` checked against the whole file)."""
-        _check_version(request)
-        if request.headers.get("content-type", "").split(";")[0].strip() != \
-                "application/offset+octet-stream":
-            raise _error(415, "a PATCH body is Content-Type: application/offset+octet-stream")
-        sent = request.headers.get("upload-offset", "")
-        if not sent.isdigit():
-            raise _error(400, "send Upload-Offset: where this chunk starts (HEAD tells)")
-        checksum = None
-        if request.headers.get("upload-checksum"):
-            try:
-                checksum = parse_checksum(request.headers["upload-checksum"])
-            except ValueError as exc:
-                raise _error(400, str(exc)) from exc
-        at_end = _hex64(request.headers.get("argus-file-sha256"), "Argus-File-Sha256")
+        sent, checksum, at_end = _chunk_headers(request)
         uploads: Uploads = state.uploads
         await _load(state, who, upload_id)  # a lock only for an upload that exists
         lock = uploads.lock(upload_id)
