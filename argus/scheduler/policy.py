@@ -40,6 +40,7 @@ preempt, who may be stopped for whom.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from operator import attrgetter
 
 import msgspec
 
@@ -68,6 +69,8 @@ __all__ = [
     "register_policy",
 ]
 
+
+_RESUME_FIRST = attrgetter("resume_first")
 
 PolicyFn = Callable[
     [Sequence[QueuedTask], Sequence[RunningTask], "Capacity | None", float, PolicyConfig], list[Decision]
@@ -113,7 +116,7 @@ def decide(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity
 def resumed_first(queue: Sequence[QueuedTask]) -> list[QueuedTask]:
     """Tasks the operator interrupted (``resume_first``) before the others, each part in the
     order it had: a planned restart must not cost a run its place (docs/runs.md)."""
-    if not any(t.resume_first for t in queue):
+    if not any(map(_RESUME_FIRST, queue)):  # (C-level: asked of every waiting task, every pass)
         return list(queue)
     return [t for t in queue if t.resume_first] + [t for t in queue if not t.resume_first]
 

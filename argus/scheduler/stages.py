@@ -21,6 +21,7 @@ the cached explanations, the reservation, the room planner.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from operator import attrgetter
 from typing import Protocol
 
 from msgspec.structs import replace
@@ -48,6 +49,7 @@ _UNKNOWN_MSG = "cluster capacity is unknown (Ray unreachable); nothing is admitt
 # the rare nodes (Pool.keeps_off): what placement depends on
 Shape = tuple[object, ...]
 _NONE: frozenset[int] = frozenset()
+_DEMAND = attrgetter("demand")
 
 
 class Outranks(Protocol):
@@ -143,7 +145,7 @@ class _Pass:
         self.running, self.now, self.config, self.outranks = running, now, config, outranks
         self.out: list[Decision] = []
         self.pool = Pool(capacity.nodes, mix=(lambda: _shape_mix(queue, running, config))
-                         if config.placement == "fragmentation" else None, waiting=lambda: (t.demand for t in queue))
+                         if config.placement == "fragmentation" else None, waiting=lambda: map(_DEMAND, queue))
         self.n_running = len(running)
         self.releasing = capacity.releasing  # ended gangs the ledger holds until the next observation
         self.per_user: dict[str, int] = {}
