@@ -113,8 +113,10 @@ class Pool:
         self.ids = [n.node_id for n in ordered]
         self.gpus = [max(0.0, n.free_gpus) for n in ordered]
         self.cpus = [max(0.0, n.free_cpus) for n in ordered]
-        # placements by shape (and nodes to avoid), forgotten when resources are taken
-        self._cache: dict[tuple[object, ...], tuple[int, ...] | None] = {}
+        # placements by shape (and nodes to avoid), forgotten when resources are taken;
+        # shapes that did not fit, kept (free resources only shrink within a pass)
+        self._cache: dict[tuple[object, ...], tuple[int, ...]] = {}
+        self._unplaced: set[tuple[object, ...]] = set()
         self._snapshot: tuple[float, ...] | None = None
         self.totals = [(n.total_gpus, n.total_cpus) for n in ordered]
         self._totals_key = _interned(_Totals(self.totals))  # hashed and compared once per pass
@@ -208,6 +210,8 @@ class Pool:
     def place_avoiding(self, d: Demand, avoid: frozenset[int]) -> tuple[int, ...] | None:
         """Nodes for the gang among the nodes not in ``avoid`` (as ``place``), or None."""
         key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node, d.gpu_types, avoid)
+        if key in self._unplaced:
+            return None
         if key in self._cache:  # (behind a reservation, every task that fits asks)
             return self._cache[key]
         g, c = d.n_gpus_per_node, d.cpus_per_node
@@ -216,7 +220,7 @@ class Pool:
         else:
             fits = [i for i in self._candidates(d) if i not in avoid and self.gpus[i] >= g and self.cpus[i] >= c]
             result = None if len(fits) < d.nnodes or d.nnodes <= 0 else tuple(self._order(fits, d)[: d.nnodes])
-        self._cache[key] = result
+        self._remember(key, result)
         return result
 
     def reservation(self, t: QueuedTask, endings: Endings, now: float,
@@ -232,6 +236,8 @@ class Pool:
     def place(self, d: Demand) -> tuple[int, ...] | None:
         """Nodes for the gang (least fragmentation growth, else fewest free GPUs first), or None."""
         key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node, d.gpu_types)
+        if key in self._unplaced:
+            return None
         if key in self._cache:
             return self._cache[key]
         g, c = d.n_gpus_per_node, d.cpus_per_node
@@ -243,8 +249,14 @@ class Pool:
             fits = [i for i in self._candidates(d) if gpus[i] >= g and cpus[i] >= c]
             if len(fits) >= d.nnodes > 0:
                 result = tuple(self._order(fits, d)[: d.nnodes])
-        self._cache[key] = result
+        self._remember(key, result)
         return result
+
+    def _remember(self, key: tuple[object, ...], placed: tuple[int, ...] | None) -> None:
+        if placed is None:
+            self._unplaced.add(key)
+        else:
+            self._cache[key] = placed
 
     def _index(self, d: Demand) -> FreeIndex:
         """The nodes of ``d``'s GPU models in best-fit order (fewest free GPUs, then CPUs,
@@ -270,7 +282,7 @@ class Pool:
                 index.moved(i, before, (gpus[i], cpus[i]))
         # Free resources only shrink within a pass: a shape that did not fit still does not,
         # so only the successful placements are forgotten.
-        self._cache = {k: v for k, v in self._cache.items() if v is None}
+        self._cache.clear()
         self._snapshot = None
 
     def explain(self, d: Demand, words: bool = True) -> Defer:

@@ -32,7 +32,7 @@ from argus.scheduler.model import (
     Admit, Capacity, Decision, Defer, PolicyConfig, Preempt, QueuedTask, Reason, RunningTask,
 )
 from argus.scheduler.order import arrival_only
-from argus.scheduler.placement import Pool, fmt_amount, needs
+from argus.scheduler.placement import NOT_ASKED, Pool, fmt_amount, needs
 from argus.scheduler.preempt import RoomPlanner
 from argus.scheduler.reserve import Ending, Endings, Reservation, fmt_clock
 
@@ -99,7 +99,9 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
         key: Shape = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node, d.gpu_types)
         if same_rule is not None and not t.preemptible and pool.keeps_off(d):  # the policy stops tasks
             key = (*key, True)  # it may not be stopped: placed, explained, reserved for apart from its shape
-        never = never_known[key] if key in never_known else pool.never_fits(d, key)
+        never = never_known.get(key, NOT_ASKED)  # (one lookup: the shape's tuple is hashed per lookup)
+        if never is NOT_ASKED:
+            never = pool.never_fits(d, key)
         if never is not None:  # waiting in line for it would only block everyone behind it
             append(replace(never, task_id=t.task_id))
             continue
