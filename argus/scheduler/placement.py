@@ -131,6 +131,8 @@ class Pool:
         # best-fit order per GPU models asked for (``FreeIndex``), made on the first
         # placement of each and kept in order by ``take``
         self._indexes: dict[tuple[str, ...], FreeIndex] = {}
+        self._cands: dict[tuple[str, ...], Sequence[int]] = {}  # _candidates' answers by GPU models
+        self._free_sums: dict[tuple[str, ...], float] = {}  # free GPUs on them, until the next take
         self._rare: frozenset[int] | None = None  # made when a task that may not be preempted asks
 
     def spared(self) -> frozenset[int]:
@@ -269,8 +271,11 @@ class Pool:
 
     def _candidates(self, d: Demand) -> Sequence[int]:
         """The nodes to try for ``d``: those of its GPU models, in index order."""
-        allowed = self.allowed(d)
-        return range(len(self.gpus)) if allowed is None else sorted(allowed)
+        found = self._cands.get(d.gpu_types)
+        if found is None:
+            allowed = self.allowed(d)
+            found = self._cands[d.gpu_types] = range(len(self.gpus)) if allowed is None else sorted(allowed)
+        return found
 
     def take(self, picked: tuple[int, ...], d: Demand) -> None:
         gpus, cpus, indexes = self.gpus, self.cpus, self._indexes.values()
@@ -284,6 +289,7 @@ class Pool:
         # so only the successful placements are forgotten.
         self._cache.clear()
         self._snapshot = None
+        self._free_sums.clear()
 
     def explain(self, d: Demand, words: bool = True) -> Defer:
         """Why ``d`` does not fit: not even in total, or only not per node (on the nodes
@@ -291,7 +297,9 @@ class Pool:
         message (a quiet pass, whose messages nobody reads: they were a tenth of its time)."""
         free = self.free_gpus()
         mine = self._candidates(d)
-        total = sum(map(free.__getitem__, mine))  # (C-level: asked per shape and pass)
+        total = self._free_sums.get(d.gpu_types)  # (asked per shape that fails: the same sum for one models)
+        if total is None:
+            total = self._free_sums[d.gpu_types] = sum(map(free.__getitem__, mine))  # (C-level)
         if not words:
             reason = Reason.INSUFFICIENT_GPUS if total < d.total_gpus else Reason.NO_CAPACITY_PER_NODE
             return Defer(task_id="", reason=reason, free_gpus_per_node=free, message="")

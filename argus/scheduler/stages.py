@@ -50,6 +50,7 @@ _UNKNOWN_MSG = "cluster capacity is unknown (Ray unreachable); nothing is admitt
 Shape = tuple[object, ...]
 _NONE: frozenset[int] = frozenset()
 _DEMAND = attrgetter("demand")
+_SHAPE = attrgetter("demand.nnodes", "demand.n_gpus_per_node", "demand.cpus_per_node", "demand.gpu_types")
 
 
 class Outranks(Protocol):
@@ -96,15 +97,19 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
                 break
             continue
         d = t.demand
-        key: Shape = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node, d.gpu_types)
+        key: Shape = _SHAPE(t)  # (one C-level call: every task of the queue asks)
         if same_rule is not None and not t.preemptible and pool.keeps_off(d):  # the policy stops tasks
             key = (*key, True)  # it may not be stopped: placed, explained, reserved for apart from its shape
-        never = never_known.get(key, NOT_ASKED)  # (one lookup: the shape's tuple is hashed per lookup)
-        if never is NOT_ASKED:
-            never = pool.never_fits(d, key)
-        if never is not None:  # waiting in line for it would only block everyone behind it
-            append(replace(never, task_id=t.task_id))
-            continue
+        # Why its shape failed earlier in the pass: such a shape could fit an idle cluster
+        # (never_fits said so before it was placed), and most of a long queue is here.
+        why = explained.get(key)
+        if why is None:
+            never = never_known.get(key, NOT_ASKED)  # (one lookup: the shape's tuple is hashed per lookup)
+            if never is NOT_ASKED:
+                never = pool.never_fits(d, key)
+            if never is not None:  # waiting in line for it would only block everyone behind it
+                append(replace(never, task_id=t.task_id))
+                continue
         if blocked:
             append(_blocked(t, pool))
             continue
@@ -114,7 +119,6 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
                 append(_limited(t, p.n_running, per_user, held, config))
             continue
         # 2. fit, asked once per shape until the shape fails (free resources only shrink)
-        why = explained.get(key)
         seen_before = why is not None
         if why is None:
             why = p.fit(t, key)
@@ -140,7 +144,7 @@ class _Pass:
 
     __slots__ = ("running", "now", "config", "outranks", "out", "pool", "n_running", "per_user", "held", "explained",
                  "backfill", "reserved", "endings", "planner", "same_rule", "no_room", "no_room_alike", "releasing",
-                 "behind", "no_start", "_none_told")
+                 "behind", "behind_said", "no_start", "_none_told")
 
     def __init__(self, queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity,
                  now: float, config: PolicyConfig, outranks: Outranks | None) -> None:
@@ -164,6 +168,7 @@ class _Pass:
         # limit: every such task of the shape waits behind it too, until an admission
         # changes the pool (on the trace, most of a pass's tasks were asked this again).
         self.behind: set[Shape] = set()
+        self.behind_said: dict[tuple[Demand, bool], Defer] = {}  # behind_message's, by (demand, limited)
         # Shapes for which no reservation found a start: their like would find none either,
         # until an admission changes the pool and the endings (10,000 arrivals at a first
         # observation, with nothing running, asked it of each).
@@ -200,7 +205,7 @@ class _Pass:
         pool, d = self.pool, t.demand
         if key in self.behind and not t.limited:  # its shape fits only on the reservation's nodes
             if self.config.waits or t.preempting_since is not None:
-                self.out.append(_behind(t, pool, self.reserved))  # type: ignore[arg-type]
+                self.out.append(self.behind_message(t))
             return None
         off = self.off(t, key)
         picked = pool.place_avoiding(d, off) if off else pool.place(d)
@@ -218,11 +223,21 @@ class _Pass:
                 if not t.limited:
                     self.behind.add(key)
                 if self.config.waits or t.preempting_since is not None:
-                    self.out.append(_behind(t, pool, self.reserved))
+                    self.out.append(self.behind_message(t))
                 return None
             picked = fits
         self.admit(t, picked, note)
         return None
+
+    def behind_message(self, t: QueuedTask) -> Defer:
+        """``_behind`` for ``t``, made once per shape and time limit: the reservation is
+        set once in a pass, and on a long queue every task behind it was told anew (the
+        node list joined each time)."""
+        key = (t.demand, t.limited)
+        made = self.behind_said.get(key)
+        if made is None:
+            made = self.behind_said[key] = _behind(t, self.pool, self.reserved)  # type: ignore[arg-type]
+        return replace(made, task_id=t.task_id)
 
     def off(self, t: QueuedTask, key: Shape) -> frozenset[int]:
         """The nodes ``t`` keeps off (it may not be preempted: ``Pool.keeps_off``)."""
@@ -246,7 +261,7 @@ class _Pass:
             self.per_user[t.user] = self.per_user.get(t.user, 0) + 1
         if t.user in config.gpu_caps:
             self.held[t.user] = self.held.get(t.user, 0.0) + d.total_gpus
-        self.out.append(Admit(task_id=t.task_id, node_ids=tuple(self.pool.ids[i] for i in picked), note=note))
+        self.out.append(Admit(task_id=t.task_id, node_ids=tuple(map(self.pool.ids.__getitem__, picked)), note=note))
 
     def preempt(self, t: QueuedTask, key: Shape, why: Defer) -> bool:
         """Stage 4 for ``t``, which does not fit (``why``): stop running tasks it outranks
