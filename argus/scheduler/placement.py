@@ -121,8 +121,8 @@ class Pool:
         self.totals = [(n.total_gpus, n.total_cpus) for n in ordered]
         self._totals_key = _interned(_Totals(self.totals))  # hashed and compared once per pass
         self.types = tuple(n.gpu_type for n in ordered)  # each node's GPU model ("" unlabelled)
-        # never_fits' answers by shape; public so that a pass over 10,000 tasks can look a
-        # shape up without a call per task
+        # never_fits' answers by shape (the pass asks it only of shapes that have not
+        # failed yet in it: once per shape, and per task of a shape that never fits)
         self.never_known: dict[tuple[object, ...], Defer | None] = {}
         self._make_mix = mix
         self._mix: ShapeMix | None = None

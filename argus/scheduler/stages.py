@@ -32,7 +32,7 @@ from argus.scheduler.model import (
     Admit, Capacity, Decision, Defer, PolicyConfig, Preempt, QueuedTask, Reason, RunningTask,
 )
 from argus.scheduler.order import arrival_only
-from argus.scheduler.placement import NOT_ASKED, Pool, fmt_amount, needs
+from argus.scheduler.placement import Pool, fmt_amount, needs
 from argus.scheduler.preempt import RoomPlanner
 from argus.scheduler.reserve import Ending, Endings, Reservation, fmt_clock
 
@@ -81,7 +81,7 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
     # Read once, not per task: at 10,000 tasks, attribute lookups were a measurable part of the pass.
     pool, explained, per_user, same_rule, no_room = p.pool, p.explained, p.per_user, p.same_rule, p.no_room
     max_running, user_limit, reserve = config.max_running_tasks, config.max_running_per_user, config.reserve
-    gpu_caps, held, never_known, backfill = config.gpu_caps, p.held, pool.never_known, p.backfill
+    gpu_caps, held, backfill = config.gpu_caps, p.held, p.backfill
     blocked, quiet = False, not config.waits  # blocked: strict FIFO's head did not fit
     for t in queue:
         # ``quiet``: only a task that was preempting is told why it waits (leaving is news)
@@ -100,16 +100,11 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
         key: Shape = _SHAPE(t)  # (one C-level call: every task of the queue asks)
         if same_rule is not None and not t.preemptible and pool.keeps_off(d):  # the policy stops tasks
             key = (*key, True)  # it may not be stopped: placed, explained, reserved for apart from its shape
-        # Why its shape failed earlier in the pass: such a shape could fit an idle cluster
-        # (never_fits said so before it was placed), and most of a long queue is here.
+        # Why its shape failed earlier in the pass (most of a long queue): then it could fit idle nodes
         why = explained.get(key)
-        if why is None:
-            never = never_known.get(key, NOT_ASKED)  # (one lookup: the shape's tuple is hashed per lookup)
-            if never is NOT_ASKED:
-                never = pool.never_fits(d, key)
-            if never is not None:  # waiting in line for it would only block everyone behind it
-                append(replace(never, task_id=t.task_id))
-                continue
+        if why is None and (never := pool.never_fits(d, key)) is not None:  # it could not: waiting in line
+            append(replace(never, task_id=t.task_id))  # for it would only block everyone behind it
+            continue
         if blocked:
             append(_blocked(t, pool))
             continue
