@@ -28,9 +28,11 @@ Rules (docs/design.md §5):
 - The order a policy considers tasks in is ``argus.scheduler.order.queue_order``: the
   same function orders the queue users are shown.
 
-Cost: one pass is O(queue) plus O(nodes) per distinct demand shape per admission; placement
-results are cached by shape and dropped on each admission, and once nothing more can be
-admitted the rest of the queue gets a shared, preformatted deferral.
+Cost: one pass is O(queue) plus, per distinct demand shape per admission, a walk of the
+nodes in best-fit order from the first with enough free GPUs (``argus.scheduler.freeindex``,
+kept in order as admissions take resources); placement results are cached by shape and
+dropped on each admission, and once nothing more can be admitted the rest of the queue gets
+a shared, preformatted deferral.
 
 The pass itself, stage by stage (eligibility, fit, reserve or backfill, preempt), is
 ``argus.scheduler.stages``; the policies here give it the queue in their order and, to

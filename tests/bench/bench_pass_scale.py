@@ -40,6 +40,8 @@ from tests.bench.verdict import Verdict  # noqa: E402
 N_WAITING, FULL, NOW = 10_000, 0.90, 1_000_000.0
 TARGET_MS = 20.0
 TARGETED = ("reserve-backfill", "fairshare")
+# What issue 56 measured for this pass before the placement index (CPU ms, another host)
+ISSUE_MS = {"reserve-backfill": 29.0, "fairshare": 41.0}
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -162,7 +164,8 @@ def main() -> None:
         if args.policy and name not in args.policy:
             continue
         cpu[name], digest, kinds = bench(name, queue, running, capacity, config, args.runs)
-        print(f"{name:<22} cpu p50 {cpu[name]:7.2f} ms   decisions {digest}   ({kinds})")
+        ratio = f"   issue 56 measured {ISSUE_MS[name]:.0f} ms: {ISSUE_MS[name] / cpu[name]:.2f}x" if name in ISSUE_MS else ""
+        print(f"{name:<22} cpu p50 {cpu[name]:7.2f} ms   decisions {digest}   ({kinds}){ratio}")
     # The turn after: the first pass's admissions run (reported, not judged: the target is
     # the pass at 90 % full, which admits hundreds).
     left, running2, nodes2 = after(decide(queue, running, capacity, NOW, scenarios["reserve-backfill"]),
