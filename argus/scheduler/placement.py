@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from argus.events.catalog import Demand, NodeCapacity
 from argus.scheduler.fragmentation import ShapeMix
+from argus.scheduler.freeindex import FreeIndex
 from argus.scheduler.gpumodel import allowed_nodes, except_nodes, models_of, models_present, wants
 from argus.scheduler.model import Defer, QueuedTask, Reason
 from argus.scheduler.per_model import scarce_nodes
@@ -123,19 +124,26 @@ class Pool:
         self.labels = [node_label(n.node_id, n.ip) for n in ordered]  # how messages name them
         self.gpus = [max(0.0, n.free_gpus) for n in ordered]
         self.cpus = [max(0.0, n.free_cpus) for n in ordered]
-        # placements by shape (and nodes to avoid), forgotten when resources are taken
-        self._cache: dict[tuple[object, ...], tuple[int, ...] | None] = {}
+        # placements by shape (and nodes to avoid), forgotten when resources are taken;
+        # shapes that did not fit, kept (free resources only shrink within a pass)
+        self._cache: dict[tuple[object, ...], tuple[int, ...]] = {}
+        self._unplaced: set[tuple[object, ...]] = set()
         self._snapshot: tuple[float, ...] | None = None
         self.totals = [(n.total_gpus, n.total_cpus) for n in ordered]
         self._totals_key = _interned(_Totals(self.totals))  # hashed and compared once per pass
         self.types = tuple(n.gpu_type for n in ordered)  # each node's GPU model ("" unlabelled)
-        # never_fits' answers by shape; public so that a pass over 10,000 tasks can look a
-        # shape up without a call per task
+        # never_fits' answers by shape (the pass asks it only of shapes that have not
+        # failed yet in it: once per shape, and per task of a shape that never fits)
         self.never_known: dict[tuple[object, ...], Defer | None] = {}
         self._make_mix = mix
         self._mix: ShapeMix | None = None
         self._waiting = waiting
         self._spared: frozenset[int] | None = None  # made on the first placement
+        # best-fit order per GPU models asked for (``FreeIndex``), made on the first
+        # placement of each and kept in order by ``take``
+        self._indexes: dict[tuple[str, ...], FreeIndex] = {}
+        self._cands: dict[tuple[str, ...], Sequence[int]] = {}  # _candidates' answers by GPU models
+        self._free_sums: dict[tuple[str, ...], float] = {}  # free GPUs on them, until the next take
         self._rare: frozenset[int] | None = None  # made when a task that may not be preempted asks
         # a task of any model goes on the nodes of minor GPU models last (argus.scheduler.per_model)
         self._minor = scarce_nodes(self.types) if minor_last else _NO_NODES
@@ -148,8 +156,10 @@ class Pool:
         elsewhere, made such tasks wait 40-57 h under fair share (docs/evaluation/2026-11-27-policy-comparison.md)."""
         if self._spared is None:
             spared: set[int] = set()
-            shapes = {(d.nnodes, d.n_gpus_per_node, d.cpus_per_node, d.gpu_types)
-                      for d in (self._waiting() if self._waiting is not None else ())}
+            # Distinct demands first (hashed in C: 10,000 waiting tasks have a few dozen),
+            # then their shapes: a Demand is equal to another exactly when these are.
+            demands = set(self._waiting()) if self._waiting is not None else set()
+            shapes = {(d.nnodes, d.n_gpus_per_node, d.cpus_per_node, d.gpu_types) for d in demands}
             for nnodes, gpus, cpus, types in shapes:
                 homes = homes_of(self._totals_key, gpus, cpus, allowed_nodes(types, self.types) if types else None)
                 if len(homes) <= nnodes:
@@ -158,18 +168,13 @@ class Pool:
         return self._spared
 
     def _order(self, fits: list[int], d: Demand) -> list[int]:
-        """Where to put a gang's members first, among the nodes that fit one."""
-        if self._make_mix is not None:
-            if self._mix is None:
-                self._mix = self._make_mix()
-            return self._mix.order(fits, self.gpus, self.cpus, self.ids, d)
-        gpus, cpus, ids, spared = self.gpus, self.cpus, self.ids, self.spared()
-        minor = self._minor if not d.gpu_types else _NO_NODES
-        if minor:  # a task of any model: the minor models' nodes last (argus.scheduler.per_model)
-            return sorted(fits, key=lambda i: (i in minor, i in spared, gpus[i], cpus[i], ids[i]))
-        if spared:  # best-fit, the only homes of a waiting shape last
-            return sorted(fits, key=lambda i: (i in spared, gpus[i], cpus[i], ids[i]))
-        return sorted(fits, key=lambda i: (gpus[i], cpus[i], ids[i]))  # best-fit
+        """Where to put a gang's members first, among the nodes that fit one, by
+        fragmentation (best-fit, the only homes of a waiting shape last, is ``_index``'s
+        order)."""
+        assert self._make_mix is not None
+        if self._mix is None:
+            self._mix = self._make_mix()
+        return self._mix.order(fits, self.gpus, self.cpus, self.ids, d)
 
     def keeps_off(self, d: Demand) -> frozenset[int]:
         """The nodes a task of ``d`` that may not be preempted keeps off: the rare nodes
@@ -220,12 +225,17 @@ class Pool:
     def place_avoiding(self, d: Demand, avoid: frozenset[int]) -> tuple[int, ...] | None:
         """Nodes for the gang among the nodes not in ``avoid`` (as ``place``), or None."""
         key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node, d.gpu_types, avoid)
+        if key in self._unplaced:
+            return None
         if key in self._cache:  # (behind a reservation, every task that fits asks)
             return self._cache[key]
         g, c = d.n_gpus_per_node, d.cpus_per_node
-        fits = [i for i in self._candidates(d) if i not in avoid and self.gpus[i] >= g and self.cpus[i] >= c]
-        result = None if len(fits) < d.nnodes or d.nnodes <= 0 else tuple(self._order(fits, d)[: d.nnodes])
-        self._cache[key] = result
+        if self._make_mix is None:  # best-fit: walk the index
+            result = self._index(d).pick(d.nnodes, g, c, avoid)
+        else:
+            fits = [i for i in self._candidates(d) if i not in avoid and self.gpus[i] >= g and self.cpus[i] >= c]
+            result = None if len(fits) < d.nnodes or d.nnodes <= 0 else tuple(self._order(fits, d)[: d.nnodes])
+        self._remember(key, result)
         return result
 
     def reservation(self, t: QueuedTask, endings: Endings, now: float,
@@ -241,30 +251,60 @@ class Pool:
     def place(self, d: Demand) -> tuple[int, ...] | None:
         """Nodes for the gang (least fragmentation growth, else fewest free GPUs first), or None."""
         key = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node, d.gpu_types)
+        if key in self._unplaced:
+            return None
         if key in self._cache:
             return self._cache[key]
         g, c = d.n_gpus_per_node, d.cpus_per_node
-        gpus, cpus = self.gpus, self.cpus
-        fits = [i for i in self._candidates(d) if gpus[i] >= g and cpus[i] >= c]
         result: tuple[int, ...] | None = None
-        if len(fits) >= d.nnodes > 0:
-            result = tuple(self._order(fits, d)[: d.nnodes])
-        self._cache[key] = result
+        if self._make_mix is None:  # best-fit: walk the index
+            result = self._index(d).pick(d.nnodes, g, c)
+        else:
+            gpus, cpus = self.gpus, self.cpus
+            fits = [i for i in self._candidates(d) if gpus[i] >= g and cpus[i] >= c]
+            if len(fits) >= d.nnodes > 0:
+                result = tuple(self._order(fits, d)[: d.nnodes])
+        self._remember(key, result)
         return result
+
+    def _remember(self, key: tuple[object, ...], placed: tuple[int, ...] | None) -> None:
+        if placed is None:
+            self._unplaced.add(key)
+        else:
+            self._cache[key] = placed
+
+    def _index(self, d: Demand) -> FreeIndex:
+        """The nodes of ``d``'s GPU models in best-fit order (fewest free GPUs, then CPUs,
+        then id), the ``spared`` nodes after the others and, for a task of any model, the
+        minor models' nodes after those (argus.scheduler.per_model); kept in order by ``take``."""
+        index = self._indexes.get(d.gpu_types)
+        if index is None:
+            spared, minor = self.spared(), self._minor if not d.gpu_types else _NO_NODES
+            index = self._indexes[d.gpu_types] = FreeIndex(
+                self.gpus, self.cpus, self.ids, self.allowed(d), lambda i: 2 * (i in minor) + (i in spared))
+        return index
 
     def _candidates(self, d: Demand) -> Sequence[int]:
         """The nodes to try for ``d``: those of its GPU models, in index order."""
-        allowed = self.allowed(d)
-        return range(len(self.gpus)) if allowed is None else sorted(allowed)
+        found = self._cands.get(d.gpu_types)
+        if found is None:
+            allowed = self.allowed(d)
+            found = self._cands[d.gpu_types] = range(len(self.gpus)) if allowed is None else sorted(allowed)
+        return found
 
     def take(self, picked: tuple[int, ...], d: Demand) -> None:
+        gpus, cpus, indexes = self.gpus, self.cpus, self._indexes.values()
         for i in picked:
-            self.gpus[i] -= d.n_gpus_per_node
-            self.cpus[i] -= d.cpus_per_node
+            before = (gpus[i], cpus[i])
+            gpus[i] -= d.n_gpus_per_node
+            cpus[i] -= d.cpus_per_node
+            for index in indexes:
+                index.moved(i, before, (gpus[i], cpus[i]))
         # Free resources only shrink within a pass: a shape that did not fit still does not,
         # so only the successful placements are forgotten.
-        self._cache = {k: v for k, v in self._cache.items() if v is None}
+        self._cache.clear()
         self._snapshot = None
+        self._free_sums.clear()
 
     def explain(self, d: Demand, words: bool = True) -> Defer:
         """Why ``d`` does not fit: not even in total, or only not per node (on the nodes
@@ -272,7 +312,9 @@ class Pool:
         message (a quiet pass, whose messages nobody reads: they were a tenth of its time)."""
         free = self.free_gpus()
         mine = self._candidates(d)
-        total = sum(map(free.__getitem__, mine))  # (C-level: asked per shape and pass)
+        total = self._free_sums.get(d.gpu_types)  # (asked per shape that fails: the same sum for one models)
+        if total is None:
+            total = self._free_sums[d.gpu_types] = sum(map(free.__getitem__, mine))  # (C-level)
         if not words:
             reason = Reason.INSUFFICIENT_GPUS if total < d.total_gpus else Reason.NO_CAPACITY_PER_NODE
             return Defer(task_id="", reason=reason, free_gpus_per_node=free, message="")
@@ -283,7 +325,10 @@ class Pool:
             return Defer(task_id="", reason=Reason.INSUFFICIENT_GPUS, free_gpus_per_node=free, message=(
                 f"{needs(d)} = {d.total_gpus} GPUs; only {fmt_amount(total)} GPUs free in total on {where}"))
         on = f" on {where}" if d.gpu_types else ""
-        ok = sum(1 for i in mine if free[i] >= d.n_gpus_per_node and self.cpus[i] >= d.cpus_per_node)
+        if self._make_mix is None:  # (the index has them in order: no scan of every node)
+            ok = self._index(d).count(d.n_gpus_per_node, d.cpus_per_node)
+        else:
+            ok = sum(1 for i in mine if free[i] >= d.n_gpus_per_node and self.cpus[i] >= d.cpus_per_node)
         return Defer(task_id="", reason=Reason.NO_CAPACITY_PER_NODE, free_gpus_per_node=free, message=(
             f"{needs(d)}; fits in total{on} ({fmt_amount(total)} ≥ {d.total_gpus} GPUs free) but not per node: "
             f"only {ok} node(s) have ≥ {d.n_gpus_per_node} free GPUs and ≥ {fmt_amount(d.cpus_per_node)} "

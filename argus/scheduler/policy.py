@@ -28,9 +28,11 @@ Rules (docs/design.md §5):
 - The order a policy considers tasks in is ``argus.scheduler.order.queue_order``: the
   same function orders the queue users are shown.
 
-Cost: one pass is O(queue) plus O(nodes) per distinct demand shape per admission; placement
-results are cached by shape and dropped on each admission, and once nothing more can be
-admitted the rest of the queue gets a shared, preformatted deferral.
+Cost: one pass is O(queue) plus, per distinct demand shape per admission, a walk of the
+nodes in best-fit order from the first with enough free GPUs (``argus.scheduler.freeindex``,
+kept in order as admissions take resources); placement results are cached by shape and
+dropped on each admission, and once nothing more can be admitted the rest of the queue gets
+a shared, preformatted deferral.
 
 The pass itself, stage by stage (eligibility, fit, reserve or backfill, preempt), is
 ``argus.scheduler.stages``; the policies here give it the queue in their order and, to
@@ -40,6 +42,7 @@ preempt, who may be stopped for whom.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from operator import attrgetter
 
 import msgspec
 
@@ -68,6 +71,8 @@ __all__ = [
     "register_policy",
 ]
 
+
+_RESUME_FIRST = attrgetter("resume_first")
 
 PolicyFn = Callable[
     [Sequence[QueuedTask], Sequence[RunningTask], "Capacity | None", float, PolicyConfig], list[Decision]
@@ -113,7 +118,7 @@ def decide(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity
 def resumed_first(queue: Sequence[QueuedTask]) -> list[QueuedTask]:
     """Tasks the operator interrupted (``resume_first``) before the others, each part in the
     order it had: a planned restart must not cost a run its place (docs/runs.md)."""
-    if not any(t.resume_first for t in queue):
+    if not any(map(_RESUME_FIRST, queue)):  # (C-level: asked of every waiting task, every pass)
         return list(queue)
     return [t for t in queue if t.resume_first] + [t for t in queue if not t.resume_first]
 

@@ -21,6 +21,7 @@ the cached explanations, the reservation, the room planner.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from operator import attrgetter
 from typing import Protocol
 
 from msgspec.structs import replace
@@ -50,6 +51,8 @@ _UNKNOWN_MSG = "cluster capacity is unknown (Ray unreachable); nothing is admitt
 # the rare nodes (Pool.keeps_off): what placement depends on
 Shape = tuple[object, ...]
 _NONE: frozenset[int] = frozenset()
+_DEMAND = attrgetter("demand")
+_SHAPE = attrgetter("demand.nnodes", "demand.n_gpus_per_node", "demand.cpus_per_node", "demand.gpu_types")
 
 
 class Outranks(Protocol):
@@ -80,7 +83,7 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
     # Read once, not per task: at 10,000 tasks, attribute lookups were a measurable part of the pass.
     pool, explained, per_user, same_rule, no_room = p.pool, p.explained, p.per_user, p.same_rule, p.no_room
     max_running, user_limit, reserve = config.max_running_tasks, config.max_running_per_user, config.reserve
-    gpu_caps, held, never_known, backfill = config.gpu_caps, p.held, pool.never_known, p.backfill
+    gpu_caps, held, backfill = config.gpu_caps, p.held, p.backfill
     blocked, quiet, pins = False, not config.waits, p.pins  # blocked: strict FIFO's head did not fit
     for t in queue:
         # ``quiet``: only a task that was preempting is told why it waits (leaving is news)
@@ -96,12 +99,13 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
                 break
             continue
         d = t.demand
-        key: Shape = (d.nnodes, d.n_gpus_per_node, d.cpus_per_node, d.gpu_types)
+        key: Shape = _SHAPE(t)  # (one C-level call: every task of the queue asks)
         if pins is not None and pins(t) and pool.keeps_off(d):  # it could not be moved once it runs
             key = (*key, True)  # it may not be stopped: placed, explained, reserved for apart from its shape
-        never = never_known[key] if key in never_known else pool.never_fits(d, key)
-        if never is not None:  # waiting in line for it would only block everyone behind it
-            append(replace(never, task_id=t.task_id))
+        # Why its shape failed earlier in the pass (most of a long queue): then it could fit idle nodes
+        why = explained.get(key)
+        if why is None and (never := pool.never_fits(d, key)) is not None:  # it could not: waiting in line
+            append(replace(never, task_id=t.task_id))  # for it would only block everyone behind it
             continue
         if blocked:
             append(_blocked(t, pool))
@@ -112,7 +116,6 @@ def run_pass(queue: Sequence[QueuedTask], running: Sequence[RunningTask], capaci
                 append(_limited(t, p.n_running, per_user, held, config))
             continue
         # 2. fit, asked once per shape until the shape fails (free resources only shrink)
-        why = explained.get(key)
         seen_before = why is not None
         if why is None:
             why = p.fit(t, key)
@@ -138,14 +141,14 @@ class _Pass:
 
     __slots__ = ("running", "now", "config", "outranks", "out", "pool", "n_running", "per_user", "held", "explained",
                  "backfill", "reserved", "endings", "planner", "same_rule", "no_room", "no_room_alike", "releasing",
-                 "behind", "no_start", "_none_told", "holds", "pins", "evicts")
+                 "behind", "behind_said", "no_start", "_none_told", "holds", "pins", "evicts")
 
     def __init__(self, queue: Sequence[QueuedTask], running: Sequence[RunningTask], capacity: Capacity,
                  now: float, config: PolicyConfig, outranks: Outranks | None) -> None:
         self.running, self.now, self.config, self.outranks = running, now, config, outranks
         self.out: list[Decision] = []
         self.pool = Pool(capacity.nodes, mix=(lambda: _shape_mix(queue, running, config))
-                         if config.placement == "fragmentation" else None, waiting=lambda: (t.demand for t in queue),
+                         if config.placement == "fragmentation" else None, waiting=lambda: map(_DEMAND, queue),
                          minor_last=config.minor_models_last)
         self.n_running = len(running)
         self.releasing = capacity.releasing  # ended gangs the ledger holds until the next observation
@@ -163,6 +166,8 @@ class _Pass:
         # limit: every such task of the shape waits behind it too, until an admission
         # changes the pool (on the trace, most of a pass's tasks were asked this again).
         self.behind: dict[Shape, Reservation] = {}  # (and the reservation that holds it back)
+        # behind_message's, by (demand, limited, the reservation's task)
+        self.behind_said: dict[tuple[Demand, bool, str], Defer] = {}
         # Shapes for which no reservation found a start: their like would find none either,
         # until an admission changes the pool and the endings (10,000 arrivals at a first
         # observation, with nothing running, asked it of each).
@@ -203,7 +208,7 @@ class _Pass:
         pool, d = self.pool, t.demand
         if key in self.behind and not t.limited:  # its shape fits only on the reservation's nodes
             if self.config.waits or t.preempting_since is not None:
-                self.out.append(_behind(t, pool, self.behind[key]))
+                self.out.append(self.behind_message(t, self.behind[key]))
             return None
         off = self.off(t, key)
         picked = pool.place_avoiding(d, off) if off else pool.place(d)
@@ -223,11 +228,21 @@ class _Pass:
                 if not t.limited:
                     self.behind[key] = blocking
                 if self.config.waits or t.preempting_since is not None:
-                    self.out.append(_behind(t, pool, blocking))
+                    self.out.append(self.behind_message(t, blocking))
                 return None
             picked = fits
         self.admit(t, picked, note)
         return None
+
+    def behind_message(self, t: QueuedTask, reserved: Reservation) -> Defer:
+        """``_behind`` for ``t`` behind ``reserved``, made once per shape, time limit and
+        reservation: on a long queue every task behind one was told anew (the node list
+        joined each time)."""
+        key = (t.demand, t.limited, reserved.task_id)
+        made = self.behind_said.get(key)
+        if made is None:
+            made = self.behind_said[key] = _behind(t, self.pool, reserved)
+        return replace(made, task_id=t.task_id)
 
     def off(self, t: QueuedTask, key: Shape) -> frozenset[int]:
         """The nodes ``t`` keeps off (it may not be preempted: ``Pool.keeps_off``)."""
@@ -251,7 +266,7 @@ class _Pass:
             self.per_user[t.user] = self.per_user.get(t.user, 0) + 1
         if t.user in config.gpu_caps:
             self.held[t.user] = self.held.get(t.user, 0.0) + d.total_gpus
-        self.out.append(Admit(task_id=t.task_id, node_ids=tuple(self.pool.ids[i] for i in picked), note=note))
+        self.out.append(Admit(task_id=t.task_id, node_ids=tuple(map(self.pool.ids.__getitem__, picked)), note=note))
 
     def preempt(self, t: QueuedTask, key: Shape, why: Defer) -> bool:
         """Stage 4 for ``t``, which does not fit (``why``): stop running tasks it outranks
