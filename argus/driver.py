@@ -27,6 +27,7 @@ has one, moved (a rename: no copy) into its own job dir, so verl's ``resume_mode
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -193,7 +194,8 @@ def _run(ctx: DriverContext, path: Path, output: BoundedOutput) -> DriverResult:
     if confined.ruleset is not None:  # its Ray workers are confined as the command is
 
         def say(line: str) -> None:  # one write: the log is O_APPEND, shared with the tee
-            output.log.write(f"[argus.driver] {line}\n".encode())
+            with contextlib.suppress(ValueError):  # closed: the command has ended, its log is whole
+                output.log.write(f"[argus.driver] {line}\n".encode())
 
         watcher = watch_claims(shared_root=ctx.shared_root, user=ctx.user, submission_id=ctx.submission_id,
                                command_pid=child.pid, secret=secret, say=say)
@@ -303,12 +305,15 @@ def _pump(ctx: DriverContext, path: Path, child: subprocess.Popen[bytes], output
     # First after that: the reactor ends the attempt on it, and lets this node admit again
     # at once when nothing of the attempt is left here.
     left = still_here(ctx.submission_id)
-    progress.exited(128 + sig if sig else code, host_clean=not left)
     if left:
         pid = next(iter(left))
         output.note(f"{len(left)} process(es) of {ctx.submission_id} still run on this host {CLEAR_WAIT_S:g} s "
                     f"after its command exited (pid {pid}: {command_line(pid)[:120]}); its node admits again "
                     "once they end, or is quarantined")
+    # driver.log whole before the exit report: the attempt ends on the report, and what
+    # reads the log then (the user, the classifier) must find all of it.
+    output.close(last=STOPPED_FOR_OUTPUT if output.stopped_at is not None else "")
+    progress.exited(128 + sig if sig else code, host_clean=not left)
     return code
 
 

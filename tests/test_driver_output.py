@@ -177,3 +177,24 @@ def test_the_driver_as_ray_runs_it_prints_only_the_small_copy(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(done.stdout) <= 128 * 1024 + 8192
     assert done.stdout.rstrip().endswith(b"[argus.driver] exit code 0")
+
+
+def test_driver_log_is_whole_when_the_exit_report_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reactor ends an attempt on its exit report: by then ``driver.log`` holds the
+    command's last line and, past the budget, the kept tail (it used to be written after
+    the report, and a task could show SUCCEEDED with the end of its log not yet there)."""
+    from argus.rayjobs import reports
+
+    seen: list[str] = []
+    exited = reports.ProgressTracker.exited
+
+    def look_then_exit(self: reports.ProgressTracker, exit_code: int, host_clean: bool = False) -> None:
+        seen.append((folder / "driver.log").read_text())
+        exited(self, exit_code, host_clean)
+
+    monkeypatch.setattr(reports.ProgressTracker, "exited", look_then_exit)
+    ctx = _ctx(tmp_path, PRINT.format(n=4 * MiB // LINE), MiB)  # 4 MiB printed, 1 MiB kept
+    folder = prepare_job_dir(ctx)
+    run_command(ctx, folder, out=io.BytesIO())
+    assert len(seen) == 1 and seen[0].rstrip().endswith("THE-END"), seen[0][-300:] if seen else "no exit report"
+    assert "dropped" in seen[0]

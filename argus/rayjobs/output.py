@@ -193,7 +193,10 @@ class BoundedOutput:
 
     def close(self, last: str = "") -> None:
         """The command ended: the kept tail goes into ``driver.log`` after a line saying
-        what was dropped, and Ray's copy gets its end (then ``last``, in both)."""
+        what was dropped, and Ray's copy gets its end (then ``last``, in both). Once: a
+        second call does nothing."""
+        if self.log.closed:
+            return
         if self._tail is not None:
             self._tail.close()
             self._tail = None
