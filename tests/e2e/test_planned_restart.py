@@ -30,9 +30,13 @@ def _up(data: Path, port: int, console: Path) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen([sys.executable, "-m", "argus", "up", "--data-dir", str(data), "--port", str(port),
                                  "--gpus", "2"], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 150
-    while console.read_text().count("cluster ready") < 1 + console.read_text().count("stopped: this stack"):
-        assert proc.poll() is None and time.monotonic() < deadline, console.read_text()[-3000:]
-        time.sleep(0.5)
+    try:
+        while console.read_text().count("cluster ready") < 1 + console.read_text().count("stopped: this stack"):
+            assert proc.poll() is None and time.monotonic() < deadline, console.read_text()[-3000:]
+            time.sleep(0.5)
+    except BaseException:  # never ready: stopped here, since the caller never gets it to stop
+        _stop(proc)
+        raise
     return proc
 
 
