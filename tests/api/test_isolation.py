@@ -168,7 +168,7 @@ async def test_deep_and_file_as_folder_uploads_are_4xx(env: Env) -> None:
         assert "datasets/own.txt is a file, not a folder" in r.json()["detail"]
     assert (alice / "datasets/own.txt").read_bytes() == b"overwritten by alice"
     r = await _request(env, "PUT", "datasets")
-    assert r.status_code == 400 and "not a folder" in r.json()["detail"]
+    assert r.status_code == 400 and "not the area itself" in r.json()["detail"]
     (alice / "datasets/folder").mkdir()
     r = await _request(env, "PUT", "datasets/folder")
     assert r.status_code == 400 and "datasets/folder is a folder" in r.json()["detail"]

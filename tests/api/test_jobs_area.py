@@ -116,7 +116,10 @@ async def test_jobs_is_read_only_and_nothing_is_written(env: Env, method: str, p
                                  content=b"overwritten" if method == "PUT" else None)
     # Never written through the API; deleted only what a finished task of the caller's
     # wrote (tests/api/test_outputs_delete.py): SID is no task of hers here.
-    if method == "PUT" or path.startswith("jobs?"):
+    if path.startswith("jobs?"):  # the area itself is never a write path (argus.api.filepath)
+        assert r.status_code == 400, r.text
+        assert "not the area itself" in r.json()["detail"]
+    elif method == "PUT":
         assert r.status_code == 403, r.text
         assert "jobs is written by your tasks" in r.json()["detail"]
     else:

@@ -19,10 +19,19 @@ from tests.reactor.test_reactor_ray import DONE, reactor_on
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
+MARK = "toy_trainer done: "
+
+
 def _learner_nodes(job_dir: Path) -> list[str]:
     """The nodes the toy trainer's learners ran on (its last line says)."""
-    done = [line for line in (job_dir / "driver.log").read_text().splitlines() if line.startswith("toy_trainer done: ")]
-    return list(json.loads(done[-1].removeprefix("toy_trainer done: "))["nodes"])
+    # Found wherever it is in the log, not only at a line's start: Ray's forwarding of the
+    # workers' output writes to the same stdout, and a forwarded line's newline may come
+    # after the trainer's own text.
+    text = (job_dir / "driver.log").read_text()
+    at = text.rfind(MARK)
+    assert at >= 0, text[-2000:]
+    summary, _ = json.JSONDecoder().raw_decode(text, at + len(MARK))
+    return list(summary["nodes"])
 
 
 async def test_a_task_that_names_a_model_runs_only_on_nodes_of_that_model(ray_cluster: Any, tmp_path: Path) -> None:

@@ -86,7 +86,8 @@ async def test_a_process_left_behind_quarantines_its_node_until_it_ends(ray_clus
 
             async def told() -> Any:
                 v = await task_view(store, both)
-                return v if v is not None and f"node {placed}" in v.wait_message else None
+                # messages name a node by its address and the start of its id (node_label)
+                return v if v is not None and f"node {placed[:8]}" in v.wait_message else None
             waiting = await _until("a wait naming the node", told, 30)
             assert "quarantined" in waiting.wait_message and str(leaked[0]) in waiting.wait_message
             for pid in leaked:
