@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import Route
 
 from tests.browser.conftest import Pages, login, shot
 from tests.support.stack import REACTOR_ERRORS, Stack
@@ -226,15 +227,24 @@ def test_submit_advanced_task_and_follow_it_live(pages: Pages, stack: Stack) -> 
     page = pages.open("alice")
     page.evaluate("window.__noReload = 'same page'")
     page.click("a[data-route=new]")
-    page.click("button[data-template=advanced]")
-    # The template is verl's GRPO example in script form; this stack has no gsm8k yet, and
-    # the check says where to put it: the Data page.
+    # The page opens on the advanced template: verl's GRPO example in script form. This stack
+    # has no gsm8k yet, and the check says where to put it: the Data page.
     page.wait_for_selector("#check-result .notice-error")
     assert "python3 -m verl.trainer.main_ppo \\" in page.input_value("#spec-editor")
     assert "Data page" in page.inner_text("#check-result")
+    # A template still loading when the user starts typing never overwrites what they typed
+    # (a slow host once dropped the pasted spec this way): the fetch is held until after.
+    held: list[Route] = []
+    page.route("**/templates/advanced.yaml", lambda route: held.append(route))
+    page.click("button[data-template=advanced]")
+    while not held:
+        page.wait_for_timeout(50)
     # Pasted in the same form, the example trainer runs here in seconds.
     page.fill("#spec-editor", TOY_SCRIPT_SPEC)
+    held[0].continue_()
+    page.unroute("**/templates/advanced.yaml")
     page.wait_for_selector("#check-result .notice-ok")
+    assert page.input_value("#spec-editor") == TOY_SCRIPT_SPEC
     page.click("#submit-task")
     page.wait_for_url(re.compile(r".*#/tasks/alice-ppo-"))
     task_id = page.evaluate("decodeURIComponent(location.hash.split('/')[2])")

@@ -86,7 +86,11 @@ export async function render(main, params, ctx) {
   }
 
   const validateSoon = debounce(validate, 600);
+  // A template fetched while the user types (or picks another template) must not overwrite
+  // what they typed: each load remembers the edit count it started from.
+  let edits = 0;
   editor.addEventListener("input", () => {
+    edits += 1;
     sessionStorage.setItem(DRAFT_KEY, editor.value);
     validateSoon();
   });
@@ -116,8 +120,11 @@ export async function render(main, params, ctx) {
   });
 
   async function useTemplate(name) {
+    const startedAt = ++edits;
     try {
-      editor.value = await loadTemplate(name, ctx.me);
+      const text = await loadTemplate(name, ctx.me);
+      if (edits !== startedAt) return; // typed into, or another template picked, meanwhile
+      editor.value = text;
       sessionStorage.setItem(DRAFT_KEY, editor.value);
       templateButtons.forEach((b) => b.setAttribute("aria-pressed", String(b.dataset.template === name)));
       editor.focus();
