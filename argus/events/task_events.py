@@ -33,7 +33,7 @@ class FailureKind(str, enum.Enum):
 
     def is_retryable(self) -> bool:
         """Resource races, lost clusters and transient faults are worth another attempt;
-        user and runtime errors are not (retrying would hide the error, seed 002 §2.1)."""
+        user and runtime errors are not (retrying would hide the error)."""
         return self in (FailureKind.INSUFFICIENT_RESOURCES, FailureKind.CLUSTER_LOST, FailureKind.PREEMPTED,
                         FailureKind.INTERRUPTED, *TRANSIENT_KINDS)
 

@@ -1,7 +1,7 @@
 """The one place where Argus talks to Ray (docs/design.md §1: "where Ray is touched").
 
 ``RayGateway`` is synchronous: jobs go through Ray's Jobs SDK (``JobSubmissionClient`` on
-the job server URL, seed 002 §2.1: plain HTTP), capacity is read from the GCS with the
+the job server URL: plain HTTP), capacity is read from the GCS with the
 same accessor verl's ``ray._private.state.available_resources_per_node()`` uses, but
 *without* ``ray.init`` and in a child process (``probe``): Ray's GCS client aborts its
 process when the head is gone too long or comes back as another cluster, and the control

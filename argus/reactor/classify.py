@@ -7,7 +7,7 @@ Order matters and is deliberate:
    driver that ran and exited non-zero (JOB_ENTRYPOINT_COMMAND_ERROR), or an error Ray
    could not name, says nothing about *why*: the text decides those.
 3. verl's fail-fast GPU check is looked for first among the texts: it is the one failure the
-   service retries on purpose (seed 002 §6.3), and it appears inside a RayTaskError whose
+   service retries on purpose (docs/scheduling.md, INSUFFICIENT_RESOURCES), and it appears inside a RayTaskError whose
    traceback also mentions actors, so cluster patterns must not shadow it.
 4. Transient faults of the run, by the words of the code that reports them, before cluster
    loss: a rank whose NCCL watchdog fired, or that ran out of memory, takes its actor down,

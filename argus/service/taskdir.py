@@ -1,5 +1,5 @@
 """The task's directory, made at submission: ``<shared>/users/<user>/jobs/<task_id>/`` with
-the spec as the user sent it (seed 002's "the API creates the task directory").
+the spec as the user sent it: the API, not the driver, creates the task's directory.
 
 Attempts write beside it (``jobs/<task_id>--aNN/``, made by the driver). A user's own
 jobs can write anything under that user's home, symlinks included, so the walk from the

@@ -1,4 +1,4 @@
-"""The checks of seed 000 §2.4 over an expanded command: hard ones raise (every problem
+"""The checks of an expanded command (no arbitrary system commands, paths in the user's area): hard ones raise (every problem
 found, together), soft ones return warnings that are shown to the user and kept on the task."""
 
 from __future__ import annotations

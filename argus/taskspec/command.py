@@ -1,4 +1,4 @@
-"""Shell-level checks of a command (seed 000 §2.4, made precise).
+"""Shell-level checks of a command: no arbitrary system commands, made precise.
 
 The driver runs the command with ``bash -c``. We accept exactly one *simple command*:
 

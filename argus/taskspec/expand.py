@@ -1,4 +1,4 @@
-"""``$HOME`` macro expansion (seed 000 §2.3, §4).
+"""``$HOME`` macro expansion (docs/taskspec.md, "`$HOME` expansion").
 
 Users see their Argus home through the files API, the CLI and the WebUI's Data page:
 ``datasets/``, ``models/``, ``code/``, ``jobs/``, and the two shared read-only folders

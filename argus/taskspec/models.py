@@ -90,7 +90,7 @@ class BasicTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fi
 
 class AdvancedTaskSpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """The user's own command (``kind: advanced``), run with ``bash -c`` after ``$HOME``
-    expansion and the checks of seed 000 §2.4."""
+    expansion and the command checks (``argus.taskspec.checks``)."""
 
     kind: Literal["advanced"] = "advanced"
     workload: Workload

@@ -1,4 +1,4 @@
-"""Path policy: which paths a user's task may name (docs/design.md §6, seed 000 §2.4, §4).
+"""Path policy: which paths a user's task may name (docs/design.md §6).
 
 Every path is checked after ``$HOME`` expansion, with ``//``, ``.`` and ``..`` normalised
 and symlinks resolved the way ``os.path.realpath`` does, at submit time on the API

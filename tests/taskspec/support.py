@@ -21,7 +21,7 @@ def advanced(command: str, *, nnodes: int = 2, n_gpus_per_node: int = 4, workloa
     }
 
 
-# The seed's own example (seed 000 §2.2), verbatim.
+# The requirements' own example TaskSpec, verbatim.
 SEED_EXAMPLE = """\
 kind: advanced
 

@@ -1,4 +1,4 @@
-"""$HOME macro expansion (seed 000 §2.3 and §4), in its fixed order."""
+"""$HOME macro expansion (docs/taskspec.md), in its fixed order."""
 
 from __future__ import annotations
 

@@ -188,7 +188,7 @@ extra_overrides: ["data.train_batch_size=4"]
 
 
 def test_gpus_taken_by_a_foreign_job_after_admission_fail_verls_check_and_are_retried(stack: Stack) -> None:
-    """Seed 002's race: Argus saw the GPUs free and admitted the task; before verl checked,
+    """The admission race: Argus saw the GPUs free and admitted the task; before verl checked,
     a job Argus does not know took them. verl's own ValueError comes back, the attempt is
     INSUFFICIENT_RESOURCES, and the task is retried (here: canceled while it waits)."""
     task_id = submit(stack, GRPO)
